@@ -1,0 +1,1 @@
+//! Socket API for applications.

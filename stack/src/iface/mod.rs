@@ -1,0 +1,1 @@
+//! The worker: rx burst, demux, per-socket batches, timers, tx burst.

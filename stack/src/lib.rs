@@ -1,0 +1,14 @@
+//! SlimTCP: a deliberately minimal user-space TCP/IP stack for reliable, ordered data-center links.
+//!
+//! Layers, bottom up: [`wire`] (zero-copy packet views and `Repr` parse/emit), [`nic`] (the batched
+//! device interface and software NICs), [`tcp`] and [`udp`] (sans-IO protocol state), [`iface`]
+//! (the worker: rx burst, demux, one ACK per socket per burst, timers, tx burst) and [`api`]
+//! (sockets for applications). See `docs/architecture.md`.
+
+pub mod api;
+pub mod iface;
+pub mod nic;
+pub mod tcp;
+pub mod time;
+pub mod udp;
+pub mod wire;

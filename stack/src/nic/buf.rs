@@ -1,0 +1,172 @@
+//! Owned packet buffers: what a NIC hands the stack on receive and takes back on transmit.
+//!
+//! A [`PacketBuf`] is a window (`start..end`) into storage with headroom in front, so headers can
+//! be stripped (`advance`) on receive and prepended (`prepend`) on transmit without copying.
+//! Storage is heap memory for the software NICs; the DPDK NIC adds an mbuf-backed variant, which
+//! is why the type hides its storage behind methods.
+
+/// Bytes reserved in front of a transmit buffer for headers (Ethernet + IPv4 + TCP with options).
+pub const DEFAULT_HEADROOM: usize = 128;
+/// Default buffer size: a 1500-byte MTU frame plus headroom, rounded up.
+pub const DEFAULT_BUF_SIZE: usize = 2048;
+
+/// Checksum work a transmitted frame asks the NIC to do (only set when the NIC offers it).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TxOffload {
+    /// Length of the link-layer header.
+    pub l2_len: u16,
+    /// Length of the IPv4 header.
+    pub l3_len: u16,
+    /// The NIC fills in the IPv4 header checksum.
+    pub ipv4_checksum: bool,
+    /// The NIC fills in the TCP or UDP checksum (the pseudo-header sum is pre-filled).
+    pub l4_checksum: Option<L4Proto>,
+}
+
+/// Transport protocol of a frame, for checksum offload.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum L4Proto {
+    /// TCP.
+    Tcp,
+    /// UDP.
+    Udp,
+}
+
+/// An owned packet buffer.
+#[derive(Debug, Clone)]
+pub struct PacketBuf {
+    storage: Box<[u8]>,
+    start: usize,
+    end: usize,
+    /// Offloads requested for transmit.
+    pub offload: TxOffload,
+}
+
+impl PacketBuf {
+    /// An empty buffer of `capacity` bytes whose data starts after `headroom` bytes.
+    pub fn with_headroom(capacity: usize, headroom: usize) -> Self {
+        let headroom = headroom.min(capacity);
+        PacketBuf {
+            storage: vec![0u8; capacity].into_boxed_slice(),
+            start: headroom,
+            end: headroom,
+            offload: TxOffload::default(),
+        }
+    }
+
+    /// An empty transmit buffer of the default size and headroom.
+    pub fn new_tx() -> Self {
+        Self::with_headroom(DEFAULT_BUF_SIZE, DEFAULT_HEADROOM)
+    }
+
+    /// A buffer holding a copy of `bytes` (tests, and NICs that receive by copying).
+    pub fn from_slice(bytes: &[u8]) -> Self {
+        let mut b = Self::with_headroom(bytes.len().max(DEFAULT_BUF_SIZE - DEFAULT_HEADROOM), 0);
+        if let Some(dst) = b.append(bytes.len()) {
+            dst.copy_from_slice(bytes);
+        }
+        b
+    }
+
+    /// The data bytes.
+    pub fn as_slice(&self) -> &[u8] {
+        &self.storage[self.start..self.end]
+    }
+
+    /// The data bytes, writable.
+    pub fn as_mut_slice(&mut self) -> &mut [u8] {
+        &mut self.storage[self.start..self.end]
+    }
+
+    /// Number of data bytes.
+    pub fn len(&self) -> usize {
+        self.end - self.start
+    }
+
+    /// True when no data bytes are held.
+    pub fn is_empty(&self) -> bool {
+        self.start == self.end
+    }
+
+    /// Free bytes in front of the data.
+    pub fn headroom(&self) -> usize {
+        self.start
+    }
+
+    /// Free bytes after the data.
+    pub fn tailroom(&self) -> usize {
+        self.storage.len() - self.end
+    }
+
+    /// Total storage size.
+    pub fn capacity(&self) -> usize {
+        self.storage.len()
+    }
+
+    /// Grows the data by `n` bytes at the end and returns them; `None` without room.
+    pub fn append(&mut self, n: usize) -> Option<&mut [u8]> {
+        if n > self.tailroom() {
+            return None;
+        }
+        let old = self.end;
+        self.end += n;
+        Some(&mut self.storage[old..self.end])
+    }
+
+    /// Grows the data by `n` bytes at the front and returns them; `None` without headroom.
+    pub fn prepend(&mut self, n: usize) -> Option<&mut [u8]> {
+        if n > self.start {
+            return None;
+        }
+        self.start -= n;
+        Some(&mut self.storage[self.start..self.start + n])
+    }
+
+    /// Drops `n` bytes from the front (strips a header). Returns false if fewer are held.
+    pub fn advance(&mut self, n: usize) -> bool {
+        if n > self.len() {
+            return false;
+        }
+        self.start += n;
+        true
+    }
+
+    /// Keeps only the first `len` data bytes (no-op when already shorter).
+    pub fn truncate(&mut self, len: usize) {
+        if len < self.len() {
+            self.end = self.start + len;
+        }
+    }
+
+    /// Empties the buffer and restores `headroom` bytes in front, for reuse.
+    pub fn reset(&mut self, headroom: usize) {
+        let headroom = headroom.min(self.storage.len());
+        self.start = headroom;
+        self.end = headroom;
+        self.offload = TxOffload::default();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prepend_append_advance_truncate() {
+        let mut b = PacketBuf::with_headroom(64, 16);
+        assert_eq!(b.len(), 0);
+        b.append(4).expect("room").copy_from_slice(b"data");
+        b.prepend(2).expect("headroom").copy_from_slice(b"hd");
+        assert_eq!(b.as_slice(), b"hddata");
+        assert!(b.prepend(15).is_none());
+        assert!(b.append(64).is_none());
+        assert!(b.advance(2));
+        assert_eq!(b.as_slice(), b"data");
+        assert!(!b.advance(5));
+        b.truncate(2);
+        assert_eq!(b.as_slice(), b"da");
+        b.reset(8);
+        assert!(b.is_empty());
+        assert_eq!(b.headroom(), 8);
+    }
+}

@@ -1,0 +1,5 @@
+//! The SlimTCP connection state machine, sans-IO.
+
+pub mod seq;
+
+pub use seq::SeqNumber;

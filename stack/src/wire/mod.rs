@@ -1,0 +1,119 @@
+//! Zero-copy packet views and their parsed representations (`Repr`).
+//!
+//! Every view is `Packet<T: AsRef<[u8]>>`; after `new_checked` succeeds its accessors never panic.
+//! `Repr::parse` validates (lengths, checksums per [`ChecksumCapabilities`]) and `Repr::emit`
+//! writes headers into a buffer the caller sized with `buffer_len`/`header_len`.
+
+pub mod arp;
+pub mod checksum;
+pub mod ethernet;
+pub mod icmp;
+pub mod ipv4;
+pub mod tcp;
+pub mod udp;
+
+pub use std::net::Ipv4Addr;
+
+/// Why a packet was rejected. Each variant is also a drop-counter reason.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, thiserror::Error)]
+pub enum WireError {
+    /// The buffer is shorter than the header or the length fields claim.
+    #[error("packet truncated")]
+    Truncated,
+    /// A field holds a value the format forbids (bad version, header length, option length...).
+    #[error("malformed header")]
+    Malformed,
+    /// The checksum does not match.
+    #[error("bad checksum")]
+    BadChecksum,
+    /// An IPv4 fragment (SlimTCP does not reassemble).
+    #[error("IPv4 fragment")]
+    Fragmented,
+    /// A valid packet of a kind this stack does not handle.
+    #[error("unsupported packet type")]
+    Unsupported,
+}
+
+/// A 48-bit Ethernet MAC address.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+pub struct EthernetAddress(pub [u8; 6]);
+
+impl EthernetAddress {
+    /// ff:ff:ff:ff:ff:ff.
+    pub const BROADCAST: EthernetAddress = EthernetAddress([0xff; 6]);
+
+    /// True for the broadcast address.
+    pub fn is_broadcast(&self) -> bool {
+        *self == Self::BROADCAST
+    }
+
+    /// True for group (multicast or broadcast) addresses.
+    pub fn is_multicast(&self) -> bool {
+        self.0[0] & 0x01 != 0
+    }
+
+    /// True for individual addresses other than all-zero.
+    pub fn is_unicast(&self) -> bool {
+        !self.is_multicast() && self.0 != [0; 6]
+    }
+}
+
+impl std::fmt::Display for EthernetAddress {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let b = self.0;
+        write!(f, "{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}", b[0], b[1], b[2], b[3], b[4], b[5])
+    }
+}
+
+/// Error parsing a MAC address from text.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid MAC address {0:?} (expected six hex octets like 02:00:00:00:00:01)")]
+pub struct ParseMacError(pub String);
+
+impl std::str::FromStr for EthernetAddress {
+    type Err = ParseMacError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let mut out = [0u8; 6];
+        let mut parts = s.split([':', '-']);
+        for byte in out.iter_mut() {
+            let part = parts.next().ok_or_else(|| ParseMacError(s.to_string()))?;
+            if part.is_empty() || part.len() > 2 {
+                return Err(ParseMacError(s.to_string()));
+            }
+            *byte = u8::from_str_radix(part, 16).map_err(|_| ParseMacError(s.to_string()))?;
+        }
+        if parts.next().is_some() {
+            return Err(ParseMacError(s.to_string()));
+        }
+        Ok(EthernetAddress(out))
+    }
+}
+
+/// Which checksum work a device does in hardware, per direction.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ChecksumOffload {
+    /// The device verified the checksum of received packets (the stack skips verification).
+    pub rx: bool,
+    /// The device fills the checksum of transmitted packets (the stack leaves it to the device).
+    pub tx: bool,
+}
+
+/// Checksum offloads of a device, per protocol. The default offloads nothing: the stack verifies
+/// and computes every checksum in software.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ChecksumCapabilities {
+    /// IPv4 header checksum.
+    pub ipv4: ChecksumOffload,
+    /// TCP checksum.
+    pub tcp: ChecksumOffload,
+    /// UDP checksum.
+    pub udp: ChecksumOffload,
+}
+
+impl ChecksumCapabilities {
+    /// Nothing offloaded: software checksums both ways.
+    pub const fn none() -> Self {
+        let off = ChecksumOffload { rx: false, tx: false };
+        ChecksumCapabilities { ipv4: off, tcp: off, udp: off }
+    }
+}
