@@ -1,5 +1,34 @@
-//! The SlimTCP connection state machine, sans-IO.
+//! The SlimTCP connection state machine, sans-IO: segments and a clock in; segments, events and
+//! timer deadlines out.
+//!
+//! SlimTCP keeps RTO (RFC 6298 with Karn's rule and backoff), window scaling and MSS, and drops
+//! what a reliable, ordered link makes unnecessary: SACK, timestamps, PAWS, congestion control,
+//! fast retransmit and the reorder buffer (an out-of-order segment is dropped and answered with a
+//! duplicate ACK; recovery is go-back-N from the first unacknowledged byte).
 
+pub mod config;
+pub mod connection;
+pub mod events;
+mod input;
+pub mod isn;
+pub mod listen;
+pub mod output;
+pub mod recv_buffer;
+pub mod rtt;
+pub mod send_buffer;
 pub mod seq;
+pub mod state;
+mod timers;
 
+#[cfg(test)]
+mod tests;
+
+pub use config::TcpConfig;
+pub use connection::{ConnError, ConnStats, Connection, SendError};
+pub use events::Events;
+pub use isn::IsnGenerator;
+pub use listen::{listen_input, reset_for_closed, ListenAction};
+pub use output::{Payload, SegmentSink, SinkFull};
+pub use send_buffer::TxPayload;
 pub use seq::SeqNumber;
+pub use state::State;

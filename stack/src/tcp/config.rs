@@ -1,0 +1,68 @@
+//! Per-connection TCP settings.
+
+use std::time::Duration;
+
+/// Settings a connection is created with. Defaults suit a data-center link with a 1500-byte MTU.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TcpConfig {
+    /// The MSS we advertise, and the largest segment we send (the peer's MSS may lower it).
+    pub mss: u16,
+    /// Receive buffer in bytes; the advertised window is its free part.
+    pub rx_buffer: usize,
+    /// Send buffer in bytes (queued + unacknowledged).
+    pub tx_buffer: usize,
+    /// Window scale shift we offer (RFC 7323); `None` disables the option.
+    pub window_scale: Option<u8>,
+    /// Initial retransmission timeout (RFC 6298: 1 s).
+    pub rto_initial: Duration,
+    /// Lower bound of the retransmission timeout.
+    pub rto_min: Duration,
+    /// Upper bound of the retransmission timeout (after backoff).
+    pub rto_max: Duration,
+    /// Consecutive retransmissions of the same data before the connection is reset (ETIMEDOUT).
+    pub max_retries: u32,
+    /// Consecutive SYN retransmissions before a connect fails (ETIMEDOUT).
+    pub max_syn_retries: u32,
+    /// How long a connection stays in TIME-WAIT (2*MSL; short by default on a data-center link).
+    pub time_wait: Duration,
+    /// How long a closed (orphaned) connection waits in FIN-WAIT-2 for the peer's FIN.
+    pub fin_wait2_timeout: Duration,
+    /// Send whatever is queued at once (no Nagle-style coalescing).
+    pub nodelay: bool,
+}
+
+impl Default for TcpConfig {
+    fn default() -> Self {
+        TcpConfig {
+            mss: 1460,
+            rx_buffer: 256 * 1024,
+            tx_buffer: 256 * 1024,
+            window_scale: Some(3),
+            rto_initial: Duration::from_secs(1),
+            rto_min: Duration::from_millis(200),
+            rto_max: Duration::from_secs(60),
+            max_retries: 8,
+            max_syn_retries: 5,
+            time_wait: Duration::from_secs(1),
+            fin_wait2_timeout: Duration::from_secs(60),
+            nodelay: true,
+        }
+    }
+}
+
+impl TcpConfig {
+    /// The smallest window-scale shift that lets `rx_buffer` be advertised in full.
+    pub fn scale_for_buffer(rx_buffer: usize) -> u8 {
+        let mut shift = 0u8;
+        while shift < 14 && (rx_buffer >> shift) > usize::from(u16::MAX) {
+            shift += 1;
+        }
+        shift
+    }
+
+    /// This configuration with the window scale chosen to fit the receive buffer.
+    pub fn with_auto_window_scale(mut self) -> Self {
+        self.window_scale = Some(Self::scale_for_buffer(self.rx_buffer));
+        self
+    }
+}

@@ -1,0 +1,452 @@
+//! The transmission control block: one connection's state, and what the application may do to it.
+//!
+//! Segment input lives in `input.rs`, segment output in `output.rs`, timers in `timers.rs`. The
+//! connection never touches a clock or a device: time comes in as `now`, segments go out through a
+//! [`SegmentSink`](super::output::SegmentSink).
+
+use std::net::SocketAddrV4;
+
+use super::config::TcpConfig;
+use super::events::Events;
+use super::recv_buffer::RecvBuffer;
+use super::rtt::RttEstimator;
+use super::send_buffer::{SendBuffer, TxPayload};
+use super::state::State;
+use super::SeqNumber;
+use crate::nic::PacketBuf;
+use crate::time::Instant;
+use crate::wire::tcp::TcpRepr;
+
+/// Default MSS when the peer sends no MSS option (RFC 9293 section 3.7.1).
+pub(super) const DEFAULT_PEER_MSS: u16 = 536;
+
+/// Why a connection failed; the application sees it as an errno-like error.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, thiserror::Error)]
+pub enum ConnError {
+    /// The peer answered our SYN with a RST (ECONNREFUSED).
+    #[error("connection refused")]
+    Refused,
+    /// The peer reset an established connection (ECONNRESET).
+    #[error("connection reset by peer")]
+    Reset,
+    /// Retransmissions went unanswered past the retry limit (ETIMEDOUT).
+    #[error("connection timed out")]
+    TimedOut,
+    /// The next hop's link-layer address could not be resolved (EHOSTUNREACH).
+    #[error("no route to host")]
+    Unreachable,
+    /// The connection was aborted locally (ECONNABORTED).
+    #[error("connection aborted")]
+    Aborted,
+}
+
+/// Errors from application operations on a connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum SendError {
+    /// The connection is not in a state that allows sending (not yet connected, or closed).
+    #[error("connection not open for sending")]
+    NotOpen,
+    /// The connection failed.
+    #[error(transparent)]
+    Failed(#[from] ConnError),
+}
+
+/// One TCP connection.
+#[derive(Debug)]
+pub struct Connection {
+    pub(super) cfg: TcpConfig,
+    pub(super) state: State,
+    pub(super) local: SocketAddrV4,
+    pub(super) remote: SocketAddrV4,
+
+    // Send sequence space (RFC 9293 3.3.1).
+    pub(super) iss: SeqNumber,
+    pub(super) snd_una: SeqNumber,
+    pub(super) snd_nxt: SeqNumber,
+    /// Highest sequence number sent so far (snd_nxt rewinds on go-back-N; this does not).
+    pub(super) snd_max: SeqNumber,
+    /// Peer's receive window in bytes (already scaled).
+    pub(super) snd_wnd: usize,
+    pub(super) max_snd_wnd: usize,
+    pub(super) snd_wl1: SeqNumber,
+    pub(super) snd_wl2: SeqNumber,
+    /// Shift applied to windows the peer sends us.
+    pub(super) snd_wscale: u8,
+    /// Largest segment payload we send.
+    pub(super) send_mss: usize,
+    pub(super) tx: SendBuffer,
+    /// The application closed its sending side: a FIN follows the queued data.
+    pub(super) fin_queued: bool,
+
+    // Receive sequence space.
+    pub(super) irs: SeqNumber,
+    pub(super) rcv_nxt: SeqNumber,
+    /// Right edge of the last window we advertised (never moved left).
+    pub(super) rcv_adv: SeqNumber,
+    /// Shift applied to windows we advertise.
+    pub(super) rcv_wscale: u8,
+    /// Both SYNs carried the window-scale option.
+    pub(super) wscale_ok: bool,
+    pub(super) rx: RecvBuffer,
+    pub(super) fin_received: bool,
+    /// The application closed the socket entirely: it will never read again.
+    pub(super) orphaned: bool,
+
+    // Timers.
+    pub(super) rtt: RttEstimator,
+    pub(super) rto_deadline: Option<Instant>,
+    /// Consecutive retransmission timeouts without progress.
+    pub(super) retries: u32,
+    /// Karn's rule: the segment end being timed and when it was sent (cleared on retransmit).
+    pub(super) rtt_probe: Option<(SeqNumber, Instant)>,
+    pub(super) persist_deadline: Option<Instant>,
+    pub(super) persist_backoff: u32,
+    /// A zero-window probe is due.
+    pub(super) probe_due: bool,
+    /// Zero-window probes sent since the peer last answered.
+    pub(super) probes_unanswered: u32,
+    pub(super) time_wait_deadline: Option<Instant>,
+
+    // Output requests.
+    pub(super) ack_pending: bool,
+    /// A RST to send (in reply to a bad segment, or for an abort).
+    pub(super) rst_pending: Option<TcpRepr>,
+
+    pub(super) error: Option<ConnError>,
+    pub(super) events: Events,
+    pub(super) stats: ConnStats,
+}
+
+/// Per-connection counters.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ConnStats {
+    /// Segments sent (all kinds).
+    pub segs_out: u64,
+    /// Segments received and accepted for processing.
+    pub segs_in: u64,
+    /// Payload bytes delivered in order to the receive queue.
+    pub bytes_received: u64,
+    /// Payload bytes acknowledged by the peer.
+    pub bytes_acked: u64,
+    /// Segments sent again after a timeout (go-back-N).
+    pub retransmits: u64,
+    /// Retransmission timeouts.
+    pub timeouts: u64,
+    /// Out-of-order segments dropped (each answered with a duplicate ACK).
+    pub out_of_order: u64,
+    /// Segments outside the receive window.
+    pub out_of_window: u64,
+    /// Challenge ACKs sent (RFC 5961).
+    pub challenge_acks: u64,
+    /// Pure ACKs sent.
+    pub pure_acks: u64,
+    /// Zero-window probes sent.
+    pub window_probes: u64,
+}
+
+impl Connection {
+    fn new(cfg: TcpConfig, local: SocketAddrV4, remote: SocketAddrV4, iss: SeqNumber, state: State) -> Self {
+        let rtt = RttEstimator::new(cfg.rto_initial, cfg.rto_min, cfg.rto_max);
+        Connection {
+            tx: SendBuffer::new(cfg.tx_buffer),
+            rx: RecvBuffer::new(cfg.rx_buffer),
+            send_mss: usize::from(DEFAULT_PEER_MSS.min(cfg.mss)),
+            cfg,
+            state,
+            local,
+            remote,
+            iss,
+            snd_una: iss,
+            snd_nxt: iss,
+            snd_max: iss,
+            snd_wnd: 0,
+            max_snd_wnd: 0,
+            snd_wl1: SeqNumber(0),
+            snd_wl2: iss,
+            snd_wscale: 0,
+            fin_queued: false,
+            irs: SeqNumber(0),
+            rcv_nxt: SeqNumber(0),
+            rcv_adv: SeqNumber(0),
+            rcv_wscale: 0,
+            wscale_ok: false,
+            fin_received: false,
+            orphaned: false,
+            rtt,
+            rto_deadline: None,
+            retries: 0,
+            rtt_probe: None,
+            persist_deadline: None,
+            persist_backoff: 0,
+            probe_due: false,
+            probes_unanswered: 0,
+            time_wait_deadline: None,
+            ack_pending: false,
+            rst_pending: None,
+            error: None,
+            events: Events::empty(),
+            stats: ConnStats::default(),
+        }
+    }
+
+    /// Active open: a connection in SYN-SENT whose SYN goes out on the next output.
+    pub fn connect(cfg: TcpConfig, local: SocketAddrV4, remote: SocketAddrV4, iss: SeqNumber) -> Self {
+        Self::new(cfg, local, remote, iss, State::SynSent)
+    }
+
+    /// Passive open: a connection in SYN-RECEIVED for the peer's `syn` (which a listener accepted);
+    /// the SYN-ACK goes out on the next output.
+    pub fn accept(cfg: TcpConfig, local: SocketAddrV4, remote: SocketAddrV4, syn: &TcpRepr, iss: SeqNumber) -> Self {
+        let mut c = Self::new(cfg, local, remote, iss, State::SynReceived);
+        c.irs = syn.seq_number;
+        c.rcv_nxt = syn.seq_number + 1;
+        c.apply_syn_options(syn);
+        // The window in a SYN is never scaled (RFC 7323 section 2.2).
+        c.snd_wnd = usize::from(syn.window_len);
+        c.max_snd_wnd = c.snd_wnd;
+        c.snd_wl1 = syn.seq_number;
+        c.snd_wl2 = iss;
+        c.rcv_adv = c.rcv_nxt;
+        c
+    }
+
+    /// Takes the peer's MSS and window-scale options from its SYN.
+    pub(super) fn apply_syn_options(&mut self, syn: &TcpRepr) {
+        let peer_mss = syn.max_seg_size.unwrap_or(DEFAULT_PEER_MSS).max(1);
+        self.send_mss = usize::from(peer_mss.min(self.cfg.mss));
+        match (syn.window_scale, self.cfg.window_scale) {
+            (Some(theirs), Some(ours)) => {
+                self.snd_wscale = theirs.min(14);
+                self.rcv_wscale = ours.min(14);
+                self.wscale_ok = true;
+            }
+            _ => {
+                self.snd_wscale = 0;
+                self.rcv_wscale = 0;
+                self.wscale_ok = false;
+            }
+        }
+    }
+
+    /// True when both sides offered window scaling.
+    pub(super) fn wscale_negotiated(&self) -> bool {
+        self.wscale_ok
+    }
+
+    /// The current state.
+    pub fn state(&self) -> State {
+        self.state
+    }
+
+    /// Our address.
+    pub fn local(&self) -> SocketAddrV4 {
+        self.local
+    }
+
+    /// The peer's address.
+    pub fn remote(&self) -> SocketAddrV4 {
+        self.remote
+    }
+
+    /// Why the connection failed, if it did.
+    pub fn error(&self) -> Option<ConnError> {
+        self.error
+    }
+
+    /// The largest payload we put in one segment.
+    pub fn send_mss(&self) -> usize {
+        self.send_mss
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> &ConnStats {
+        &self.stats
+    }
+
+    /// The current retransmission timeout.
+    pub fn rto(&self) -> std::time::Duration {
+        self.rtt.rto()
+    }
+
+    /// Events since the last call (cleared by this call).
+    pub fn take_events(&mut self) -> Events {
+        std::mem::take(&mut self.events)
+    }
+
+    /// Bytes the application can read now.
+    pub fn recv_queued(&self) -> usize {
+        self.rx.len()
+    }
+
+    /// True when a read would return data or end of stream.
+    pub fn can_recv(&self) -> bool {
+        !self.rx.is_empty() || self.fin_received || self.error.is_some()
+    }
+
+    /// True when a read returned everything and the peer closed (end of stream).
+    pub fn at_eof(&self) -> bool {
+        self.rx.is_empty() && self.fin_received
+    }
+
+    /// Bytes of send-buffer space free now (0 when sending is not allowed).
+    pub fn send_space(&self) -> usize {
+        if self.state.may_send() && !self.fin_queued { self.tx.free() } else { 0 }
+    }
+
+    /// Bytes queued for sending and not yet acknowledged.
+    pub fn send_queued(&self) -> usize {
+        self.tx.len()
+    }
+
+    fn check_send(&self) -> Result<(), SendError> {
+        if let Some(e) = self.error {
+            return Err(SendError::Failed(e));
+        }
+        if !self.state.may_send() && self.state != State::SynSent && self.state != State::SynReceived {
+            return Err(SendError::NotOpen);
+        }
+        if self.fin_queued {
+            return Err(SendError::NotOpen);
+        }
+        Ok(())
+    }
+
+    /// Copies as much of `data` as fits into the send buffer; returns the bytes taken (0 when
+    /// full). Data may be queued before the handshake completes.
+    pub fn send(&mut self, data: &[u8]) -> Result<usize, SendError> {
+        self.check_send()?;
+        Ok(self.tx.push_copy(data))
+    }
+
+    /// Zero-copy send: the stack holds `payload` until all its bytes are acknowledged, then
+    /// returns it through [`take_completed`](Self::take_completed). Gives it back when it does
+    /// not fit.
+    pub fn send_loaned(&mut self, payload: Box<dyn TxPayload>) -> Result<Result<(), Box<dyn TxPayload>>, SendError> {
+        self.check_send()?;
+        Ok(self.tx.push_loaned(payload))
+    }
+
+    /// Loaned buffers whose bytes the peer acknowledged.
+    pub fn take_completed(&mut self) -> std::vec::Drain<'_, Box<dyn TxPayload>> {
+        self.tx.take_completed()
+    }
+
+    /// Copies received bytes into `dst`; returns how many (0 = nothing queued; check `at_eof`).
+    pub fn recv(&mut self, dst: &mut [u8]) -> usize {
+        let n = self.rx.read(dst);
+        if n > 0 {
+            self.window_opened();
+        }
+        n
+    }
+
+    /// Zero-copy receive: the next payload buffer, owned by the caller from now on.
+    pub fn recv_segment(&mut self) -> Option<PacketBuf> {
+        let seg = self.rx.pop_segment()?;
+        self.window_opened();
+        Some(seg)
+    }
+
+    /// After the application consumed data: if the window grew enough to matter, send an update
+    /// (receiver-side silly window avoidance, RFC 9293 3.8.6.2.2).
+    fn window_opened(&mut self) {
+        if !self.state.peer_may_send() {
+            return;
+        }
+        let advertised = self.rcv_adv.since(self.rcv_nxt);
+        let now_free = self.rx.free();
+        let threshold = self.send_mss.max(1).min(self.rx.capacity() / 2);
+        if now_free >= advertised + threshold {
+            self.ack_pending = true;
+        }
+    }
+
+    /// Closes our sending side (shutdown(SHUT_WR)): a FIN follows the queued data; we keep
+    /// receiving until the peer closes too.
+    pub fn shutdown(&mut self) {
+        match self.state {
+            State::Closed | State::Listen | State::SynSent => {
+                self.set_closed();
+            }
+            State::SynReceived | State::Established => {
+                self.fin_queued = true;
+                self.state = State::FinWait1;
+            }
+            State::CloseWait => {
+                self.fin_queued = true;
+                self.state = State::LastAck;
+            }
+            _ => {}
+        }
+    }
+
+    /// Closes the connection for good (close(2)): sends FIN after the queued data, and the
+    /// application will not read again. Unread or later-arriving data resets the connection
+    /// (RFC 2525 2.17), and FIN-WAIT-2 is bounded by `fin_wait2_timeout`.
+    pub fn close(&mut self) {
+        if !self.rx.is_empty() {
+            self.abort();
+            return;
+        }
+        self.orphaned = true;
+        self.shutdown();
+    }
+
+    /// True once the application closed the socket (the stack finishes the close on its own).
+    pub fn is_orphaned(&self) -> bool {
+        self.orphaned
+    }
+
+    /// Aborts: queues a RST (when synchronized) and goes to CLOSED at once.
+    pub fn abort(&mut self) {
+        if matches!(
+            self.state,
+            State::SynReceived | State::Established | State::FinWait1 | State::FinWait2 | State::CloseWait
+        ) {
+            self.rst_pending = Some(self.reset_repr());
+        }
+        if self.error.is_none() {
+            self.error = Some(ConnError::Aborted);
+        }
+        self.set_closed();
+    }
+
+    /// A RST|ACK for the current send position.
+    pub(super) fn reset_repr(&self) -> TcpRepr {
+        TcpRepr {
+            src_port: self.local.port(),
+            dst_port: self.remote.port(),
+            seq_number: self.snd_nxt.max(self.snd_una),
+            ack_number: Some(self.rcv_nxt),
+            flags: crate::wire::tcp::TcpFlags::RST,
+            window_len: 0,
+            max_seg_size: None,
+            window_scale: None,
+        }
+    }
+
+    /// Goes to CLOSED: timers stop, the owner may free the connection.
+    pub(super) fn set_closed(&mut self) {
+        self.state = State::Closed;
+        self.rto_deadline = None;
+        self.persist_deadline = None;
+        self.time_wait_deadline = None;
+        self.ack_pending = false;
+        self.events.insert(Events::CLOSED | Events::READABLE | Events::WRITABLE);
+    }
+
+    /// Fails the connection with `err` and closes it.
+    pub(super) fn fail(&mut self, err: ConnError) {
+        self.error = Some(err);
+        self.events.insert(Events::ERROR);
+        self.set_closed();
+    }
+
+    /// The window we would advertise now, in bytes (unscaled): free receive-buffer space, but
+    /// never less than what we already promised.
+    pub(super) fn receive_window(&self) -> usize {
+        let promised = self.rcv_adv.since(self.rcv_nxt);
+        let max = usize::from(u16::MAX) << self.rcv_wscale;
+        self.rx.free().max(promised).min(max)
+    }
+}

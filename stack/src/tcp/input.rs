@@ -1,0 +1,311 @@
+//! Segment arrival (RFC 9293 section 3.10.7) for a connection that exists, with the RFC 5961
+//! checks on RST, SYN and ACK. In-order receive only: a segment that starts beyond `rcv_nxt` is
+//! dropped and answered with a duplicate ACK (SlimTCP keeps no reorder buffer).
+
+use super::connection::{ConnError, Connection};
+use super::events::Events;
+use super::state::State;
+use super::SeqNumber;
+use crate::nic::PacketBuf;
+use crate::time::Instant;
+use crate::wire::tcp::{TcpFlags, TcpRepr};
+
+impl Connection {
+    /// Processes one received segment. `payload` holds exactly the segment's payload bytes (its
+    /// buffer is queued for the application without copying when the data is in order).
+    /// Any reply (ACK, RST) is produced by the next output call, so the caller can process a
+    /// whole burst of segments first and then send one ACK.
+    pub fn on_segment(&mut self, now: Instant, seg: &TcpRepr, payload: PacketBuf) {
+        self.stats.segs_in += 1;
+        match self.state {
+            State::Closed | State::Listen => {}
+            State::SynSent => self.input_syn_sent(now, seg, payload),
+            _ => self.input_synchronized(now, seg, payload),
+        }
+    }
+
+    fn input_syn_sent(&mut self, now: Instant, seg: &TcpRepr, payload: PacketBuf) {
+        let rst = seg.flags.contains(TcpFlags::RST);
+        let ack_ok = match seg.ack_number {
+            Some(ack) => {
+                if ack <= self.iss || ack > self.snd_max {
+                    if !rst {
+                        self.rst_pending = Some(reset_for_ack(seg, ack));
+                    }
+                    return;
+                }
+                true
+            }
+            None => false,
+        };
+        if rst {
+            if ack_ok {
+                self.fail(ConnError::Refused);
+            }
+            return;
+        }
+        if !seg.flags.contains(TcpFlags::SYN) {
+            return;
+        }
+        self.irs = seg.seq_number;
+        self.rcv_nxt = seg.seq_number + 1;
+        self.rcv_adv = self.rcv_nxt;
+        self.apply_syn_options(seg);
+        self.snd_wnd = usize::from(seg.window_len);
+        self.max_snd_wnd = self.max_snd_wnd.max(self.snd_wnd);
+        self.snd_wl1 = seg.seq_number;
+        self.ack_pending = true;
+        if let Some(ack) = seg.ack_number.filter(|_| ack_ok) {
+            self.snd_wl2 = ack;
+            self.ack_new_data(now, ack, true);
+            self.state = State::Established;
+            self.events.insert(Events::CONNECTED | Events::WRITABLE);
+            let data_seq = seg.seq_number + 1;
+            let fin = seg.flags.contains(TcpFlags::FIN);
+            self.accept_payload(data_seq, payload, fin, now);
+        } else {
+            // Simultaneous open: answer with SYN-ACK (rewind so the SYN goes out again with ACK).
+            self.state = State::SynReceived;
+            self.snd_nxt = self.iss;
+            self.rto_deadline = None;
+        }
+    }
+
+    fn input_synchronized(&mut self, now: Instant, seg: &TcpRepr, payload: PacketBuf) {
+        let syn = seg.flags.contains(TcpFlags::SYN);
+        let rst = seg.flags.contains(TcpFlags::RST);
+        let fin = seg.flags.contains(TcpFlags::FIN);
+
+        // A retransmitted SYN while our SYN-ACK is outstanding: send the SYN-ACK again.
+        if self.state == State::SynReceived && syn && seg.ack_number.is_none() && seg.seq_number == self.irs {
+            if !rst {
+                self.snd_nxt = self.iss;
+            }
+            return;
+        }
+
+        if !self.acceptable(seg, payload.len()) {
+            self.stats.out_of_window += 1;
+            if !rst {
+                self.ack_pending = true;
+                if self.state == State::TimeWait && fin {
+                    // The peer did not get our last ACK: acknowledge again, restart 2*MSL.
+                    self.enter_time_wait(now);
+                }
+            }
+            return;
+        }
+
+        if rst {
+            // RFC 5961 section 3.2: reset only on an exact match, challenge otherwise.
+            if seg.seq_number == self.rcv_nxt {
+                match self.state {
+                    State::Closing | State::LastAck | State::TimeWait => self.set_closed(),
+                    _ => self.fail(ConnError::Reset),
+                }
+            } else {
+                self.challenge_ack();
+            }
+            return;
+        }
+
+        if syn {
+            // RFC 5961 section 4.2: any SYN in a synchronized state gets a challenge ACK.
+            self.challenge_ack();
+            return;
+        }
+
+        let Some(ack) = seg.ack_number else { return };
+
+        let syn_outstanding = self.state == State::SynReceived;
+        if syn_outstanding {
+            if ack <= self.snd_una || ack > self.snd_max {
+                self.rst_pending = Some(reset_for_ack(seg, ack));
+                return;
+            }
+            self.state = State::Established;
+            self.events.insert(Events::CONNECTED | Events::WRITABLE);
+        }
+
+        // RFC 5961 section 5.2: acceptable ACKs lie in [SND.UNA - MAX.SND.WND, SND.MAX].
+        if ack > self.snd_max {
+            self.ack_pending = true;
+            return;
+        }
+        if ack < self.snd_una - self.max_snd_wnd.max(1) {
+            self.challenge_ack();
+            return;
+        }
+        self.probes_unanswered = 0;
+
+        let fin_acked = if ack > self.snd_una { self.ack_new_data(now, ack, syn_outstanding) } else { false };
+
+        // Window update (RFC 9293 3.10.7.4, fifth check): only from newer segments.
+        if self.snd_wl1 < seg.seq_number || (self.snd_wl1 == seg.seq_number && self.snd_wl2 <= ack) {
+            self.snd_wnd = usize::from(seg.window_len) << self.snd_wscale;
+            self.max_snd_wnd = self.max_snd_wnd.max(self.snd_wnd);
+            self.snd_wl1 = seg.seq_number;
+            self.snd_wl2 = ack;
+            if self.snd_wnd > 0 {
+                self.persist_deadline = None;
+                self.persist_backoff = 0;
+            }
+        }
+
+        if fin_acked {
+            match self.state {
+                State::FinWait1 => {
+                    self.state = State::FinWait2;
+                    if self.orphaned {
+                        self.time_wait_deadline = Some(now + self.cfg.fin_wait2_timeout);
+                    }
+                }
+                State::Closing => self.enter_time_wait(now),
+                State::LastAck => {
+                    self.set_closed();
+                    return;
+                }
+                _ => {}
+            }
+        }
+
+        self.accept_payload(seg.seq_number, payload, fin, now);
+    }
+
+    /// RFC 9293 3.10.7.4 first check: does any part of the segment fall in the receive window?
+    fn acceptable(&self, seg: &TcpRepr, payload_len: usize) -> bool {
+        let seg_len = seg.segment_len(payload_len);
+        let wnd = self.rcv_adv.since(self.rcv_nxt);
+        let seq = seg.seq_number;
+        let right = self.rcv_nxt + wnd;
+        match (seg_len, wnd) {
+            (0, 0) => seq == self.rcv_nxt,
+            (0, _) => seq.in_window(self.rcv_nxt, right),
+            (_, 0) => false,
+            (len, _) => seq.in_window(self.rcv_nxt, right) || (seq + (len - 1)).in_window(self.rcv_nxt, right),
+        }
+    }
+
+    fn challenge_ack(&mut self) {
+        self.stats.challenge_acks += 1;
+        self.ack_pending = true;
+    }
+
+    /// Processes an ACK that advances SND.UNA to `ack`. Returns true when it acknowledges our FIN.
+    pub(super) fn ack_new_data(&mut self, now: Instant, ack: SeqNumber, syn_outstanding: bool) -> bool {
+        let mut acked = ack.since(self.snd_una);
+        if syn_outstanding {
+            acked = acked.saturating_sub(1);
+        }
+        let fin_seq = self.data_end();
+        let fin_acked = self.fin_queued && ack == fin_seq + 1;
+        if fin_acked {
+            acked = acked.saturating_sub(1);
+        }
+        let data_acked = acked.min(self.tx.len());
+        self.tx.ack(data_acked);
+        self.stats.bytes_acked += data_acked as u64;
+        self.snd_una = ack;
+        if self.snd_nxt < self.snd_una {
+            self.snd_nxt = self.snd_una;
+        }
+        if let Some((end, sent_at)) = self.rtt_probe {
+            if ack >= end {
+                self.rtt.sample(now.saturating_since(sent_at));
+                self.rtt_probe = None;
+            }
+        }
+        self.retries = 0;
+        self.rto_deadline = if self.snd_una == self.snd_max { None } else { Some(now + self.rtt.rto()) };
+        if data_acked > 0 {
+            self.events.insert(Events::WRITABLE);
+        }
+        fin_acked
+    }
+
+    /// The sequence number just past the last queued data byte (where our FIN goes).
+    pub(super) fn data_end(&self) -> SeqNumber {
+        self.snd_una + self.tx.len()
+    }
+
+    /// Queues in-order payload and processes a FIN that follows it.
+    fn accept_payload(&mut self, seq: SeqNumber, mut payload: PacketBuf, mut fin: bool, now: Instant) {
+        let fin_seq_if_all = seq + payload.len();
+        if !payload.is_empty() {
+            if self.orphaned {
+                // The application closed and will never read: tell the peer (as Linux does).
+                self.abort();
+                return;
+            }
+            if !self.state.peer_may_send() {
+                // Data after the peer's FIN: nothing to deliver, just acknowledge.
+                self.ack_pending = true;
+                return;
+            }
+            if seq > self.rcv_nxt {
+                self.stats.out_of_order += 1;
+                self.ack_pending = true;
+                return;
+            }
+            self.ack_pending = true;
+            let dup = self.rcv_nxt.since(seq);
+            if dup < payload.len() {
+                payload.advance(dup);
+                let room = self.receive_window();
+                if payload.len() > room {
+                    payload.truncate(room);
+                    // The FIN lies beyond what we accepted; the peer will send it again.
+                    fin = false;
+                }
+                let n = payload.len();
+                self.rx.push(payload);
+                self.rcv_nxt += n;
+                self.stats.bytes_received += n as u64;
+                self.events.insert(Events::READABLE);
+            }
+        }
+        if !fin {
+            return;
+        }
+        if fin_seq_if_all == self.rcv_nxt && !self.fin_received {
+            self.rcv_nxt += 1;
+            self.fin_received = true;
+            self.ack_pending = true;
+            self.events.insert(Events::PEER_CLOSED | Events::READABLE);
+            match self.state {
+                State::SynReceived | State::Established => self.state = State::CloseWait,
+                // Our FIN is not acknowledged yet (else we would be in FIN-WAIT-2): simultaneous close.
+                State::FinWait1 => self.state = State::Closing,
+                State::FinWait2 => self.enter_time_wait(now),
+                _ => {}
+            }
+        } else if fin_seq_if_all > self.rcv_nxt {
+            self.stats.out_of_order += 1;
+            self.ack_pending = true;
+        } else if self.state == State::TimeWait {
+            self.ack_pending = true;
+            self.enter_time_wait(now);
+        }
+    }
+
+    pub(super) fn enter_time_wait(&mut self, now: Instant) {
+        self.state = State::TimeWait;
+        self.rto_deadline = None;
+        self.persist_deadline = None;
+        self.time_wait_deadline = Some(now + self.cfg.time_wait);
+    }
+}
+
+/// `<SEQ=SEG.ACK><CTL=RST>`: the reset for an unacceptable ACK (RFC 9293 3.10.7.3).
+fn reset_for_ack(seg: &TcpRepr, ack: SeqNumber) -> TcpRepr {
+    TcpRepr {
+        src_port: seg.dst_port,
+        dst_port: seg.src_port,
+        seq_number: ack,
+        ack_number: None,
+        flags: TcpFlags::RST,
+        window_len: 0,
+        max_seg_size: None,
+        window_scale: None,
+    }
+}

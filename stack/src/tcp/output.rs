@@ -1,0 +1,252 @@
+//! Segment output: SYN / SYN-ACK, data cut at the MSS within the peer's window (go-back-N after
+//! a timeout), FIN, zero-window probes, and at most one pure ACK per call. The caller calls
+//! `dispatch` once per socket after a whole receive burst, which is what makes "one pure ACK
+//! per socket per burst" hold.
+
+use super::connection::Connection;
+use super::send_buffer::SendBuffer;
+use super::state::State;
+use crate::time::Instant;
+use crate::wire::tcp::{TcpFlags, TcpRepr};
+
+/// The sink could not take the segment now (no transmit buffer); the connection stops and
+/// tries again on its next dispatch, with its state unchanged for that segment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("no transmit buffer for the segment")]
+pub struct SinkFull;
+
+/// A segment's payload: a byte range of the send buffer, read without an intermediate copy.
+#[derive(Debug)]
+pub struct Payload<'a> {
+    tx: Option<&'a mut SendBuffer>,
+    offset: usize,
+    len: usize,
+}
+
+impl<'a> Payload<'a> {
+    fn empty() -> Self {
+        Payload { tx: None, offset: 0, len: 0 }
+    }
+
+    /// Payload length in bytes.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// True for segments without payload.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Copies the payload into `dst` (which must hold `len()` bytes); returns bytes written.
+    pub fn copy_to(&mut self, dst: &mut [u8]) -> usize {
+        match self.tx.as_deref_mut() {
+            Some(tx) => {
+                let n = self.len.min(dst.len());
+                tx.copy_out(self.offset, &mut dst[..n])
+            }
+            None => 0,
+        }
+    }
+
+    /// Calls `f` with each contiguous slice of the payload, in order (scatter-gather transmit).
+    pub fn for_each_slice(&mut self, f: impl FnMut(&[u8])) {
+        if let Some(tx) = self.tx.as_deref_mut() {
+            tx.for_each_slice(self.offset, self.len, f);
+        }
+    }
+}
+
+/// Where a connection's segments go (the worker builds frames from them).
+pub trait SegmentSink {
+    /// Sends one segment of the connection from `local` to `remote`.
+    fn emit(&mut self, repr: &TcpRepr, payload: Payload<'_>) -> Result<(), SinkFull>;
+}
+
+impl Connection {
+    /// Emits every segment that is due now. Returns how many were emitted.
+    pub fn dispatch(&mut self, now: Instant, sink: &mut dyn SegmentSink) -> usize {
+        let mut sent = 0;
+        if let Some(rst) = self.rst_pending.take() {
+            if sink.emit(&rst, Payload::empty()).is_err() {
+                self.rst_pending = Some(rst);
+                return 0;
+            }
+            self.stats.segs_out += 1;
+            sent += 1;
+        }
+        match self.state {
+            State::Closed | State::Listen => return sent,
+            State::SynSent | State::SynReceived => {
+                if self.snd_nxt == self.iss {
+                    if self.send_syn(now, sink).is_err() {
+                        return sent;
+                    }
+                    sent += 1;
+                }
+            }
+            State::TimeWait => {}
+            _ => sent += self.send_data(now, sink),
+        }
+        if self.probe_due && self.send_ack_at(sink, self.snd_una - 1).is_ok() {
+            self.probe_due = false;
+            self.probes_unanswered += 1;
+            self.stats.window_probes += 1;
+            sent += 1;
+        }
+        if self.ack_pending && self.state != State::SynSent {
+            if self.send_ack_at(sink, self.snd_nxt).is_ok() {
+                self.stats.pure_acks += 1;
+                sent += 1;
+            }
+        }
+        sent
+    }
+
+    /// True when `dispatch` has something to send right now.
+    pub fn wants_output(&self) -> bool {
+        if self.rst_pending.is_some() || self.ack_pending || self.probe_due {
+            return true;
+        }
+        match self.state {
+            State::SynSent | State::SynReceived => self.snd_nxt == self.iss,
+            State::Closed | State::Listen | State::TimeWait => false,
+            _ => {
+                let sent = self.snd_nxt.since(self.snd_una);
+                let unsent = self.tx.len().saturating_sub(sent);
+                let fin_unsent = self.fin_queued && self.snd_nxt <= self.data_end();
+                (unsent > 0 && self.usable_window() > 0) || fin_unsent
+            }
+        }
+    }
+
+    fn usable_window(&self) -> usize {
+        (self.snd_una + self.snd_wnd).since(self.snd_nxt)
+    }
+
+    fn send_syn(&mut self, now: Instant, sink: &mut dyn SegmentSink) -> Result<(), super::output::SinkFull> {
+        let passive = self.state == State::SynReceived;
+        let window = self.receive_window().min(usize::from(u16::MAX));
+        let offer_scale = if passive { self.wscale_negotiated() } else { self.cfg.window_scale.is_some() };
+        let repr = TcpRepr {
+            src_port: self.local.port(),
+            dst_port: self.remote.port(),
+            seq_number: self.iss,
+            ack_number: passive.then_some(self.rcv_nxt),
+            flags: TcpFlags::SYN,
+            window_len: window as u16,
+            max_seg_size: Some(self.cfg.mss),
+            window_scale: if offer_scale { self.cfg.window_scale } else { None },
+        };
+        sink.emit(&repr, Payload::empty())?;
+        self.stats.segs_out += 1;
+        if passive {
+            self.rcv_adv = self.rcv_adv.max(self.rcv_nxt + window);
+            self.ack_pending = false;
+        }
+        self.snd_nxt = self.iss + 1;
+        if self.snd_max < self.snd_nxt {
+            self.snd_max = self.snd_nxt;
+        }
+        if self.retries == 0 && self.rtt_probe.is_none() {
+            self.rtt_probe = Some((self.snd_nxt, now));
+        } else {
+            self.stats.retransmits += 1;
+        }
+        if self.rto_deadline.is_none() {
+            self.rto_deadline = Some(now + self.rtt.rto());
+        }
+        Ok(())
+    }
+
+    /// Data segments (and the FIN) that fit the peer's window.
+    fn send_data(&mut self, now: Instant, sink: &mut dyn SegmentSink) -> usize {
+        let mut sent = 0;
+        loop {
+            let queued = self.tx.len();
+            let offset = self.snd_nxt.since(self.snd_una);
+            let unsent = queued.saturating_sub(offset);
+            let mut len = self.send_mss.min(unsent).min(self.usable_window());
+            if len < unsent && len < self.send_mss && len * 2 < self.max_snd_wnd {
+                // Sender-side silly window avoidance: wait for the window to open further.
+                len = 0;
+            }
+            let fin = self.fin_queued && offset <= queued && offset + len == queued;
+            if len == 0 && !fin {
+                break;
+            }
+            let mut flags = TcpFlags::empty();
+            if len > 0 && offset + len == queued {
+                flags.insert(TcpFlags::PSH);
+            }
+            if fin {
+                flags.insert(TcpFlags::FIN);
+            }
+            let repr = TcpRepr {
+                src_port: self.local.port(),
+                dst_port: self.remote.port(),
+                seq_number: self.snd_nxt,
+                ack_number: Some(self.rcv_nxt),
+                flags,
+                window_len: self.advertise_window(),
+                max_seg_size: None,
+                window_scale: None,
+            };
+            let payload = Payload { tx: Some(&mut self.tx), offset, len };
+            if sink.emit(&repr, payload).is_err() {
+                break;
+            }
+            sent += 1;
+            self.stats.segs_out += 1;
+            self.ack_pending = false;
+            let end = self.snd_nxt + len + usize::from(fin);
+            if end > self.snd_max {
+                if self.rtt_probe.is_none() && self.snd_nxt >= self.snd_max {
+                    self.rtt_probe = Some((end, now));
+                }
+                self.snd_max = end;
+            } else {
+                self.stats.retransmits += 1;
+            }
+            self.snd_nxt = end;
+            if self.rto_deadline.is_none() {
+                self.rto_deadline = Some(now + self.rtt.rto());
+            }
+            if fin {
+                break;
+            }
+        }
+        // Zero window with data waiting and nothing in flight: probe until it opens.
+        let unsent = self.tx.len().saturating_sub(self.snd_nxt.since(self.snd_una));
+        if self.snd_wnd == 0 && unsent > 0 && self.snd_una == self.snd_max && self.persist_deadline.is_none() {
+            self.persist_deadline = Some(now + self.rtt.rto());
+        }
+        sent
+    }
+
+    /// A segment without payload carrying our current ACK and window at sequence `seq`.
+    fn send_ack_at(&mut self, sink: &mut dyn SegmentSink, seq: super::SeqNumber) -> Result<(), SinkFull> {
+        let repr = TcpRepr {
+            src_port: self.local.port(),
+            dst_port: self.remote.port(),
+            seq_number: seq,
+            ack_number: Some(self.rcv_nxt),
+            flags: TcpFlags::empty(),
+            window_len: self.advertise_window(),
+            max_seg_size: None,
+            window_scale: None,
+        };
+        sink.emit(&repr, Payload::empty())?;
+        self.stats.segs_out += 1;
+        self.ack_pending = false;
+        Ok(())
+    }
+
+    /// The window field for the next segment; moves the advertised right edge (never left).
+    fn advertise_window(&mut self) -> u16 {
+        let field = (self.receive_window() >> self.rcv_wscale).min(usize::from(u16::MAX));
+        let edge = self.rcv_nxt + (field << self.rcv_wscale);
+        self.rcv_adv = self.rcv_adv.max(edge);
+        field as u16
+    }
+}

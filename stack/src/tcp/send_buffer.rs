@@ -1,0 +1,309 @@
+//! The send queue: bytes the application handed over, from the first unacknowledged byte on.
+//!
+//! Data arrives two ways: copied (`push_copy`, into stack-owned chunks) or loaned
+//! (`push_loaned`, zero-copy: the stack holds the application's buffer until every byte of it is
+//! acknowledged, then hands it back through `take_completed`). Segments are cut at any byte offset
+//! and may span chunks, so the MSS never depends on how the application wrote.
+
+use std::collections::VecDeque;
+
+/// A buffer whose bytes the stack may transmit without copying; returned once acknowledged.
+pub trait TxPayload: Send + std::fmt::Debug {
+    /// The bytes to send.
+    fn bytes(&self) -> &[u8];
+}
+
+impl TxPayload for Vec<u8> {
+    fn bytes(&self) -> &[u8] {
+        self
+    }
+}
+
+/// Size of the chunks copied data is gathered into.
+const COPY_CHUNK: usize = 16 * 1024;
+/// Copy chunks kept for reuse after being acknowledged.
+const SPARE_CHUNKS: usize = 4;
+
+#[derive(Debug)]
+enum Chunk {
+    Copied(Vec<u8>),
+    Loaned(Box<dyn TxPayload>),
+}
+
+impl Chunk {
+    fn bytes(&self) -> &[u8] {
+        match self {
+            Chunk::Copied(v) => v,
+            Chunk::Loaned(p) => p.bytes(),
+        }
+    }
+}
+
+/// Bytes queued for sending and not yet acknowledged, in sequence order.
+#[derive(Debug)]
+pub struct SendBuffer {
+    chunks: VecDeque<Chunk>,
+    /// Bytes of the front chunk already acknowledged.
+    head_offset: usize,
+    /// Queued bytes (unacknowledged + unsent).
+    len: usize,
+    capacity: usize,
+    /// Scan cursor: (chunk index, offset of that chunk's first byte relative to the queue start).
+    cursor: (usize, usize),
+    completed: Vec<Box<dyn TxPayload>>,
+    spare: Vec<Vec<u8>>,
+}
+
+impl SendBuffer {
+    /// An empty queue holding at most `capacity` bytes.
+    pub fn new(capacity: usize) -> Self {
+        SendBuffer {
+            chunks: VecDeque::new(),
+            head_offset: 0,
+            len: 0,
+            capacity,
+            cursor: (0, 0),
+            completed: Vec::new(),
+            spare: Vec::new(),
+        }
+    }
+
+    /// Queued bytes.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// True when nothing is queued.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Room left, in bytes.
+    pub fn free(&self) -> usize {
+        self.capacity - self.len
+    }
+
+    /// The configured capacity.
+    pub fn capacity(&self) -> usize {
+        self.capacity
+    }
+
+    /// Copies as much of `data` as fits; returns the number of bytes taken.
+    pub fn push_copy(&mut self, data: &[u8]) -> usize {
+        let n = data.len().min(self.free());
+        let mut rest = &data[..n];
+        while !rest.is_empty() {
+            let tail_has_room =
+                matches!(self.chunks.back(), Some(Chunk::Copied(v)) if v.len() < v.capacity());
+            if !tail_has_room {
+                let mut v = self.spare.pop().unwrap_or_default();
+                v.clear();
+                v.reserve_exact(COPY_CHUNK);
+                self.chunks.push_back(Chunk::Copied(v));
+            }
+            if let Some(Chunk::Copied(v)) = self.chunks.back_mut() {
+                let take = rest.len().min(v.capacity() - v.len());
+                v.extend_from_slice(&rest[..take]);
+                rest = &rest[take..];
+            }
+        }
+        self.len += n;
+        n
+    }
+
+    /// Takes ownership of `payload` if all of it fits; otherwise gives it back.
+    pub fn push_loaned(&mut self, payload: Box<dyn TxPayload>) -> Result<(), Box<dyn TxPayload>> {
+        let n = payload.bytes().len();
+        if n > self.free() {
+            return Err(payload);
+        }
+        if n == 0 {
+            self.completed.push(payload);
+            return Ok(());
+        }
+        self.chunks.push_back(Chunk::Loaned(payload));
+        self.len += n;
+        Ok(())
+    }
+
+    /// Releases the first `n` bytes (they were acknowledged). Loaned buffers that are now fully
+    /// acknowledged move to the completed list.
+    pub fn ack(&mut self, n: usize) {
+        let mut n = n.min(self.len);
+        self.len -= n;
+        while n > 0 {
+            let Some(front) = self.chunks.front() else { break };
+            let remaining = front.bytes().len() - self.head_offset;
+            if n < remaining {
+                self.head_offset += n;
+                break;
+            }
+            n -= remaining;
+            self.pop_front_chunk();
+        }
+        // A fully drained copy chunk at the front can be dropped too.
+        if self.len == 0 {
+            while !self.chunks.is_empty() {
+                self.pop_front_chunk();
+            }
+        }
+    }
+
+    fn pop_front_chunk(&mut self) {
+        let Some(chunk) = self.chunks.pop_front() else { return };
+        let consumed = chunk.bytes().len();
+        match chunk {
+            Chunk::Copied(v) => {
+                if self.spare.len() < SPARE_CHUNKS {
+                    self.spare.push(v);
+                }
+            }
+            Chunk::Loaned(p) => self.completed.push(p),
+        }
+        let chunk_start = self.head_offset;
+        self.head_offset = 0;
+        // Keep the cursor relative to the new queue start.
+        let (idx, start) = self.cursor;
+        if idx == 0 {
+            self.cursor = (0, 0);
+        } else {
+            self.cursor = (idx - 1, start.saturating_sub(consumed - chunk_start));
+        }
+    }
+
+    /// Loaned buffers whose bytes are all acknowledged, handed back to their owner.
+    pub fn take_completed(&mut self) -> std::vec::Drain<'_, Box<dyn TxPayload>> {
+        self.completed.drain(..)
+    }
+
+    /// True when acknowledged loaned buffers wait to be taken.
+    pub fn has_completed(&self) -> bool {
+        !self.completed.is_empty()
+    }
+
+    /// Calls `f` with the slices making up bytes `offset..offset+len` (relative to the first
+    /// unacknowledged byte), in order. The range is clamped to what is queued.
+    pub fn for_each_slice(&mut self, offset: usize, len: usize, mut f: impl FnMut(&[u8])) {
+        let end = (offset + len).min(self.len);
+        if offset >= end {
+            return;
+        }
+        // Queue-relative offsets: the front chunk's first live byte is at 0.
+        let (mut idx, mut start) = self.cursor;
+        if offset < start || idx >= self.chunks.len() {
+            idx = 0;
+            start = 0;
+        }
+        let mut pos = offset;
+        while pos < end {
+            let Some(chunk) = self.chunks.get(idx) else { break };
+            let skip = if idx == 0 { self.head_offset } else { 0 };
+            let live = &chunk.bytes()[skip..];
+            let chunk_end = start + live.len();
+            if pos < chunk_end {
+                self.cursor = (idx, start);
+                let from = pos - start;
+                let to = (end - start).min(live.len());
+                f(&live[from..to]);
+                pos = start + to;
+            }
+            if pos >= chunk_end {
+                idx += 1;
+                start = chunk_end;
+            }
+        }
+    }
+
+    /// Copies bytes `offset..offset+dst.len()` into `dst`; returns how many were copied.
+    pub fn copy_out(&mut self, offset: usize, dst: &mut [u8]) -> usize {
+        let mut written = 0;
+        let len = dst.len();
+        self.for_each_slice(offset, len, |s| {
+            dst[written..written + s.len()].copy_from_slice(s);
+            written += s.len();
+        });
+        written
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn read_all(b: &mut SendBuffer, offset: usize, len: usize) -> Vec<u8> {
+        let mut out = vec![0; len];
+        let n = b.copy_out(offset, &mut out);
+        out.truncate(n);
+        out
+    }
+
+    #[test]
+    fn copy_respects_capacity() {
+        let mut b = SendBuffer::new(10);
+        assert_eq!(b.push_copy(b"0123456789abc"), 10);
+        assert_eq!(b.free(), 0);
+        assert_eq!(read_all(&mut b, 0, 20), b"0123456789");
+    }
+
+    #[test]
+    fn segments_span_chunks_and_ack_releases() {
+        let mut b = SendBuffer::new(1 << 20);
+        let data: Vec<u8> = (0..40_000u32).map(|i| (i % 251) as u8).collect();
+        assert_eq!(b.push_copy(&data), data.len());
+        assert_eq!(read_all(&mut b, 16_000, 1_000), &data[16_000..17_000]);
+        b.ack(16_500);
+        assert_eq!(b.len(), data.len() - 16_500);
+        assert_eq!(read_all(&mut b, 0, 100), &data[16_500..16_600]);
+        // Go back: read before the cursor.
+        assert_eq!(read_all(&mut b, 10, 10), &data[16_510..16_520]);
+        b.ack(100_000);
+        assert!(b.is_empty());
+    }
+
+    #[test]
+    fn loaned_buffers_return_only_when_fully_acked() {
+        let mut b = SendBuffer::new(1000);
+        b.push_loaned(Box::new(vec![1u8; 100])).expect("fits");
+        b.push_loaned(Box::new(vec![2u8; 100])).expect("fits");
+        assert!(b.push_loaned(Box::new(vec![3u8; 900])).is_err());
+        b.ack(150);
+        assert_eq!(b.take_completed().count(), 1);
+        assert_eq!(read_all(&mut b, 0, 50), vec![2u8; 50]);
+        b.ack(49);
+        assert!(!b.has_completed());
+        b.ack(1);
+        assert_eq!(b.take_completed().count(), 1);
+    }
+
+    #[test]
+    fn sequential_reads_match_random_reads() {
+        let mut b = SendBuffer::new(1 << 20);
+        let mut expect = Vec::new();
+        for i in 0..50u8 {
+            let chunk = vec![i; 37 + usize::from(i)];
+            expect.extend_from_slice(&chunk);
+            if i % 2 == 0 {
+                b.push_copy(&chunk);
+            } else {
+                b.push_loaned(Box::new(chunk)).expect("fits");
+            }
+        }
+        let mut acked = 0;
+        let mut off = 0;
+        while acked < expect.len() {
+            let seg = read_all(&mut b, off, 64);
+            assert_eq!(seg, &expect[acked + off..(acked + off + 64).min(expect.len())]);
+            off += seg.len();
+            if off > 200 {
+                b.ack(150);
+                acked += 150;
+                off -= 150;
+            }
+            if seg.is_empty() {
+                let rest = b.len();
+                b.ack(rest);
+                acked += rest;
+            }
+        }
+    }
+}

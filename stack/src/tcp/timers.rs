@@ -1,0 +1,71 @@
+//! Timers of a connection: retransmission (RFC 6298, go-back-N, retry limit), zero-window
+//! persist, and TIME-WAIT / orphaned FIN-WAIT-2 expiry. The owner asks `poll_at` when to come
+//! back and calls `on_timer` then.
+
+use super::connection::{ConnError, Connection};
+use super::state::State;
+use crate::time::Instant;
+
+impl Connection {
+    /// The earliest time `on_timer` has work to do, if any.
+    pub fn poll_at(&self) -> Option<Instant> {
+        [self.rto_deadline, self.persist_deadline, self.time_wait_deadline].into_iter().flatten().min()
+    }
+
+    /// Runs every timer that expired at `now`. Output (retransmissions, probes) follows on the
+    /// next `dispatch`.
+    pub fn on_timer(&mut self, now: Instant) {
+        if self.time_wait_deadline.is_some_and(|t| now >= t) {
+            self.time_wait_deadline = None;
+            self.set_closed();
+            return;
+        }
+        if self.rto_deadline.is_some_and(|t| now >= t) {
+            self.rto_deadline = None;
+            self.on_retransmit_timeout();
+        }
+        if self.persist_deadline.is_some_and(|t| now >= t) {
+            self.on_persist_timeout(now);
+        }
+    }
+
+    fn on_retransmit_timeout(&mut self) {
+        if self.snd_una == self.snd_max {
+            return;
+        }
+        self.stats.timeouts += 1;
+        self.retries += 1;
+        let limit = match self.state {
+            State::SynSent | State::SynReceived => self.cfg.max_syn_retries,
+            _ => self.cfg.max_retries,
+        };
+        if self.retries > limit {
+            if self.state.is_synchronized() || self.state == State::SynReceived {
+                self.rst_pending = Some(self.reset_repr());
+            }
+            self.fail(ConnError::TimedOut);
+            return;
+        }
+        self.rtt.backoff();
+        // Karn: the segment being timed will be retransmitted, so its sample is ambiguous.
+        self.rtt_probe = None;
+        // Go-back-N from the first unacknowledged byte (the SYN, before the handshake ends).
+        self.snd_nxt = self.snd_una;
+    }
+
+    fn on_persist_timeout(&mut self, now: Instant) {
+        self.persist_deadline = None;
+        if self.snd_wnd > 0 || !self.state.is_synchronized() {
+            return;
+        }
+        if self.probes_unanswered > self.cfg.max_retries {
+            self.rst_pending = Some(self.reset_repr());
+            self.fail(ConnError::TimedOut);
+            return;
+        }
+        self.probe_due = true;
+        self.persist_backoff = (self.persist_backoff + 1).min(16);
+        let interval = (self.rtt.rto() * (1u32 << self.persist_backoff.min(6))).min(self.cfg.rto_max);
+        self.persist_deadline = Some(now + interval);
+    }
+}
