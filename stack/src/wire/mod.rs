@@ -14,6 +14,89 @@ pub mod udp;
 
 pub use std::net::Ipv4Addr;
 
+// pub use arp::{ArpOperation, ArpPacket, ArpRepr};
+pub use ethernet::{EtherType, EthernetFrame, EthernetRepr};
+// pub use icmp::{Icmpv4Packet, Icmpv4Repr};
+pub use ipv4::{IpProtocol, Ipv4Packet, Ipv4Repr};
+pub use tcp::{TcpFlags, TcpOption, TcpOptionIter, TcpPacket, TcpRepr};
+// pub use udp::{UdpPacket, UdpRepr};
+
+/// Big-endian field access shared by every packet view.
+///
+/// Callers guarantee the offsets are in bounds (every view checks its length first in
+/// `check_len`); the slices here are indexed at fixed offsets below that checked length.
+pub(crate) mod field {
+    use std::net::Ipv4Addr;
+
+    /// Reads a big-endian `u16` at `at`.
+    #[inline]
+    pub(crate) fn get_u16(buf: &[u8], at: usize) -> u16 {
+        u16::from_be_bytes([buf[at], buf[at + 1]])
+    }
+
+    /// Writes a big-endian `u16` at `at`.
+    #[inline]
+    pub(crate) fn set_u16(buf: &mut [u8], at: usize, value: u16) {
+        buf[at..at + 2].copy_from_slice(&value.to_be_bytes());
+    }
+
+    /// Reads a big-endian `u32` at `at`.
+    #[inline]
+    pub(crate) fn get_u32(buf: &[u8], at: usize) -> u32 {
+        u32::from_be_bytes([buf[at], buf[at + 1], buf[at + 2], buf[at + 3]])
+    }
+
+    /// Writes a big-endian `u32` at `at`.
+    #[inline]
+    pub(crate) fn set_u32(buf: &mut [u8], at: usize, value: u32) {
+        buf[at..at + 4].copy_from_slice(&value.to_be_bytes());
+    }
+
+    /// Reads an IPv4 address at `at`.
+    #[inline]
+    pub(crate) fn get_ipv4(buf: &[u8], at: usize) -> Ipv4Addr {
+        Ipv4Addr::new(buf[at], buf[at + 1], buf[at + 2], buf[at + 3])
+    }
+
+    /// Writes an IPv4 address at `at`.
+    #[inline]
+    pub(crate) fn set_ipv4(buf: &mut [u8], at: usize, addr: Ipv4Addr) {
+        buf[at..at + 4].copy_from_slice(&addr.octets());
+    }
+
+    /// Reads a MAC address at `at`.
+    #[inline]
+    pub(crate) fn get_mac(buf: &[u8], at: usize) -> super::EthernetAddress {
+        let mut out = [0u8; 6];
+        out.copy_from_slice(&buf[at..at + 6]);
+        super::EthernetAddress(out)
+    }
+
+    /// Writes a MAC address at `at`.
+    #[inline]
+    pub(crate) fn set_mac(buf: &mut [u8], at: usize, addr: super::EthernetAddress) {
+        buf[at..at + 6].copy_from_slice(&addr.0);
+    }
+
+    /// `buf[start..end]` clamped to the buffer, so it never panics even on an unchecked view.
+    #[inline]
+    pub(crate) fn sub(buf: &[u8], start: usize, end: usize) -> &[u8] {
+        let end = end.min(buf.len());
+        buf.get(start.min(end)..end).unwrap_or(&[])
+    }
+
+    /// Mutable variant of [`sub`].
+    #[inline]
+    pub(crate) fn sub_mut(buf: &mut [u8], start: usize, end: usize) -> &mut [u8] {
+        let end = end.min(buf.len());
+        let start = start.min(end);
+        &mut buf[start..end]
+    }
+}
+
+#[cfg(test)]
+mod tests;
+
 /// Why a packet was rejected. Each variant is also a drop-counter reason.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, thiserror::Error)]
 pub enum WireError {
