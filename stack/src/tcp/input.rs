@@ -146,7 +146,7 @@ impl Connection {
             self.max_snd_wnd = self.max_snd_wnd.max(self.snd_wnd);
             self.snd_wl1 = seg.seq_number;
             self.snd_wl2 = ack;
-            if self.snd_wnd > 0 {
+            if self.usable_window() >= self.send_mss.min(self.tx.len()).max(1) {
                 self.persist_deadline = None;
                 self.persist_backoff = 0;
             }

@@ -120,7 +120,7 @@ impl Connection {
         }
     }
 
-    fn usable_window(&self) -> usize {
+    pub(super) fn usable_window(&self) -> usize {
         (self.snd_una + self.snd_wnd).since(self.snd_nxt)
     }
 
@@ -216,9 +216,10 @@ impl Connection {
                 break;
             }
         }
-        // Zero window with data waiting and nothing in flight: probe until it opens.
+        // Data waiting, nothing in flight, yet the window forbids sending (zero, or too small to
+        // be worth a segment): probe until it opens, so a lost window update cannot stall us.
         let unsent = self.tx.len().saturating_sub(self.snd_nxt.since(self.snd_una));
-        if self.snd_wnd == 0 && unsent > 0 && self.snd_una == self.snd_max && self.persist_deadline.is_none() {
+        if unsent > 0 && self.snd_una == self.snd_max && self.persist_deadline.is_none() {
             self.persist_deadline = Some(now + self.rtt.rto());
         }
         sent

@@ -55,7 +55,8 @@ impl Connection {
 
     fn on_persist_timeout(&mut self, now: Instant) {
         self.persist_deadline = None;
-        if self.snd_wnd > 0 || !self.state.is_synchronized() {
+        if self.snd_una != self.snd_max || !self.state.is_synchronized() {
+            // Data in flight: the retransmission timer covers it.
             return;
         }
         if self.probes_unanswered > self.cfg.max_retries {

@@ -1,0 +1,132 @@
+use super::harness::*;
+use crate::tcp::{Events, SeqNumber};
+use crate::wire::tcp::TcpFlags;
+
+#[test]
+fn send_cuts_segments_at_mss_within_window() {
+    let mut c = established(cfg(), 250);
+    assert_eq!(c.send(&[1u8; 1000]).expect("send"), 1000);
+    let segs = out(&mut c, ms(20));
+    let lens: Vec<usize> = segs.iter().map(|s| s.1.len()).collect();
+    assert_eq!(lens, vec![100, 100, 50], "window 250, MSS 100");
+    assert_eq!(segs[0].0.seq_number, SeqNumber(ISS + 1));
+    assert_eq!(segs[1].0.seq_number, SeqNumber(ISS + 101));
+    assert!(segs.iter().all(|s| s.0.ack_number == Some(SeqNumber(IRS + 1))));
+    // Nothing more until the window moves.
+    assert!(out(&mut c, ms(21)).is_empty());
+    feed(&mut c, ms(30), seg(TcpFlags::empty(), IRS + 1, Some(ISS + 251), 250, b""));
+    assert!(c.take_events().contains(Events::WRITABLE));
+    assert_eq!(c.send_queued(), 750);
+    let lens: Vec<usize> = out(&mut c, ms(30)).iter().map(|s| s.1.len()).collect();
+    assert_eq!(lens, vec![100, 100, 50]);
+}
+
+#[test]
+fn last_segment_of_a_write_carries_psh() {
+    let mut c = established(cfg(), 1000);
+    c.send(&[1u8; 150]).expect("send");
+    let segs = out(&mut c, ms(20));
+    assert!(!segs[0].0.flags.contains(TcpFlags::PSH));
+    assert!(segs[1].0.flags.contains(TcpFlags::PSH));
+}
+
+#[test]
+fn in_order_data_is_queued_and_acknowledged_once_per_burst() {
+    let mut c = established(cfg(), 1000);
+    feed(&mut c, ms(20), seg(TcpFlags::empty(), IRS + 1, Some(ISS + 1), 1000, b"abc"));
+    feed(&mut c, ms(20), seg(TcpFlags::empty(), IRS + 4, Some(ISS + 1), 1000, b"def"));
+    feed(&mut c, ms(20), seg(TcpFlags::PSH, IRS + 7, Some(ISS + 1), 1000, b"gh"));
+    let segs = out(&mut c, ms(20));
+    assert_eq!(segs.len(), 1, "one pure ACK for the whole burst");
+    assert!(is_pure_ack(&segs[0].0, &segs[0].1, IRS + 9));
+    assert_eq!(segs[0].0.window_len, 1000 - 8);
+    let mut buf = [0u8; 64];
+    assert_eq!(c.recv(&mut buf), 8);
+    assert_eq!(&buf[..8], b"abcdefgh");
+}
+
+#[test]
+fn data_to_send_carries_the_ack_instead_of_a_pure_ack() {
+    let mut c = established(cfg(), 1000);
+    feed(&mut c, ms(20), seg(TcpFlags::empty(), IRS + 1, Some(ISS + 1), 1000, b"ping"));
+    c.send(b"pong").expect("send");
+    let segs = out(&mut c, ms(20));
+    assert_eq!(segs.len(), 1);
+    assert_eq!(segs[0].1, b"pong");
+    assert_eq!(segs[0].0.ack_number, Some(SeqNumber(IRS + 5)));
+}
+
+#[test]
+fn out_of_order_segment_is_dropped_with_a_duplicate_ack() {
+    let mut c = established(cfg(), 1000);
+    feed(&mut c, ms(20), seg(TcpFlags::empty(), IRS + 4, Some(ISS + 1), 1000, b"def"));
+    assert_eq!(c.recv_queued(), 0);
+    assert_eq!(c.stats().out_of_order, 1);
+    let segs = out(&mut c, ms(20));
+    assert_eq!(segs.len(), 1);
+    assert!(is_pure_ack(&segs[0].0, &segs[0].1, IRS + 1), "duplicate ACK for rcv_nxt");
+}
+
+#[test]
+fn overlapping_retransmission_is_trimmed() {
+    let mut c = established(cfg(), 1000);
+    feed(&mut c, ms(20), seg(TcpFlags::empty(), IRS + 1, Some(ISS + 1), 1000, b"abcd"));
+    feed(&mut c, ms(21), seg(TcpFlags::empty(), IRS + 3, Some(ISS + 1), 1000, b"cdefg"));
+    let mut buf = [0u8; 64];
+    assert_eq!(c.recv(&mut buf), 7);
+    assert_eq!(&buf[..7], b"abcdefg");
+    // A full duplicate only triggers an ACK.
+    out(&mut c, ms(21));
+    feed(&mut c, ms(22), seg(TcpFlags::empty(), IRS + 1, Some(ISS + 1), 1000, b"abcd"));
+    assert_eq!(c.recv_queued(), 0);
+    let segs = out(&mut c, ms(22));
+    assert!(is_pure_ack(&segs[0].0, &segs[0].1, IRS + 8));
+}
+
+#[test]
+fn ack_for_unsent_data_is_answered_and_ignored() {
+    let mut c = established(cfg(), 1000);
+    c.send(b"abc").expect("send");
+    out(&mut c, ms(20));
+    feed(&mut c, ms(21), seg(TcpFlags::empty(), IRS + 1, Some(ISS + 500), 1000, b""));
+    assert_eq!(c.send_queued(), 3, "nothing acknowledged");
+    let segs = out(&mut c, ms(21));
+    assert!(is_pure_ack(&segs[0].0, &segs[0].1, IRS + 1));
+}
+
+#[test]
+fn zero_copy_buffers_return_only_after_ack() {
+    let mut c = established(cfg(), 1000);
+    c.send_loaned(Box::new(vec![9u8; 150])).expect("open").expect("fits");
+    out(&mut c, ms(20));
+    feed(&mut c, ms(21), seg(TcpFlags::empty(), IRS + 1, Some(ISS + 101), 1000, b""));
+    assert_eq!(c.take_completed().count(), 0, "only 100 of 150 bytes acknowledged");
+    feed(&mut c, ms(22), seg(TcpFlags::empty(), IRS + 1, Some(ISS + 151), 1000, b""));
+    let done: Vec<_> = c.take_completed().collect();
+    assert_eq!(done.len(), 1);
+    assert_eq!(done[0].bytes(), &[9u8; 150][..]);
+}
+
+#[test]
+fn sink_refusal_leaves_state_unchanged() {
+    let mut c = established(cfg(), 1000);
+    c.send(&[5u8; 100]).expect("send");
+    let mut r = Recorder { refuse: true, ..Recorder::default() };
+    assert_eq!(c.dispatch(ms(20), &mut r), 0);
+    let segs = out(&mut c, ms(20));
+    assert_eq!(segs.len(), 1);
+    assert_eq!(segs[0].0.seq_number, SeqNumber(ISS + 1));
+    assert_eq!(c.stats().retransmits, 0);
+}
+
+#[test]
+fn fin_carrying_data_delivers_the_data_then_eof() {
+    let mut c = established(cfg(), 1000);
+    feed(&mut c, ms(20), seg(TcpFlags::FIN, IRS + 1, Some(ISS + 1), 1000, b"bye"));
+    assert_eq!(c.state(), crate::tcp::State::CloseWait);
+    let mut buf = [0u8; 8];
+    assert_eq!(c.recv(&mut buf), 3);
+    assert!(c.at_eof());
+    let segs = out(&mut c, ms(20));
+    assert!(is_pure_ack(&segs[0].0, &segs[0].1, IRS + 5));
+}

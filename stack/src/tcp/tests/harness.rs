@@ -1,0 +1,112 @@
+//! Helpers: a recording segment sink and a segment builder.
+
+use std::net::SocketAddrV4;
+use std::time::Duration;
+
+use crate::nic::PacketBuf;
+use crate::tcp::{Connection, Payload, SegmentSink, SeqNumber, SinkFull, TcpConfig};
+use crate::time::Instant;
+use crate::wire::tcp::{TcpFlags, TcpRepr};
+
+pub const LOCAL: &str = "10.0.0.1:4000";
+pub const REMOTE: &str = "10.0.0.2:80";
+pub const ISS: u32 = 1000;
+pub const IRS: u32 = 5000;
+
+pub fn local() -> SocketAddrV4 {
+    LOCAL.parse().expect("addr")
+}
+
+pub fn remote() -> SocketAddrV4 {
+    REMOTE.parse().expect("addr")
+}
+
+pub fn ms(v: u64) -> Instant {
+    Instant::from_millis(v)
+}
+
+pub fn cfg() -> TcpConfig {
+    TcpConfig { mss: 100, rx_buffer: 1000, tx_buffer: 4000, window_scale: None, ..TcpConfig::default() }
+}
+
+/// Collects emitted segments; can be made to refuse them.
+#[derive(Default)]
+pub struct Recorder {
+    pub segs: Vec<(TcpRepr, Vec<u8>)>,
+    pub refuse: bool,
+}
+
+impl SegmentSink for Recorder {
+    fn emit(&mut self, repr: &TcpRepr, mut payload: Payload<'_>) -> Result<(), SinkFull> {
+        if self.refuse {
+            return Err(SinkFull);
+        }
+        let mut data = vec![0; payload.len()];
+        assert_eq!(payload.copy_to(&mut data), data.len());
+        self.segs.push((*repr, data));
+        Ok(())
+    }
+}
+
+/// Dispatches and returns what was emitted.
+pub fn out(c: &mut Connection, now: Instant) -> Vec<(TcpRepr, Vec<u8>)> {
+    let mut r = Recorder::default();
+    c.dispatch(now, &mut r);
+    r.segs
+}
+
+/// A segment from the remote peer to us.
+pub fn seg(flags: TcpFlags, seq: u32, ack: Option<u32>, window: u16, data: &[u8]) -> (TcpRepr, PacketBuf) {
+    let repr = TcpRepr {
+        src_port: remote().port(),
+        dst_port: local().port(),
+        seq_number: SeqNumber(seq),
+        ack_number: ack.map(SeqNumber),
+        flags,
+        window_len: window,
+        max_seg_size: None,
+        window_scale: None,
+    };
+    (repr, PacketBuf::from_slice(data))
+}
+
+pub fn feed(c: &mut Connection, now: Instant, s: (TcpRepr, PacketBuf)) {
+    c.on_segment(now, &s.0, s.1);
+}
+
+pub fn syn_ack(window: u16) -> (TcpRepr, PacketBuf) {
+    let mut s = seg(TcpFlags::SYN, IRS, Some(ISS + 1), window, b"");
+    s.0.max_seg_size = Some(100);
+    s
+}
+
+/// A connection in ESTABLISHED (active open), the peer's window `window`.
+pub fn established(config: TcpConfig, window: u16) -> Connection {
+    let mut c = Connection::connect(config, local(), remote(), SeqNumber(ISS));
+    let syn = out(&mut c, ms(0));
+    assert_eq!(syn.len(), 1);
+    feed(&mut c, ms(10), syn_ack(window));
+    let ack = out(&mut c, ms(10));
+    assert_eq!(ack.len(), 1);
+    c
+}
+
+pub fn is_pure_ack(r: &TcpRepr, data: &[u8], ack: u32) -> bool {
+    r.flags.is_empty() && data.is_empty() && r.ack_number == Some(SeqNumber(ack))
+}
+
+pub fn run_timers(c: &mut Connection, until: Instant) -> Vec<(TcpRepr, Vec<u8>)> {
+    let mut all = Vec::new();
+    while let Some(t) = c.poll_at() {
+        if t > until {
+            break;
+        }
+        c.on_timer(t);
+        all.extend(out(c, t));
+    }
+    all
+}
+
+pub fn secs(v: u64) -> Duration {
+    Duration::from_secs(v)
+}

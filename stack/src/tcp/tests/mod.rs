@@ -1,0 +1,11 @@
+//! TCP state-machine tests, one file per concern. Each test drives a `Connection` with
+//! hand-made segments on a virtual clock and checks the segments it emits.
+
+mod close;
+mod data;
+mod handshake;
+mod harness;
+mod pair;
+mod rfc5961;
+mod timers;
+mod window;

@@ -1,0 +1,90 @@
+use super::harness::*;
+use crate::tcp::{ConnError, Connection, SeqNumber, State, TcpConfig};
+use crate::wire::tcp::TcpFlags;
+
+#[test]
+fn rto_retransmits_go_back_n_from_first_unacked_byte() {
+    let mut c = established(cfg(), 1000);
+    c.send(&[1u8; 300]).expect("send");
+    let first = out(&mut c, ms(20));
+    assert_eq!(first.len(), 3);
+    // The first segment is acknowledged, the rest are lost.
+    feed(&mut c, ms(30), seg(TcpFlags::empty(), IRS + 1, Some(ISS + 101), 1000, b""));
+    let t = c.poll_at().expect("rto armed");
+    c.on_timer(t);
+    let again = out(&mut c, t);
+    let seqs: Vec<u32> = again.iter().map(|s| s.0.seq_number.0).collect();
+    assert_eq!(seqs, vec![ISS + 101, ISS + 201], "everything from SND.UNA again");
+    assert_eq!(c.stats().retransmits, 2);
+}
+
+#[test]
+fn rto_backs_off_exponentially_and_gives_up_with_timeout() {
+    let config = TcpConfig { max_retries: 3, ..cfg() };
+    let mut c = established(config, 1000);
+    c.send(b"x").expect("send");
+    out(&mut c, ms(20));
+    let mut last = ms(20);
+    let mut gaps = Vec::new();
+    let mut rst_seen = false;
+    while let Some(t) = c.poll_at() {
+        gaps.push(t - last);
+        last = t;
+        c.on_timer(t);
+        for (r, _) in out(&mut c, t) {
+            rst_seen |= r.flags.contains(TcpFlags::RST);
+        }
+    }
+    assert_eq!(gaps.len(), 4, "three retransmissions, then give up");
+    assert_eq!(gaps[1], gaps[0] * 2);
+    assert_eq!(gaps[2], gaps[1] * 2);
+    assert_eq!(c.state(), State::Closed);
+    assert_eq!(c.error(), Some(ConnError::TimedOut));
+    assert!(rst_seen, "the peer is told");
+}
+
+#[test]
+fn syn_is_retransmitted_then_connect_times_out() {
+    let config = TcpConfig { max_syn_retries: 2, ..cfg() };
+    let mut c = Connection::connect(config, local(), remote(), SeqNumber(ISS));
+    out(&mut c, ms(0));
+    let mut syns = 1;
+    while let Some(t) = c.poll_at() {
+        c.on_timer(t);
+        syns += out(&mut c, t).iter().filter(|s| s.0.flags.contains(TcpFlags::SYN)).count();
+    }
+    assert_eq!(syns, 3);
+    assert_eq!(c.error(), Some(ConnError::TimedOut));
+}
+
+#[test]
+fn karn_rule_skips_samples_of_retransmitted_segments() {
+    let mut c = established(cfg(), 1000);
+    let rto_before = c.rto();
+    c.send(b"abc").expect("send");
+    out(&mut c, ms(100));
+    let t = c.poll_at().expect("rto");
+    c.on_timer(t);
+    out(&mut c, t);
+    let backed_off = c.rto();
+    assert_eq!(backed_off, rto_before * 2);
+    // An ACK long after the retransmission must not produce a (wrong) sample.
+    feed(&mut c, t + secs(5), seg(TcpFlags::empty(), IRS + 1, Some(ISS + 4), 1000, b""));
+    assert_eq!(c.rto(), backed_off, "no sample taken");
+    // A fresh segment is timed again.
+    c.send(b"d").expect("send");
+    let t2 = t + secs(6);
+    out(&mut c, t2);
+    feed(&mut c, t2 + std::time::Duration::from_millis(10), seg(TcpFlags::empty(), IRS + 1, Some(ISS + 5), 1000, b""));
+    assert!(c.rto() < backed_off);
+}
+
+#[test]
+fn ack_of_all_data_stops_the_timer() {
+    let mut c = established(cfg(), 1000);
+    c.send(b"abc").expect("send");
+    out(&mut c, ms(20));
+    assert!(c.poll_at().is_some());
+    feed(&mut c, ms(25), seg(TcpFlags::empty(), IRS + 1, Some(ISS + 4), 1000, b""));
+    assert_eq!(c.poll_at(), None);
+}
