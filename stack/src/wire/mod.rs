@@ -14,12 +14,12 @@ pub mod udp;
 
 pub use std::net::Ipv4Addr;
 
-// pub use arp::{ArpOperation, ArpPacket, ArpRepr};
+pub use arp::{ArpOperation, ArpPacket, ArpRepr};
 pub use ethernet::{EtherType, EthernetFrame, EthernetRepr};
-// pub use icmp::{Icmpv4Packet, Icmpv4Repr};
+pub use icmp::{Icmpv4Packet, Icmpv4Repr};
 pub use ipv4::{IpProtocol, Ipv4Packet, Ipv4Repr};
 pub use tcp::{TcpFlags, TcpOption, TcpOptionIter, TcpPacket, TcpRepr};
-// pub use udp::{UdpPacket, UdpRepr};
+pub use udp::{UdpPacket, UdpRepr};
 
 /// Big-endian field access shared by every packet view.
 ///

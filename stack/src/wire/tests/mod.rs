@@ -87,6 +87,7 @@ fn random_bytes_never_panic_ethernet() {
 
 #[test]
 fn random_bytes_never_panic_ipv4() {
+    let mut ok = 0;
     let caps_rx = ChecksumCapabilities {
         ipv4: ChecksumOffload { rx: true, tx: false },
         ..Default::default()
@@ -119,9 +120,13 @@ fn random_bytes_never_panic_ipv4() {
                     assert_eq!(r.payload_len, p.payload().len());
                 }
             }
-            let _ = Ipv4Repr::parse(&Ipv4Packet::new_unchecked(b), &ChecksumCapabilities::none());
+            if Ipv4Repr::parse(&Ipv4Packet::new_unchecked(b), &ChecksumCapabilities::none()).is_ok()
+            {
+                ok += 1;
+            }
         },
     );
+    assert!(ok > 500, "only {} valid packets generated", ok);
 }
 
 #[test]
@@ -170,4 +175,156 @@ fn random_bytes_never_panic_tcp() {
             let _ = TcpOptionIter::new(b).count();
         },
     );
+}
+
+#[test]
+fn random_bytes_never_panic_arp() {
+    fuzz(
+        4,
+        |_, b| {
+            if b.len() >= 8 {
+                b[..6].copy_from_slice(&[0, 1, 8, 0, 6, 4]);
+            }
+        },
+        |b| {
+            if let Ok(p) = ArpPacket::new_checked(b) {
+                let _ = (p.operation(), p.source_hardware_addr(), p.source_protocol_addr());
+                let _ = (p.target_hardware_addr(), p.target_protocol_addr());
+                let _ = ArpRepr::parse(&p);
+            }
+            let _ = ArpRepr::parse(&ArpPacket::new_unchecked(b));
+        },
+    );
+}
+
+#[test]
+fn random_bytes_never_panic_icmp() {
+    let caps = ChecksumCapabilities::none();
+    fuzz(
+        5,
+        |rng, b| {
+            if b.len() >= 8 {
+                b[0] = [0u8, 8, 3, 11][rng.below(4)];
+                b[1] = if rng.below(4) == 0 { 1 } else { 0 };
+                Icmpv4Packet::new_unchecked(&mut b[..]).fill_checksum();
+            }
+        },
+        |b| {
+            if let Ok(p) = Icmpv4Packet::new_checked(b) {
+                let _ = (p.msg_type(), p.msg_code(), p.echo_ident(), p.echo_seq_no());
+                if let Ok(r) = Icmpv4Repr::parse(&p, &caps) {
+                    assert_eq!(r.buffer_len(), b.len());
+                }
+            }
+            let p = Icmpv4Packet::new_unchecked(b);
+            let _ = Icmpv4Repr::parse(&p, &caps);
+        },
+    );
+}
+
+#[test]
+fn random_bytes_never_panic_udp() {
+    let src = Ipv4Addr::new(10, 0, 0, 1);
+    let dst = Ipv4Addr::new(10, 0, 0, 2);
+    let caps = ChecksumCapabilities::none();
+    fuzz(
+        6,
+        |rng, b| {
+            if b.len() >= 8 {
+                let len = rng.below(b.len() + 4) as u16;
+                b[4..6].copy_from_slice(&len.to_be_bytes());
+                if rng.below(2) == 0 {
+                    UdpPacket::new_unchecked(&mut b[..]).fill_checksum(src, dst);
+                }
+            }
+        },
+        |b| {
+            if let Ok(p) = UdpPacket::new_checked(b) {
+                let _ = (p.src_port(), p.dst_port(), p.len(), p.checksum(), p.payload().len());
+                let _ = UdpRepr::parse(&p, src, dst, &caps);
+            }
+            let _ = UdpRepr::parse(&UdpPacket::new_unchecked(b), src, dst, &caps);
+        },
+    );
+}
+
+/// A full Ethernet/IPv4/TCP frame built layer by layer with the `Repr`s and parsed back.
+#[test]
+fn layered_frame_roundtrip() {
+    let caps = ChecksumCapabilities::none();
+    let payload = b"GET / HTTP/1.1\r\n\r\n";
+    let tcp = TcpRepr {
+        src_port: 40000,
+        dst_port: 80,
+        seq_number: crate::tcp::SeqNumber(1000),
+        ack_number: Some(crate::tcp::SeqNumber(2000)),
+        flags: TcpFlags::PSH,
+        window_len: 1024,
+        max_seg_size: None,
+        window_scale: None,
+    };
+    let ip = Ipv4Repr {
+        src_addr: Ipv4Addr::new(10, 0, 0, 1),
+        dst_addr: Ipv4Addr::new(10, 0, 0, 2),
+        protocol: IpProtocol::Tcp,
+        payload_len: tcp.buffer_len(payload.len()),
+        ttl: 64,
+    };
+    let eth = EthernetRepr {
+        src_addr: EthernetAddress([2, 0, 0, 0, 0, 1]),
+        dst_addr: EthernetAddress([2, 0, 0, 0, 0, 2]),
+        ethertype: EtherType::Ipv4,
+    };
+    let mut frame = vec![0u8; eth.buffer_len() + ip.buffer_len()];
+    let mut f = EthernetFrame::new_unchecked(&mut frame[..]);
+    eth.emit(&mut f);
+    let mut p = Ipv4Packet::new_unchecked(f.payload_mut());
+    ip.emit(&mut p, &caps);
+    let seg = p.payload_mut();
+    seg[tcp.header_len()..].copy_from_slice(payload);
+    tcp.emit(&mut TcpPacket::new_unchecked(seg), ip.src_addr, ip.dst_addr, payload.len(), &caps);
+
+    let f = EthernetFrame::new_checked(&frame[..]).unwrap();
+    assert_eq!(EthernetRepr::parse(&f).unwrap(), eth);
+    let p = Ipv4Packet::new_checked(f.payload()).unwrap();
+    let ip2 = Ipv4Repr::parse(&p, &caps).unwrap();
+    assert_eq!(ip2, ip);
+    let t = TcpPacket::new_checked(p.payload()).unwrap();
+    assert_eq!(TcpRepr::parse(&t, ip2.src_addr, ip2.dst_addr, &caps).unwrap(), tcp);
+    assert_eq!(t.payload(), payload);
+}
+
+/// Random valid `TcpRepr`s and `UdpRepr`s survive emit -> parse unchanged.
+#[test]
+fn random_reprs_roundtrip() {
+    let caps = ChecksumCapabilities::none();
+    let mut rng = XorShift::new(99);
+    let mut buf = vec![0u8; 128];
+    for _ in 0..2000 {
+        let src = Ipv4Addr::from(rng.next_u64() as u32);
+        let dst = Ipv4Addr::from(rng.next_u64() as u32);
+        let flags = [TcpFlags::SYN, TcpFlags::FIN, TcpFlags::RST, TcpFlags::empty()][rng.below(4)];
+        let repr = TcpRepr {
+            src_port: 1 + rng.below(65535) as u16,
+            dst_port: 1 + rng.below(65535) as u16,
+            seq_number: crate::tcp::SeqNumber(rng.next_u64() as u32),
+            ack_number: (rng.below(2) == 0).then(|| crate::tcp::SeqNumber(rng.next_u64() as u32)),
+            flags: if rng.below(2) == 0 { flags | TcpFlags::PSH } else { flags },
+            window_len: rng.next_u64() as u16,
+            max_seg_size: (rng.below(2) == 0).then(|| rng.next_u64() as u16),
+            window_scale: (rng.below(2) == 0).then(|| rng.below(15) as u8),
+        };
+        let payload_len = rng.below(64);
+        rng.fill(&mut buf);
+        let len = repr.buffer_len(payload_len);
+        repr.emit(&mut TcpPacket::new_unchecked(&mut buf[..]), src, dst, payload_len, &caps);
+        let p = TcpPacket::new_checked(&buf[..len]).unwrap();
+        assert_eq!(TcpRepr::parse(&p, src, dst, &caps), Ok(repr));
+
+        let udp = UdpRepr { src_port: repr.src_port, dst_port: repr.dst_port };
+        udp.emit(&mut UdpPacket::new_unchecked(&mut buf[..]), src, dst, payload_len, &caps);
+        let p = UdpPacket::new_checked(&buf[..]).unwrap();
+        assert_eq!(UdpRepr::parse(&p, src, dst, &caps), Ok(udp));
+        assert_eq!(p.payload().len(), payload_len);
+    }
 }
