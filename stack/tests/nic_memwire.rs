@@ -117,9 +117,13 @@ fn transmit_fails_with_link_down_after_peer_dropped() {
 
 #[test]
 fn invalid_configs_are_rejected() {
-    let bad = LinkConfig { b_to_a: FaultConfig { loss: -0.1, ..FaultConfig::default() }, ..LinkConfig::default() };
+    let bad =
+        LinkConfig { b_to_a: FaultConfig { loss: -0.1, ..FaultConfig::default() }, ..LinkConfig::default() };
     assert!(matches!(link(bad), Err(MemwireError::InvalidFaults { direction: "b_to_a", .. })));
-    assert!(matches!(link(LinkConfig { capacity: 0, ..LinkConfig::default() }), Err(MemwireError::ZeroCapacity)));
+    assert!(matches!(
+        link(LinkConfig { capacity: 0, ..LinkConfig::default() }),
+        Err(MemwireError::ZeroCapacity)
+    ));
 }
 
 #[test]
@@ -182,7 +186,8 @@ fn same_seed_same_outcome() {
         ..FaultConfig::default()
     };
     let outcome = |seed| {
-        let (mut a, mut b) = link(LinkConfig { a_to_b: faults, seed, ..LinkConfig::default() }).expect("link");
+        let (mut a, mut b) =
+            link(LinkConfig { a_to_b: faults, seed, ..LinkConfig::default() }).expect("link");
         let clock = VirtualClock::new();
         let mut payloads = Vec::new();
         for i in 0..300u32 {

@@ -372,10 +372,7 @@ mod tests {
         assert!(!noisy().is_none());
         assert!(noisy().validate().is_ok());
         let bad = FaultConfig { corrupt: 1.5, ..FaultConfig::default() };
-        assert_eq!(
-            bad.validate(),
-            Err(FaultError::InvalidProbability { field: "corrupt", value: 1.5 })
-        );
+        assert_eq!(bad.validate(), Err(FaultError::InvalidProbability { field: "corrupt", value: 1.5 }));
         let nan = FaultConfig { loss: f64::NAN, ..FaultConfig::default() };
         assert!(nan.validate().is_err());
     }
@@ -448,8 +445,7 @@ mod tests {
             let Fate::Deliver { frame, .. } = inj.apply(Instant::ZERO, PacketBuf::from_slice(&bytes)) else {
                 panic!("dropped without loss");
             };
-            let diff: u32 =
-                bytes.iter().zip(frame.as_slice()).map(|(a, b)| (a ^ b).count_ones()).sum();
+            let diff: u32 = bytes.iter().zip(frame.as_slice()).map(|(a, b)| (a ^ b).count_ones()).sum();
             assert_eq!(diff, 1);
             assert_eq!(frame.len(), bytes.len());
             let pos = bytes.iter().zip(frame.as_slice()).position(|(a, b)| a != b);

@@ -103,14 +103,8 @@ pub struct MemwireStats {
 
 /// Builds a link and returns its two ends, A and B.
 pub fn link(config: LinkConfig) -> Result<(MemwireNic, MemwireNic), MemwireError> {
-    config
-        .a_to_b
-        .validate()
-        .map_err(|source| MemwireError::InvalidFaults { direction: "a_to_b", source })?;
-    config
-        .b_to_a
-        .validate()
-        .map_err(|source| MemwireError::InvalidFaults { direction: "b_to_a", source })?;
+    config.a_to_b.validate().map_err(|source| MemwireError::InvalidFaults { direction: "a_to_b", source })?;
+    config.b_to_a.validate().map_err(|source| MemwireError::InvalidFaults { direction: "b_to_a", source })?;
     if config.capacity == 0 {
         return Err(MemwireError::ZeroCapacity);
     }
@@ -125,7 +119,11 @@ pub fn link(config: LinkConfig) -> Result<(MemwireNic, MemwireNic), MemwireError
     let direction = |faults: FaultConfig, seed: u64| {
         Mutex::new(Direction {
             injector: FaultInjector::new(faults, seed),
-            queue: if faults.may_reorder() { Queue::Ordered(BinaryHeap::new()) } else { Queue::Fifo(VecDeque::new()) },
+            queue: if faults.may_reorder() {
+                Queue::Ordered(BinaryHeap::new())
+            } else {
+                Queue::Fifo(VecDeque::new())
+            },
             next_seq: 0,
             stats: DirectionStats::default(),
         })
