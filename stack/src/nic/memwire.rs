@@ -1,1 +1,403 @@
-//! Placeholder: filled in by the nic work.
+//! An in-memory Ethernet link between two [`MemwireNic`] ends, with seeded fault injection.
+//!
+//! [`link`] returns the two ends. Each direction has its own [`FaultInjector`] and in-flight queue
+//! behind one mutex, locked once per burst, so the ends can be driven from two threads. Frames
+//! move without copying: the receiver gets the very `PacketBuf` the sender transmitted (bytes are
+//! copied only for duplicates and for the optional pcap capture).
+//!
+//! Time is whatever the caller passes as `now`: a frame sent at `now` becomes receivable when the
+//! receiver's `now` reaches its delivery time. [`MemwireNic::next_delivery`] tells a simulation
+//! where to advance a virtual clock to. Delivery order is FIFO unless the direction's
+//! [`FaultConfig::reorder`] is set, in which case frames leave in `(deliver_at, send order)` order.
+
+use std::cmp::Ordering as CmpOrdering;
+use std::collections::{BinaryHeap, VecDeque};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use crate::nic::buf::{DEFAULT_BUF_SIZE, DEFAULT_HEADROOM};
+use crate::nic::fault::{Fate, FaultConfig, FaultError, FaultInjector, FaultStats, Rng};
+use crate::nic::pcap::{PcapError, PcapWriter};
+use crate::nic::{Nic, NicCapabilities, NicError, PacketBuf};
+use crate::time::Instant;
+
+/// Default number of frames in flight per direction before frames are dropped.
+pub const DEFAULT_CAPACITY: usize = 4096;
+/// Most recycled transmit buffers an end keeps.
+const FREE_LIST_MAX: usize = 64;
+
+/// Errors setting up a link.
+#[derive(Debug, thiserror::Error)]
+pub enum MemwireError {
+    /// A direction's fault configuration is invalid.
+    #[error("invalid fault configuration for direction {direction}")]
+    InvalidFaults {
+        /// `"a_to_b"` or `"b_to_a"`.
+        direction: &'static str,
+        /// What is wrong with it.
+        #[source]
+        source: FaultError,
+    },
+    /// A capacity of zero frames would drop everything.
+    #[error("link capacity must be at least one frame")]
+    ZeroCapacity,
+    /// The capture file could not be created.
+    #[error("cannot start the link capture")]
+    Capture(#[source] PcapError),
+}
+
+/// How to build a link.
+#[derive(Debug, Clone)]
+pub struct LinkConfig {
+    /// Faults on frames sent by end A to end B.
+    pub a_to_b: FaultConfig,
+    /// Faults on frames sent by end B to end A.
+    pub b_to_a: FaultConfig,
+    /// Seed of both directions' fault decisions.
+    pub seed: u64,
+    /// Frames in flight per direction; frames beyond it are dropped and counted.
+    pub capacity: usize,
+    /// Capture both directions, as delivered, into this pcap file.
+    pub pcap: Option<PathBuf>,
+    /// Capabilities reported by both ends.
+    pub caps: NicCapabilities,
+}
+
+impl Default for LinkConfig {
+    fn default() -> Self {
+        LinkConfig {
+            a_to_b: FaultConfig::default(),
+            b_to_a: FaultConfig::default(),
+            seed: 0,
+            capacity: DEFAULT_CAPACITY,
+            pcap: None,
+            caps: NicCapabilities::default(),
+        }
+    }
+}
+
+/// Counters of one direction of a link.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DirectionStats {
+    /// Frames handed to `transmit`.
+    pub sent: u64,
+    /// Frames returned by `receive`.
+    pub received: u64,
+    /// Frames dropped because `capacity` frames were already in flight.
+    pub dropped_full: u64,
+    /// Faults the direction's injector applied.
+    pub faults: FaultStats,
+}
+
+/// Counters of a link as seen from one end.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct MemwireStats {
+    /// The direction this end transmits on.
+    pub tx: DirectionStats,
+    /// The direction this end receives from.
+    pub rx: DirectionStats,
+    /// Writing the capture failed; capturing stopped (the error was logged).
+    pub capture_failed: bool,
+}
+
+/// Builds a link and returns its two ends, A and B.
+pub fn link(config: LinkConfig) -> Result<(MemwireNic, MemwireNic), MemwireError> {
+    config.a_to_b.validate().map_err(|source| MemwireError::InvalidFaults { direction: "a_to_b", source })?;
+    config.b_to_a.validate().map_err(|source| MemwireError::InvalidFaults { direction: "b_to_a", source })?;
+    if config.capacity == 0 {
+        return Err(MemwireError::ZeroCapacity);
+    }
+    let capture = match &config.pcap {
+        Some(path) => Some(Mutex::new(Capture {
+            writer: Some(PcapWriter::create(path).map_err(MemwireError::Capture)?),
+            failed: false,
+        })),
+        None => None,
+    };
+    let mut seeds = Rng::new(config.seed);
+    let direction = |faults: FaultConfig, seed: u64| {
+        Mutex::new(Direction {
+            injector: FaultInjector::new(faults, seed),
+            queue: if faults.may_reorder() {
+                Queue::Ordered(BinaryHeap::new())
+            } else {
+                Queue::Fifo(VecDeque::new())
+            },
+            next_seq: 0,
+            stats: DirectionStats::default(),
+        })
+    };
+    let a_to_b = direction(config.a_to_b, seeds.next_u64());
+    let b_to_a = direction(config.b_to_a, seeds.next_u64());
+    let shared = Arc::new(Shared {
+        dirs: [a_to_b, b_to_a],
+        alive: [AtomicBool::new(true), AtomicBool::new(true)],
+        capacity: config.capacity,
+        capture,
+    });
+    let end = |side| MemwireNic { shared: Arc::clone(&shared), side, caps: config.caps, free: Vec::new() };
+    Ok((end(0), end(1)))
+}
+
+/// One end of an in-memory link. `Send`: each end may be driven by its own thread.
+#[derive(Debug)]
+pub struct MemwireNic {
+    shared: Arc<Shared>,
+    /// 0 for end A, 1 for end B; also the index of the direction this end transmits on.
+    side: usize,
+    caps: NicCapabilities,
+    free: Vec<PacketBuf>,
+}
+
+#[derive(Debug)]
+struct Shared {
+    /// `[a_to_b, b_to_a]`.
+    dirs: [Mutex<Direction>; 2],
+    /// Whether end A / end B still exists.
+    alive: [AtomicBool; 2],
+    capacity: usize,
+    capture: Option<Mutex<Capture>>,
+}
+
+#[derive(Debug)]
+struct Capture {
+    writer: Option<PcapWriter>,
+    failed: bool,
+}
+
+#[derive(Debug)]
+struct Direction {
+    injector: FaultInjector,
+    queue: Queue,
+    next_seq: u64,
+    stats: DirectionStats,
+}
+
+/// A frame in flight.
+#[derive(Debug)]
+struct Entry {
+    at: Instant,
+    seq: u64,
+    frame: PacketBuf,
+}
+
+impl PartialEq for Entry {
+    fn eq(&self, other: &Self) -> bool {
+        (self.at, self.seq) == (other.at, other.seq)
+    }
+}
+
+impl Eq for Entry {}
+
+impl PartialOrd for Entry {
+    fn partial_cmp(&self, other: &Self) -> Option<CmpOrdering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Entry {
+    /// Reversed, so that `BinaryHeap` (a max-heap) pops the earliest `(at, seq)` first.
+    fn cmp(&self, other: &Self) -> CmpOrdering {
+        (other.at, other.seq).cmp(&(self.at, self.seq))
+    }
+}
+
+/// In-flight frames of one direction. The injector keeps in-order frames' delivery times
+/// non-decreasing, so a plain FIFO suffices unless the direction reorders.
+#[derive(Debug)]
+enum Queue {
+    Fifo(VecDeque<Entry>),
+    Ordered(BinaryHeap<Entry>),
+}
+
+impl Queue {
+    fn len(&self) -> usize {
+        match self {
+            Queue::Fifo(q) => q.len(),
+            Queue::Ordered(h) => h.len(),
+        }
+    }
+
+    fn push(&mut self, entry: Entry) {
+        match self {
+            Queue::Fifo(q) => {
+                debug_assert!(q.back().map_or(true, |last| last.at <= entry.at));
+                q.push_back(entry);
+            }
+            Queue::Ordered(h) => h.push(entry),
+        }
+    }
+
+    fn next_at(&self) -> Option<Instant> {
+        match self {
+            Queue::Fifo(q) => q.front().map(|e| e.at),
+            Queue::Ordered(h) => h.peek().map(|e| e.at),
+        }
+    }
+
+    fn pop_due(&mut self, now: Instant) -> Option<Entry> {
+        if self.next_at()? > now {
+            return None;
+        }
+        match self {
+            Queue::Fifo(q) => q.pop_front(),
+            Queue::Ordered(h) => h.pop(),
+        }
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A panic while holding the lock cannot leave the queue half-updated in a harmful way.
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl MemwireNic {
+    fn tx_index(&self) -> usize {
+        self.side
+    }
+
+    fn rx_index(&self) -> usize {
+        1 - self.side
+    }
+
+    /// True for end A, false for end B.
+    pub fn is_a(&self) -> bool {
+        self.side == 0
+    }
+
+    /// When the earliest frame in flight towards this end becomes receivable.
+    pub fn next_delivery(&self) -> Option<Instant> {
+        lock(&self.shared.dirs[self.rx_index()]).queue.next_at()
+    }
+
+    /// Counters of both directions, from this end's point of view.
+    pub fn stats(&self) -> MemwireStats {
+        let tx = lock(&self.shared.dirs[self.tx_index()]).stats_snapshot();
+        let rx = lock(&self.shared.dirs[self.rx_index()]).stats_snapshot();
+        let capture_failed = self.shared.capture.as_ref().is_some_and(|c| lock(c).failed);
+        MemwireStats { tx, rx, capture_failed }
+    }
+
+    /// Frames in flight in both directions; zero means the link is quiet.
+    pub fn in_flight(&self) -> usize {
+        self.shared.dirs.iter().map(|d| lock(d).queue.len()).sum()
+    }
+
+    /// Frames in flight towards this end (due or not).
+    pub fn rx_pending(&self) -> usize {
+        lock(&self.shared.dirs[self.rx_index()]).queue.len()
+    }
+
+    /// Writes the capture's buffered frames to its file (no-op without a capture).
+    pub fn flush_capture(&self) -> Result<(), PcapError> {
+        let Some(capture) = &self.shared.capture else { return Ok(()) };
+        match lock(capture).writer.as_mut() {
+            Some(writer) => writer.flush(),
+            None => Ok(()),
+        }
+    }
+
+    fn recycle(free: &mut Vec<PacketBuf>, mut buf: PacketBuf) {
+        if free.len() < FREE_LIST_MAX && buf.capacity() >= DEFAULT_BUF_SIZE {
+            buf.reset(DEFAULT_HEADROOM);
+            free.push(buf);
+        }
+    }
+}
+
+impl Direction {
+    fn stats_snapshot(&self) -> DirectionStats {
+        DirectionStats { faults: self.injector.stats(), ..self.stats }
+    }
+
+    fn enqueue(&mut self, at: Instant, frame: PacketBuf) {
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        self.queue.push(Entry { at, seq, frame });
+    }
+}
+
+impl Drop for MemwireNic {
+    fn drop(&mut self) {
+        self.shared.alive[self.side].store(false, Ordering::Release);
+    }
+}
+
+impl Nic for MemwireNic {
+    fn capabilities(&self) -> NicCapabilities {
+        self.caps
+    }
+
+    /// Returns up to `min(max, max_burst)` frames whose delivery time is `<= now`.
+    fn receive(&mut self, now: Instant, out: &mut Vec<PacketBuf>, max: usize) -> Result<usize, NicError> {
+        let max = max.min(self.caps.max_burst);
+        let shared = &*self.shared;
+        let mut dir = lock(&shared.dirs[self.rx_index()]);
+        let mut capture = shared.capture.as_ref().map(lock);
+        let mut n = 0;
+        while n < max {
+            let Some(entry) = dir.queue.pop_due(now) else { break };
+            if let Some(cap) = capture.as_deref_mut() {
+                cap.record(entry.at, entry.frame.as_slice());
+            }
+            out.push(entry.frame);
+            n += 1;
+        }
+        dir.stats.received += n as u64;
+        Ok(n)
+    }
+
+    fn alloc_tx(&mut self) -> Result<PacketBuf, NicError> {
+        Ok(self.free.pop().unwrap_or_else(PacketBuf::new_tx))
+    }
+
+    /// Takes every frame: frames beyond the link capacity, or lost by fault injection, are
+    /// dropped and counted, never left in `frames`. Fails with `LinkDown` (taking nothing) when
+    /// the other end is gone.
+    fn transmit(&mut self, now: Instant, frames: &mut Vec<PacketBuf>) -> Result<usize, NicError> {
+        if !self.shared.alive[self.rx_index()].load(Ordering::Acquire) {
+            return Err(NicError::LinkDown);
+        }
+        if frames.is_empty() {
+            return Ok(0);
+        }
+        let count = frames.len();
+        let capacity = self.shared.capacity;
+        let mut dir = lock(&self.shared.dirs[self.tx_index()]);
+        for frame in frames.drain(..) {
+            dir.stats.sent += 1;
+            if dir.queue.len() >= capacity {
+                dir.stats.dropped_full += 1;
+                Self::recycle(&mut self.free, frame);
+                continue;
+            }
+            match dir.injector.apply(now, frame) {
+                Fate::Dropped(frame) => Self::recycle(&mut self.free, frame),
+                Fate::Deliver { frame, at, duplicate } => {
+                    dir.enqueue(at, frame);
+                    if let Some(copy) = duplicate {
+                        if dir.queue.len() >= capacity {
+                            dir.stats.dropped_full += 1;
+                        } else {
+                            dir.enqueue(at, copy);
+                        }
+                    }
+                }
+            }
+        }
+        Ok(count)
+    }
+}
+
+impl Capture {
+    /// Writes one delivered frame; on the first failure logs it and stops capturing.
+    fn record(&mut self, at: Instant, frame: &[u8]) {
+        let Some(writer) = self.writer.as_mut() else { return };
+        if let Err(e) = writer.write_frame(at, frame) {
+            log::error!("memwire capture stopped: {e} ({:?})", std::error::Error::source(&e));
+            self.failed = true;
+            self.writer = None;
+        }
+    }
+}
