@@ -196,7 +196,13 @@ impl Connection {
 
     /// Passive open: a connection in SYN-RECEIVED for the peer's `syn` (which a listener accepted);
     /// the SYN-ACK goes out on the next output.
-    pub fn accept(cfg: TcpConfig, local: SocketAddrV4, remote: SocketAddrV4, syn: &TcpRepr, iss: SeqNumber) -> Self {
+    pub fn accept(
+        cfg: TcpConfig,
+        local: SocketAddrV4,
+        remote: SocketAddrV4,
+        syn: &TcpRepr,
+        iss: SeqNumber,
+    ) -> Self {
         let mut c = Self::new(cfg, local, remote, iss, State::SynReceived);
         c.irs = syn.seq_number;
         c.rcv_nxt = syn.seq_number + 1;
@@ -290,7 +296,11 @@ impl Connection {
 
     /// Bytes of send-buffer space free now (0 when sending is not allowed).
     pub fn send_space(&self) -> usize {
-        if self.state.may_send() && !self.fin_queued { self.tx.free() } else { 0 }
+        if self.state.may_send() && !self.fin_queued {
+            self.tx.free()
+        } else {
+            0
+        }
     }
 
     /// Bytes queued for sending and not yet acknowledged.
@@ -321,7 +331,10 @@ impl Connection {
     /// Zero-copy send: the stack holds `payload` until all its bytes are acknowledged, then
     /// returns it through [`take_completed`](Self::take_completed). Gives it back when it does
     /// not fit.
-    pub fn send_loaned(&mut self, payload: Box<dyn TxPayload>) -> Result<Result<(), Box<dyn TxPayload>>, SendError> {
+    pub fn send_loaned(
+        &mut self,
+        payload: Box<dyn TxPayload>,
+    ) -> Result<Result<(), Box<dyn TxPayload>>, SendError> {
         self.check_send()?;
         Ok(self.tx.push_loaned(payload))
     }

@@ -182,7 +182,9 @@ impl Connection {
             (0, 0) => seq == self.rcv_nxt,
             (0, _) => seq.in_window(self.rcv_nxt, right),
             (_, 0) => false,
-            (len, _) => seq.in_window(self.rcv_nxt, right) || (seq + (len - 1)).in_window(self.rcv_nxt, right),
+            (len, _) => {
+                seq.in_window(self.rcv_nxt, right) || (seq + (len - 1)).in_window(self.rcv_nxt, right)
+            }
         }
     }
 

@@ -136,6 +136,10 @@ impl SendBuffer {
             let remaining = front.bytes().len() - self.head_offset;
             if n < remaining {
                 self.head_offset += n;
+                // The queue start moved by n: later chunks start n bytes earlier.
+                if self.cursor.0 > 0 {
+                    self.cursor.1 -= n;
+                }
                 break;
             }
             n -= remaining;

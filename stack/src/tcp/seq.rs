@@ -17,7 +17,11 @@ impl SeqNumber {
     /// `self - other` as a byte count; zero when `self` is before `other`.
     pub fn since(self, other: SeqNumber) -> usize {
         let d = self.diff(other);
-        if d < 0 { 0 } else { d as usize }
+        if d < 0 {
+            0
+        } else {
+            d as usize
+        }
     }
 
     /// True when `low <= self < high` in sequence space.
@@ -27,12 +31,20 @@ impl SeqNumber {
 
     /// The later of two sequence numbers.
     pub fn max(self, other: SeqNumber) -> SeqNumber {
-        if self >= other { self } else { other }
+        if self >= other {
+            self
+        } else {
+            other
+        }
     }
 
     /// The earlier of two sequence numbers.
     pub fn min(self, other: SeqNumber) -> SeqNumber {
-        if self <= other { self } else { other }
+        if self <= other {
+            self
+        } else {
+            other
+        }
     }
 }
 

@@ -213,10 +213,7 @@ mod tests {
     fn truncations_rejected() {
         let bytes = arp_frame();
         for len in 0..HEADER_LEN {
-            assert_eq!(
-                EthernetFrame::new_checked(&bytes[..len]).unwrap_err(),
-                WireError::Truncated
-            );
+            assert_eq!(EthernetFrame::new_checked(&bytes[..len]).unwrap_err(), WireError::Truncated);
             let unchecked = EthernetFrame::new_unchecked(&bytes[..len]);
             assert_eq!(EthernetRepr::parse(&unchecked), Err(WireError::Truncated));
         }

@@ -187,9 +187,7 @@ impl<'a> Icmpv4Repr<'a> {
     /// buffer is shorter than `buffer_len()`.
     pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(&self, packet: &mut Icmpv4Packet<T>) {
         let (msg_type, ident, seq_no, data) = match *self {
-            Icmpv4Repr::EchoRequest { ident, seq_no, data } => {
-                (TYPE_ECHO_REQUEST, ident, seq_no, data)
-            }
+            Icmpv4Repr::EchoRequest { ident, seq_no, data } => (TYPE_ECHO_REQUEST, ident, seq_no, data),
             Icmpv4Repr::EchoReply { ident, seq_no, data } => (TYPE_ECHO_REPLY, ident, seq_no, data),
         };
         let len = self.buffer_len();
@@ -222,16 +220,10 @@ mod tests {
     fn parse_known_request() {
         let bytes = request();
         let p = Icmpv4Packet::new_checked(&bytes[..]).unwrap();
-        assert_eq!(
-            (p.msg_type(), p.msg_code(), p.echo_ident(), p.echo_seq_no()),
-            (8, 0, 0x1234, 1)
-        );
+        assert_eq!((p.msg_type(), p.msg_code(), p.echo_ident(), p.echo_seq_no()), (8, 0, 0x1234, 1));
         assert!(p.verify_checksum());
         let repr = Icmpv4Repr::parse(&p, &CAPS).unwrap();
-        assert_eq!(
-            repr,
-            Icmpv4Repr::EchoRequest { ident: 0x1234, seq_no: 1, data: b"abcdefghijklmnop" }
-        );
+        assert_eq!(repr, Icmpv4Repr::EchoRequest { ident: 0x1234, seq_no: 1, data: b"abcdefghijklmnop" });
         assert_eq!(repr.buffer_len(), bytes.len());
     }
 
@@ -259,10 +251,7 @@ mod tests {
         let empty = Icmpv4Repr::EchoReply { ident: 0, seq_no: 0xffff, data: &[] };
         let mut out = [0u8; 8];
         empty.emit(&mut Icmpv4Packet::new_unchecked(&mut out[..]));
-        assert_eq!(
-            Icmpv4Repr::parse(&Icmpv4Packet::new_checked(&out[..]).unwrap(), &CAPS),
-            Ok(empty)
-        );
+        assert_eq!(Icmpv4Repr::parse(&Icmpv4Packet::new_checked(&out[..]).unwrap(), &CAPS), Ok(empty));
     }
 
     #[test]

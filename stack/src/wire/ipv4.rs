@@ -490,14 +490,7 @@ mod tests {
         p.fill_checksum();
         let p = Ipv4Packet::new_checked(&buf[..]).unwrap();
         assert_eq!(
-            (
-                p.version(),
-                p.header_len(),
-                p.ident(),
-                p.more_frags(),
-                p.frag_offset(),
-                p.dont_frag()
-            ),
+            (p.version(), p.header_len(), p.ident(), p.more_frags(), p.frag_offset(), p.dont_frag()),
             (4, 20, 0xbeef, true, 1480, false)
         );
         assert_eq!((p.ttl(), p.protocol(), p.tos()), (3, IpProtocol::Tcp, 0xb8));
@@ -507,9 +500,7 @@ mod tests {
 
     #[test]
     fn fragments_rejected() {
-        for (flags_off, _) in
-            [(0x2000u16, "MF"), (0x0001, "offset 8"), (0x6000, "DF+MF"), (0x1fff, "max")]
-        {
+        for (flags_off, _) in [(0x2000u16, "MF"), (0x0001, "offset 8"), (0x6000, "DF+MF"), (0x1fff, "max")] {
             let mut bytes = small();
             set_u16(&mut bytes, offs::FLG_OFF, flags_off);
             Ipv4Packet::new_unchecked(&mut bytes[..]).fill_checksum();

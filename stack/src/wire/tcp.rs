@@ -446,8 +446,7 @@ pub struct TcpRepr {
 }
 
 /// The flags `TcpRepr` carries.
-const REPR_FLAGS: TcpFlags =
-    TcpFlags(TcpFlags::SYN.0 | TcpFlags::FIN.0 | TcpFlags::RST.0 | TcpFlags::PSH.0);
+const REPR_FLAGS: TcpFlags = TcpFlags(TcpFlags::SYN.0 | TcpFlags::FIN.0 | TcpFlags::RST.0 | TcpFlags::PSH.0);
 
 impl TcpRepr {
     /// Parses and validates a segment whose buffer is exactly the IPv4 payload: lengths (see
@@ -558,8 +557,7 @@ impl TcpRepr {
             buf[at..at + 4].copy_from_slice(&[kind::NOP, kind::WINDOW_SCALE, 3, shift]);
         }
         let pseudo = checksum::pseudo_header(src, dst, IpProtocol::Tcp, seg_len as u32);
-        let value =
-            if caps.tcp.tx { pseudo } else { !checksum::combine(&[pseudo, checksum::data(buf)]) };
+        let value = if caps.tcp.tx { pseudo } else { !checksum::combine(&[pseudo, checksum::data(buf)]) };
         set_u16(buf, offs::CHECKSUM, value);
     }
 }
@@ -682,13 +680,7 @@ mod tests {
                 for (j, b) in buf[repr.header_len()..].iter_mut().enumerate() {
                     *b = (j * 31 + i) as u8;
                 }
-                repr.emit(
-                    &mut TcpPacket::new_unchecked(&mut buf[..]),
-                    SRC,
-                    DST,
-                    payload_len,
-                    &CAPS,
-                );
+                repr.emit(&mut TcpPacket::new_unchecked(&mut buf[..]), SRC, DST, payload_len, &CAPS);
                 let seg = &buf[..repr.buffer_len(payload_len)];
                 let p = TcpPacket::new_checked(seg).unwrap();
                 assert_eq!(p.header_len(), repr.header_len());
@@ -721,8 +713,7 @@ mod tests {
     #[test]
     fn tx_offload_writes_pseudo_header_sum() {
         let bytes = data_segment();
-        let repr =
-            TcpRepr::parse(&TcpPacket::new_checked(&bytes[..]).unwrap(), DST, SRC, &CAPS).unwrap();
+        let repr = TcpRepr::parse(&TcpPacket::new_checked(&bytes[..]).unwrap(), DST, SRC, &CAPS).unwrap();
         let mut caps = CAPS;
         caps.tcp.tx = true;
         let mut out = bytes.clone();
@@ -815,9 +806,7 @@ mod tests {
         let r = parse(&syn_with_options(&[2, 3, 5, 2, 4, 1, 2])).unwrap();
         assert_eq!(r.max_seg_size, Some(258));
         // Zero, one, and overrunning lengths are malformed.
-        for opts in
-            [&[2u8, 0, 1, 1][..], &[0x1e, 1, 1, 1], &[2, 4, 5, 0xb4, 3, 5, 7, 1], &[1, 1, 1, 2]]
-        {
+        for opts in [&[2u8, 0, 1, 1][..], &[0x1e, 1, 1, 1], &[2, 4, 5, 0xb4, 3, 5, 7, 1], &[1, 1, 1, 2]] {
             assert_eq!(parse(&syn_with_options(opts)), Err(WireError::Malformed), "{:?}", opts);
         }
         // A kind byte with no length byte at the end of the area.

@@ -227,10 +227,7 @@ mod tests {
         assert!(p.verify_checksum(SRC, DST));
         let repr = UdpRepr::parse(&p, SRC, DST, &CAPS).unwrap();
         assert_eq!(repr, UdpRepr { src_port: 53000, dst_port: 53 });
-        assert_eq!(
-            UdpRepr::parse(&p, DST, Ipv4Addr::new(10, 0, 0, 3), &CAPS),
-            Err(WireError::BadChecksum)
-        );
+        assert_eq!(UdpRepr::parse(&p, DST, Ipv4Addr::new(10, 0, 0, 3), &CAPS), Err(WireError::BadChecksum));
     }
 
     #[test]

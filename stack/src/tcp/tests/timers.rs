@@ -75,7 +75,11 @@ fn karn_rule_skips_samples_of_retransmitted_segments() {
     c.send(b"d").expect("send");
     let t2 = t + secs(6);
     out(&mut c, t2);
-    feed(&mut c, t2 + std::time::Duration::from_millis(10), seg(TcpFlags::empty(), IRS + 1, Some(ISS + 5), 1000, b""));
+    feed(
+        &mut c,
+        t2 + std::time::Duration::from_millis(10),
+        seg(TcpFlags::empty(), IRS + 1, Some(ISS + 5), 1000, b""),
+    );
     assert!(c.rto() < backed_off);
 }
 

@@ -52,11 +52,7 @@ const ROUNDS: usize = 20_000;
 /// Random buffers, biased towards plausible headers so deeper code paths are reached. Every
 /// parser must return (Ok or Err) without panicking, and accessors after `new_checked` must not
 /// panic either.
-fn fuzz(
-    seed: u64,
-    mut shape: impl FnMut(&mut XorShift, &mut Vec<u8>),
-    mut check: impl FnMut(&[u8]),
-) {
+fn fuzz(seed: u64, mut shape: impl FnMut(&mut XorShift, &mut Vec<u8>), mut check: impl FnMut(&[u8])) {
     let mut rng = XorShift::new(seed);
     let mut buf = Vec::with_capacity(128);
     for _ in 0..ROUNDS {
@@ -88,10 +84,8 @@ fn random_bytes_never_panic_ethernet() {
 #[test]
 fn random_bytes_never_panic_ipv4() {
     let mut ok = 0;
-    let caps_rx = ChecksumCapabilities {
-        ipv4: ChecksumOffload { rx: true, tx: false },
-        ..Default::default()
-    };
+    let caps_rx =
+        ChecksumCapabilities { ipv4: ChecksumOffload { rx: true, tx: false }, ..Default::default() };
     fuzz(
         2,
         |rng, b| {
@@ -120,8 +114,7 @@ fn random_bytes_never_panic_ipv4() {
                     assert_eq!(r.payload_len, p.payload().len());
                 }
             }
-            if Ipv4Repr::parse(&Ipv4Packet::new_unchecked(b), &ChecksumCapabilities::none()).is_ok()
-            {
+            if Ipv4Repr::parse(&Ipv4Packet::new_unchecked(b), &ChecksumCapabilities::none()).is_ok() {
                 ok += 1;
             }
         },
@@ -133,8 +126,7 @@ fn random_bytes_never_panic_ipv4() {
 fn random_bytes_never_panic_tcp() {
     let src = Ipv4Addr::new(10, 0, 0, 1);
     let dst = Ipv4Addr::new(10, 0, 0, 2);
-    let caps_rx =
-        ChecksumCapabilities { tcp: ChecksumOffload { rx: true, tx: false }, ..Default::default() };
+    let caps_rx = ChecksumCapabilities { tcp: ChecksumOffload { rx: true, tx: false }, ..Default::default() };
     fuzz(
         3,
         |rng, b| {
@@ -166,12 +158,7 @@ fn random_bytes_never_panic_tcp() {
                     }
                 }
             }
-            let _ = TcpRepr::parse(
-                &TcpPacket::new_unchecked(b),
-                src,
-                dst,
-                &ChecksumCapabilities::none(),
-            );
+            let _ = TcpRepr::parse(&TcpPacket::new_unchecked(b), src, dst, &ChecksumCapabilities::none());
             let _ = TcpOptionIter::new(b).count();
         },
     );
