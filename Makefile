@@ -1,0 +1,44 @@
+# SlimTCP developer entry points. `make demo` and `make test` are the two that matter.
+SHELL := /bin/bash
+CARGO ?= cargo
+# The machine is shared: one compiler job unless told otherwise.
+export CARGO_BUILD_JOBS ?= 1
+# Under `make test`, namespace tests must run: a missing privilege fails instead of skipping.
+export SLIMTCP_REQUIRE_NETNS ?= 1
+
+.PHONY: all deps build test lint bench demo fuzz clean
+
+all: build
+
+deps:
+	./scripts/install-deps.sh
+
+build: deps
+	$(CARGO) build --release --workspace --all-targets
+
+# Release: the simulations are heavy. Leftover namespaces are cleaned up even when tests fail.
+test: deps
+	@status=0; \
+	$(CARGO) build --release --workspace --all-targets && \
+	$(CARGO) test --release --workspace || status=$$?; \
+	./scripts/cleanup-netns.sh; \
+	exit $$status
+
+lint:
+	$(CARGO) fmt --all -- --check
+	$(CARGO) clippy --workspace --all-targets -- -D warnings
+
+bench: deps
+	mkdir -p target/bench
+	$(CARGO) bench -p slimtcp 2>&1 | tee target/bench/bench.txt
+
+demo: deps
+	$(CARGO) build --release -p slimtcp --example tap_echo
+	./scripts/demo.sh
+
+fuzz:
+	@echo "fuzz: not yet"
+
+clean:
+	$(CARGO) clean
+	./scripts/cleanup-netns.sh
