@@ -83,13 +83,9 @@ impl Capture {
         let _ = std::fs::remove_file(path);
         let path_str = path.to_string_lossy();
         let mut cmd = netns.command(&["dumpcap", "-i", iface, "-P", "-w", &path_str]);
-        cmd.stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped());
-        let mut child = cmd.spawn().map_err(|source| CaptureError::Spawn {
-            command: describe(&cmd),
-            source,
-        })?;
+        cmd.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::piped());
+        let mut child =
+            cmd.spawn().map_err(|source| CaptureError::Spawn { command: describe(&cmd), source })?;
         let (tx, rx) = mpsc::channel();
         if let Some(stderr) = child.stderr.take() {
             std::thread::spawn(move || {
@@ -110,9 +106,7 @@ impl Capture {
                 return true;
             }
             seen.iter().any(|l| l.contains("Capturing on"))
-                && std::fs::metadata(path)
-                    .map(|m| m.len() >= PCAP_HEADER_LEN)
-                    .unwrap_or(false)
+                && std::fs::metadata(path).map(|m| m.len() >= PCAP_HEADER_LEN).unwrap_or(false)
         });
         if exited {
             // Let the reader thread drain what dumpcap said before it died.
@@ -123,10 +117,7 @@ impl Capture {
                     Err(mpsc::TryRecvError::Disconnected) => return true,
                 }
             });
-            return Err(CaptureError::Exited {
-                iface: iface.to_owned(),
-                stderr: seen.join("\n"),
-            });
+            return Err(CaptureError::Exited { iface: iface.to_owned(), stderr: seen.join("\n") });
         }
         if !started {
             return Err(CaptureError::StartTimeout {
@@ -135,11 +126,7 @@ impl Capture {
                 stderr: seen.join("\n"),
             });
         }
-        Ok(Capture {
-            child: Some(guard),
-            path: path.to_owned(),
-            stderr: rx,
-        })
+        Ok(Capture { child: Some(guard), path: path.to_owned(), stderr: rx })
     }
 
     /// The pcap file being written.
@@ -157,9 +144,8 @@ impl Capture {
         let Some(mut guard) = self.child.take() else {
             return Ok(());
         };
-        let pid = libc::pid_t::try_from(guard.id()).map_err(|_| {
-            CaptureError::Control(std::io::Error::from(std::io::ErrorKind::InvalidInput))
-        })?;
+        let pid = libc::pid_t::try_from(guard.id())
+            .map_err(|_| CaptureError::Control(std::io::Error::from(std::io::ErrorKind::InvalidInput)))?;
         if matches!(guard.child().try_wait(), Ok(None)) {
             // SAFETY: `pid` is our own child, not yet reaped (try_wait said it is running), so
             // the id cannot have been reused; kill only sends a signal.
@@ -169,13 +155,11 @@ impl Capture {
             }
         }
         let mut wait_error = None;
-        let exited = wait_until(Instant::now() + STOP_TIMEOUT, || {
-            match guard.child().try_wait() {
-                Ok(status) => status.is_some(),
-                Err(e) => {
-                    wait_error = Some(e);
-                    true
-                }
+        let exited = wait_until(Instant::now() + STOP_TIMEOUT, || match guard.child().try_wait() {
+            Ok(status) => status.is_some(),
+            Err(e) => {
+                wait_error = Some(e);
+                true
             }
         });
         // Dropping the guard kills (if needed) and reaps.
@@ -194,10 +178,7 @@ impl Capture {
 impl Drop for Capture {
     fn drop(&mut self) {
         if let Err(e) = self.finish() {
-            eprintln!(
-                "warning: stopping the capture of {} failed: {e}",
-                self.path.display()
-            );
+            eprintln!("warning: stopping the capture of {} failed: {e}", self.path.display());
         }
     }
 }

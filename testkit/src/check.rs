@@ -95,26 +95,13 @@ impl std::fmt::Display for CaptureReport {
 pub fn tshark_check_command(path: &Path, display_filter: Option<&str>) -> Command {
     let mut cmd = Command::new("tshark");
     cmd.arg("-n").arg("-r").arg(path);
-    for pref in [
-        "ip.check_checksum:TRUE",
-        "tcp.check_checksum:TRUE",
-        "udp.check_checksum:TRUE",
-    ] {
+    for pref in ["ip.check_checksum:TRUE", "tcp.check_checksum:TRUE", "udp.check_checksum:TRUE"] {
         cmd.args(["-o", pref]);
     }
     if let Some(filter) = display_filter {
         cmd.args(["-Y", filter]);
     }
-    cmd.args([
-        "-T",
-        "fields",
-        "-E",
-        "separator=/t",
-        "-E",
-        "occurrence=a",
-        "-E",
-        "aggregator=,",
-    ]);
+    cmd.args(["-T", "fields", "-E", "separator=/t", "-E", "occurrence=a", "-E", "aggregator=,"]);
     for field in FIELDS {
         cmd.args(["-e", field]);
     }
@@ -134,22 +121,13 @@ pub fn check_wellformed_matching(
 ) -> Result<CaptureReport, CaptureError> {
     let mut cmd = tshark_check_command(path, display_filter);
     let command = describe(&cmd);
-    let out = cmd.output().map_err(|source| CaptureError::Spawn {
-        command: command.clone(),
-        source,
-    })?;
+    let out = cmd.output().map_err(|source| CaptureError::Spawn { command: command.clone(), source })?;
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
-    let complaint = stderr
-        .lines()
-        .filter(|l| !l.starts_with("Running as user"))
-        .collect::<Vec<_>>()
-        .join("\n");
+    let complaint =
+        stderr.lines().filter(|l| !l.starts_with("Running as user")).collect::<Vec<_>>().join("\n");
     if !out.status.success() && stdout.trim().is_empty() {
-        return Err(CaptureError::CheckFailed {
-            command,
-            stderr: complaint,
-        });
+        return Err(CaptureError::CheckFailed { command, stderr: complaint });
     }
     let mut report = parse_fields(&stdout);
     if !out.status.success() {
@@ -164,8 +142,7 @@ fn parse_fields(stdout: &str) -> CaptureReport {
     for line in stdout.lines().filter(|l| !l.trim().is_empty()) {
         let cols: Vec<&str> = line.splitn(FIELDS.len(), '\t').collect();
         let col = |i: usize| cols.get(i).copied().unwrap_or("");
-        let any_of =
-            |i: usize, wanted: &[&str]| col(i).split(',').any(|v| wanted.contains(&v.trim()));
+        let any_of = |i: usize, wanted: &[&str]| col(i).split(',').any(|v| wanted.contains(&v.trim()));
         report.packets += 1;
         let mut problems = Vec::new();
         let mut count = |hit: bool, counter: &mut u64, what: &'static str| {
@@ -175,31 +152,11 @@ fn parse_fields(stdout: &str) -> CaptureReport {
             }
         };
         count(!col(1).is_empty(), &mut report.malformed, "malformed");
-        count(
-            any_of(2, &BAD_STATUS),
-            &mut report.bad_ip_checksum,
-            "bad IP checksum",
-        );
-        count(
-            any_of(3, &BAD_STATUS),
-            &mut report.bad_tcp_checksum,
-            "bad TCP checksum",
-        );
-        count(
-            any_of(4, &BAD_STATUS),
-            &mut report.bad_udp_checksum,
-            "bad UDP checksum",
-        );
-        count(
-            any_of(5, &BAD_STATUS),
-            &mut report.bad_icmp_checksum,
-            "bad ICMP checksum",
-        );
-        count(
-            any_of(6, &[EXPERT_ERROR]),
-            &mut report.expert_errors,
-            "expert error",
-        );
+        count(any_of(2, &BAD_STATUS), &mut report.bad_ip_checksum, "bad IP checksum");
+        count(any_of(3, &BAD_STATUS), &mut report.bad_tcp_checksum, "bad TCP checksum");
+        count(any_of(4, &BAD_STATUS), &mut report.bad_udp_checksum, "bad UDP checksum");
+        count(any_of(5, &BAD_STATUS), &mut report.bad_icmp_checksum, "bad ICMP checksum");
+        count(any_of(6, &[EXPERT_ERROR]), &mut report.expert_errors, "expert error");
         if !problems.is_empty() && report.offenders.len() < MAX_OFFENDERS {
             report.offenders.push(format!(
                 "frame {} [{}] {}: {}",
@@ -227,15 +184,8 @@ mod tests {
     #[test]
     fn bad_statuses_and_errors_are_counted_per_frame() {
         let r = parse_fields("7\t\t1,0\t0\t\t\t8388608,6291456\tICMP\tdest unreachable\n");
-        assert_eq!(
-            (r.bad_ip_checksum, r.bad_tcp_checksum, r.expert_errors),
-            (1, 1, 1)
-        );
+        assert_eq!((r.bad_ip_checksum, r.bad_tcp_checksum, r.expert_errors), (1, 1, 1));
         assert_eq!(r.offenders.len(), 1);
-        assert!(
-            r.offenders[0].starts_with("frame 7 [ICMP]"),
-            "{}",
-            r.offenders[0]
-        );
+        assert!(r.offenders[0].starts_with("frame 7 [ICMP]"), "{}", r.offenders[0]);
     }
 }

@@ -17,8 +17,7 @@ fn mix(mut z: u64) -> u64 {
 
 /// The 8 stream bytes starting at `8 * word`.
 fn word_bytes(seed: u64, word: u64) -> [u8; 8] {
-    mix(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ word.wrapping_add(0x632b_e59b_d9b4_e019))
-        .to_le_bytes()
+    mix(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ word.wrapping_add(0x632b_e59b_d9b4_e019)).to_le_bytes()
 }
 
 /// Fills `buf` with stream `seed`'s bytes `offset .. offset + buf.len()`.
@@ -52,11 +51,7 @@ pub fn pattern_mismatch(seed: u64, offset: u64, buf: &[u8]) -> Option<usize> {
     while done < buf.len() {
         let n = (buf.len() - done).min(expected.len());
         pattern(seed, offset + done as u64, &mut expected[..n]);
-        if let Some(i) = expected[..n]
-            .iter()
-            .zip(&buf[done..done + n])
-            .position(|(a, b)| a != b)
-        {
+        if let Some(i) = expected[..n].iter().zip(&buf[done..done + n]).position(|(a, b)| a != b) {
             return Some(done + i);
         }
         done += n;
@@ -130,8 +125,7 @@ pub fn pattern_digest(seed: u64, len: u64) -> Digest256 {
     let mut hasher = StreamHasher::new();
     let mut buf = vec![0u8; 64 * 1024];
     while stream.offset() < len {
-        let n =
-            usize::try_from(len - stream.offset()).map_or(buf.len(), |left| left.min(buf.len()));
+        let n = usize::try_from(len - stream.offset()).map_or(buf.len(), |left| left.min(buf.len()));
         stream.fill(&mut buf[..n]);
         hasher.update(&buf[..n]);
     }
@@ -172,11 +166,7 @@ mod tests {
         let mut pieced = vec![0u8; 1000];
         let mut stream_pos = 0usize;
         for len in [1usize, 2, 5, 7, 8, 9, 13, 64, 100, 791] {
-            pattern(
-                42,
-                3 + stream_pos as u64,
-                &mut pieced[stream_pos..stream_pos + len],
-            );
+            pattern(42, 3 + stream_pos as u64, &mut pieced[stream_pos..stream_pos + len]);
             stream_pos += len;
         }
         assert_eq!(stream_pos, 1000);

@@ -110,11 +110,7 @@ pub fn spawn_tcp_server_recv(
 }
 
 /// [`spawn_tcp_server_recv`] and wait: blocks until the transfer ends.
-pub fn tcp_server_recv(
-    ns: &Netns,
-    listen: SocketAddr,
-    timeout: Duration,
-) -> Result<Transfer, PeerError> {
+pub fn tcp_server_recv(ns: &Netns, listen: SocketAddr, timeout: Duration) -> Result<Transfer, PeerError> {
     spawn_tcp_server_recv(ns, listen, timeout)?.1.join()
 }
 
@@ -180,29 +176,15 @@ pub fn spawn_tcp_client_recv(
 
 fn listen_in(ns: &Netns, listen: SocketAddr) -> Result<(TcpListener, SocketAddr), PeerError> {
     ns.try_run(|| {
-        let listener = TcpListener::bind(listen).map_err(|source| PeerError::Listen {
-            addr: listen,
-            source,
-        })?;
-        let bound = listener.local_addr().map_err(|source| PeerError::Io {
-            what: "local_addr",
-            source,
-        })?;
-        listener
-            .set_nonblocking(true)
-            .map_err(|source| PeerError::Io {
-                what: "set_nonblocking",
-                source,
-            })?;
+        let listener =
+            TcpListener::bind(listen).map_err(|source| PeerError::Listen { addr: listen, source })?;
+        let bound = listener.local_addr().map_err(|source| PeerError::Io { what: "local_addr", source })?;
+        listener.set_nonblocking(true).map_err(|source| PeerError::Io { what: "set_nonblocking", source })?;
         Ok((listener, bound))
     })?
 }
 
-fn accept(
-    listener: &TcpListener,
-    deadline: Instant,
-    timeout: Duration,
-) -> Result<TcpStream, PeerError> {
+fn accept(listener: &TcpListener, deadline: Instant, timeout: Duration) -> Result<TcpStream, PeerError> {
     let mut result = None;
     wait_until(deadline, || match listener.accept() {
         Ok((stream, _)) => {
@@ -211,32 +193,19 @@ fn accept(
         }
         Err(e) if e.kind() == ErrorKind::WouldBlock || e.kind() == ErrorKind::Interrupted => false,
         Err(source) => {
-            result = Some(Err(PeerError::Io {
-                what: "accept",
-                source,
-            }));
+            result = Some(Err(PeerError::Io { what: "accept", source }));
             true
         }
     });
-    let stream = result.unwrap_or(Err(PeerError::Timeout {
-        what: "accept",
-        timeout,
-    }))?;
-    stream
-        .set_nonblocking(false)
-        .map_err(|source| PeerError::Io {
-            what: "set_nonblocking",
-            source,
-        })?;
+    let stream = result.unwrap_or(Err(PeerError::Timeout { what: "accept", timeout }))?;
+    stream.set_nonblocking(false).map_err(|source| PeerError::Io { what: "set_nonblocking", source })?;
     Ok(stream)
 }
 
 fn connect(addr: SocketAddr, deadline: Instant, timeout: Duration) -> Result<TcpStream, PeerError> {
     let mut result = None;
     wait_until(deadline, || {
-        let left = deadline
-            .saturating_duration_since(Instant::now())
-            .max(Duration::from_millis(1));
+        let left = deadline.saturating_duration_since(Instant::now()).max(Duration::from_millis(1));
         match TcpStream::connect_timeout(&addr, left) {
             Ok(stream) => {
                 result = Some(Ok(stream));
@@ -250,10 +219,7 @@ fn connect(addr: SocketAddr, deadline: Instant, timeout: Duration) -> Result<Tcp
             }
         }
     });
-    result.unwrap_or(Err(PeerError::Timeout {
-        what: "connect",
-        timeout,
-    }))
+    result.unwrap_or(Err(PeerError::Timeout { what: "connect", timeout }))
 }
 
 /// The time left before `deadline`, or a timeout error for step `what`.
@@ -284,56 +250,26 @@ fn send(
         source.fill(&mut buf[..n]);
         stream
             .set_write_timeout(Some(left(deadline, "send", timeout)?))
-            .map_err(|source| PeerError::Io {
-                what: "set_write_timeout",
-                source,
-            })?;
+            .map_err(|source| PeerError::Io { what: "set_write_timeout", source })?;
         stream.write_all(&buf[..n]).map_err(|source| {
             if is_timeout(&source) {
-                PeerError::Timeout {
-                    what: "send",
-                    timeout,
-                }
+                PeerError::Timeout { what: "send", timeout }
             } else {
-                PeerError::Io {
-                    what: "send",
-                    source,
-                }
+                PeerError::Io { what: "send", source }
             }
         })?;
         hasher.update(&buf[..n]);
     }
-    stream
-        .shutdown(Shutdown::Write)
-        .map_err(|source| PeerError::Io {
-            what: "shutdown",
-            source,
-        })?;
+    stream.shutdown(Shutdown::Write).map_err(|source| PeerError::Io { what: "shutdown", source })?;
     // Wait for the receiver's close, discarding anything it sends.
-    drain(
-        &mut stream,
-        &mut StreamHasher::new(),
-        deadline,
-        "waiting for the receiver to close",
-        timeout,
-    )?;
-    Ok(Transfer {
-        bytes: hasher.bytes(),
-        digest: hasher.finish(),
-    })
+    drain(&mut stream, &mut StreamHasher::new(), deadline, "waiting for the receiver to close", timeout)?;
+    Ok(Transfer { bytes: hasher.bytes(), digest: hasher.finish() })
 }
 
-fn receive(
-    mut stream: TcpStream,
-    deadline: Instant,
-    timeout: Duration,
-) -> Result<Transfer, PeerError> {
+fn receive(mut stream: TcpStream, deadline: Instant, timeout: Duration) -> Result<Transfer, PeerError> {
     let mut hasher = StreamHasher::new();
     drain(&mut stream, &mut hasher, deadline, "receive", timeout)?;
-    Ok(Transfer {
-        bytes: hasher.bytes(),
-        digest: hasher.finish(),
-    })
+    Ok(Transfer { bytes: hasher.bytes(), digest: hasher.finish() })
 }
 
 /// Reads until end of stream, hashing everything.
@@ -348,10 +284,7 @@ fn drain(
     loop {
         stream
             .set_read_timeout(Some(left(deadline, what, timeout)?))
-            .map_err(|source| PeerError::Io {
-                what: "set_read_timeout",
-                source,
-            })?;
+            .map_err(|source| PeerError::Io { what: "set_read_timeout", source })?;
         match stream.read(&mut buf) {
             Ok(0) => return Ok(()),
             Ok(n) => hasher.update(&buf[..n]),

@@ -171,10 +171,7 @@ impl Netns {
     /// Runs `args` inside the namespace and returns its output, whatever its exit status.
     pub fn exec(&self, args: &[&str]) -> Result<Output, NetnsError> {
         let mut cmd = self.command(args);
-        cmd.output().map_err(|source| NetnsError::Spawn {
-            command: describe(&cmd),
-            source,
-        })
+        cmd.output().map_err(|source| NetnsError::Spawn { command: describe(&cmd), source })
     }
 
     /// Runs `args` inside the namespace; a non-zero exit is an error. Returns its stdout.
@@ -187,10 +184,7 @@ impl Netns {
     pub fn spawn_cmd(&self, args: &[&str]) -> Result<ChildGuard, NetnsError> {
         let mut cmd = self.command(args);
         cmd.stdin(Stdio::null());
-        let child = cmd.spawn().map_err(|source| NetnsError::Spawn {
-            command: describe(&cmd),
-            source,
-        })?;
+        let child = cmd.spawn().map_err(|source| NetnsError::Spawn { command: describe(&cmd), source })?;
         Ok(ChildGuard::new(child))
     }
 
@@ -203,10 +197,7 @@ impl Netns {
 impl Drop for Netns {
     fn drop(&mut self) {
         if let Err(e) = run_checked(Command::new("ip").args(["netns", "del", &self.name])) {
-            eprintln!(
-                "warning: could not delete network namespace {}: {e}",
-                self.name
-            );
+            eprintln!("warning: could not delete network namespace {}: {e}", self.name);
         }
     }
 }
@@ -271,10 +262,7 @@ fn enter(file: &File, name: &str) -> Result<(), NetnsError> {
     // changes only the calling thread's network namespace and touches no memory of ours.
     let rc = unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) };
     if rc != 0 {
-        return Err(NetnsError::Enter {
-            name: name.to_owned(),
-            source: std::io::Error::last_os_error(),
-        });
+        return Err(NetnsError::Enter { name: name.to_owned(), source: std::io::Error::last_os_error() });
     }
     Ok(())
 }
@@ -282,10 +270,7 @@ fn enter(file: &File, name: &str) -> Result<(), NetnsError> {
 /// Runs `cmd` to completion; a non-zero exit is an error. Returns its stdout.
 pub(crate) fn run_checked(cmd: &mut Command) -> Result<String, NetnsError> {
     let command = describe(cmd);
-    let out = cmd.output().map_err(|source| NetnsError::Spawn {
-        command: command.clone(),
-        source,
-    })?;
+    let out = cmd.output().map_err(|source| NetnsError::Spawn { command: command.clone(), source })?;
     if !out.status.success() {
         return Err(NetnsError::CommandFailed {
             command,

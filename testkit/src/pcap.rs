@@ -54,24 +54,10 @@ impl<W: Write> PcapWriter<W> {
 
     /// Appends a record of `data` that claims the packet was `original_len` bytes on the wire
     /// (a capture truncated by the snapshot length).
-    pub fn write_record(
-        &mut self,
-        ts: Duration,
-        data: &[u8],
-        original_len: usize,
-    ) -> Result<(), PcapError> {
-        let bad = || PcapError::BadRecord {
-            captured: data.len(),
-            original: original_len,
-        };
-        let captured = u32::try_from(data.len())
-            .ok()
-            .filter(|&n| n <= SNAPLEN)
-            .ok_or_else(bad)?;
-        let original = u32::try_from(original_len)
-            .ok()
-            .filter(|&n| n >= captured)
-            .ok_or_else(bad)?;
+    pub fn write_record(&mut self, ts: Duration, data: &[u8], original_len: usize) -> Result<(), PcapError> {
+        let bad = || PcapError::BadRecord { captured: data.len(), original: original_len };
+        let captured = u32::try_from(data.len()).ok().filter(|&n| n <= SNAPLEN).ok_or_else(bad)?;
+        let original = u32::try_from(original_len).ok().filter(|&n| n >= captured).ok_or_else(bad)?;
         let secs = u32::try_from(ts.as_secs()).unwrap_or(u32::MAX);
         let mut rec = Vec::with_capacity(16 + data.len());
         rec.extend_from_slice(&secs.to_le_bytes());
@@ -105,8 +91,7 @@ mod tests {
     #[test]
     fn a_record_carries_timestamp_lengths_and_data() {
         let mut w = PcapWriter::new(Vec::new(), LINKTYPE_ETHERNET).expect("in-memory write");
-        w.write_record(Duration::from_micros(3_000_007), &[1, 2, 3], 10)
-            .expect("valid record");
+        w.write_record(Duration::from_micros(3_000_007), &[1, 2, 3], 10).expect("valid record");
         let bytes = w.into_inner().expect("flush");
         let rec = &bytes[24..];
         assert_eq!(&rec[0..4], &3u32.to_le_bytes());
@@ -119,9 +104,6 @@ mod tests {
     #[test]
     fn an_original_length_below_the_captured_length_is_refused() {
         let mut w = PcapWriter::new(Vec::new(), LINKTYPE_ETHERNET).expect("in-memory write");
-        assert!(matches!(
-            w.write_record(Duration::ZERO, &[0; 8], 4),
-            Err(PcapError::BadRecord { .. })
-        ));
+        assert!(matches!(w.write_record(Duration::ZERO, &[0; 8], 4), Err(PcapError::BadRecord { .. })));
     }
 }

@@ -39,13 +39,9 @@ pub fn skip_unless_netns(test_name: &str) -> bool {
     let Some(reason) = netns_unavailable_reason() else {
         return false;
     };
-    let required = std::env::var(REQUIRE_ENV)
-        .map(|v| !v.is_empty() && v != "0")
-        .unwrap_or(false);
+    let required = std::env::var(REQUIRE_ENV).map(|v| !v.is_empty() && v != "0").unwrap_or(false);
     if required {
-        panic!(
-            "{test_name} needs root with network namespaces, but {reason} ({REQUIRE_ENV} is set)"
-        );
+        panic!("{test_name} needs root with network namespaces, but {reason} ({REQUIRE_ENV} is set)");
     }
     // Written to the stderr handle, not via eprintln!, so libtest's capture does not hide it.
     let _ = writeln!(std::io::stderr(), "SKIP {test_name}: {reason}");

@@ -59,11 +59,9 @@ fn write_pcap(name: &str, frames: &[Vec<u8>]) -> PathBuf {
     let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
     let path = dir.join(format!("{name}-{}.pcap", std::process::id()));
     let file = std::fs::File::create(&path).expect("create pcap in the target tmpdir");
-    let mut w =
-        PcapWriter::new(std::io::BufWriter::new(file), LINKTYPE_ETHERNET).expect("pcap header");
+    let mut w = PcapWriter::new(std::io::BufWriter::new(file), LINKTYPE_ETHERNET).expect("pcap header");
     for (i, f) in frames.iter().enumerate() {
-        w.write_packet(Duration::from_millis(i as u64), f)
-            .expect("pcap record");
+        w.write_packet(Duration::from_millis(i as u64), f).expect("pcap record");
     }
     w.into_inner().expect("flush pcap");
     path
@@ -78,10 +76,7 @@ fn check(name: &str, frames: &[Vec<u8>]) -> CaptureReport {
 
 #[test]
 fn correct_frames_produce_a_clean_report() {
-    let report = check(
-        "good",
-        &[tcp_frame(b"hello"), tcp_frame(b""), tcp_frame(&[7u8; 1000])],
-    );
+    let report = check("good", &[tcp_frame(b"hello"), tcp_frame(b""), tcp_frame(&[7u8; 1000])]);
     assert_eq!(report.packets, 3, "{report}");
     assert!(report.is_clean(), "{report}");
 }

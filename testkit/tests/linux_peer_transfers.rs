@@ -41,7 +41,6 @@ fn a_server_stream_reaches_the_client_byte_for_byte() {
 fn a_server_nobody_connects_to_times_out() {
     require_netns!("a_server_nobody_connects_to_times_out");
     let ns = Netns::create("slimt-peer").expect("create namespace");
-    let (_, server) =
-        spawn_tcp_server_recv(&ns, any_port(), Duration::from_millis(200)).expect("listen");
+    let (_, server) = spawn_tcp_server_recv(&ns, any_port(), Duration::from_millis(200)).expect("listen");
     assert!(server.join().is_err());
 }

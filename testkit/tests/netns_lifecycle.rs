@@ -3,20 +3,12 @@
 use slimtcp_testkit::{require_netns, Netns, PREFIX};
 
 fn listed(name: &str) -> bool {
-    let out = std::process::Command::new("ip")
-        .args(["netns", "list"])
-        .output()
-        .expect("ip netns list");
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .any(|l| l.split_whitespace().next() == Some(name))
+    let out = std::process::Command::new("ip").args(["netns", "list"]).output().expect("ip netns list");
+    String::from_utf8_lossy(&out.stdout).lines().any(|l| l.split_whitespace().next() == Some(name))
 }
 
 fn netns_inode_of_this_thread() -> String {
-    std::fs::read_link("/proc/thread-self/ns/net")
-        .expect("readlink ns/net")
-        .to_string_lossy()
-        .into_owned()
+    std::fs::read_link("/proc/thread-self/ns/net").expect("readlink ns/net").to_string_lossy().into_owned()
 }
 
 #[test]
@@ -51,20 +43,14 @@ fn run_executes_on_a_thread_inside_the_namespace_with_loopback_up() {
     let outside = netns_inode_of_this_thread();
     let inside = ns.run(netns_inode_of_this_thread);
     assert_ne!(inside, outside);
-    assert_eq!(
-        netns_inode_of_this_thread(),
-        outside,
-        "the caller must stay where it was"
-    );
+    assert_eq!(netns_inode_of_this_thread(), outside, "the caller must stay where it was");
     // Loopback works inside: a listener and a connection on 127.0.0.1.
     let connected = ns.run(|| {
         let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind on lo");
         std::net::TcpStream::connect(l.local_addr().expect("local addr")).is_ok()
     });
     assert!(connected);
-    let link = ns
-        .exec_ok(&["ip", "-o", "link", "show", "lo"])
-        .expect("ip link inside");
+    let link = ns.exec_ok(&["ip", "-o", "link", "show", "lo"]).expect("ip link inside");
     assert!(link.contains(",UP"), "lo is not up: {link}");
 }
 
@@ -72,9 +58,8 @@ fn run_executes_on_a_thread_inside_the_namespace_with_loopback_up() {
 fn a_panic_inside_run_reaches_the_caller() {
     require_netns!("a_panic_inside_run_reaches_the_caller");
     let ns = Netns::create("slimt-rpanic").expect("create namespace");
-    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        ns.run(|| panic!("inner failure"))
-    }));
+    let result =
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| ns.run(|| panic!("inner failure"))));
     let payload = result.expect_err("the panic must propagate");
     assert_eq!(payload.downcast_ref::<&str>(), Some(&"inner failure"));
 }
@@ -84,9 +69,7 @@ fn spawned_threads_run_inside_and_join_with_their_result() {
     require_netns!("spawned_threads_run_inside_and_join_with_their_result");
     let ns = Netns::create("slimt-spawn").expect("create namespace");
     let inside = ns.run(netns_inode_of_this_thread);
-    let t = ns
-        .spawn("helper", netns_inode_of_this_thread)
-        .expect("spawn");
+    let t = ns.spawn("helper", netns_inode_of_this_thread).expect("spawn");
     assert_eq!(t.join().expect("join"), inside);
 }
 

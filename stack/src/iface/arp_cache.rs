@@ -51,14 +51,8 @@ pub enum Resolution {
 
 #[derive(Debug, Clone, Copy)]
 enum State {
-    Resolved {
-        mac: EthernetAddress,
-        expires: Instant,
-    },
-    Pending {
-        sent: u32,
-        retry_at: Instant,
-    },
+    Resolved { mac: EthernetAddress, expires: Instant },
+    Pending { sent: u32, retry_at: Instant },
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -83,10 +77,7 @@ pub struct ArpCache {
 impl ArpCache {
     /// An empty cache.
     pub fn new(config: ArpConfig) -> Self {
-        let config = ArpConfig {
-            capacity: config.capacity.max(1),
-            ..config
-        };
+        let config = ArpConfig { capacity: config.capacity.max(1), ..config };
         ArpCache {
             config,
             entries: HashMap::new(),
@@ -131,10 +122,7 @@ impl ArpCache {
                 self.retries.remove(&(retry_at, ip));
                 self.retries.insert((next, ip));
                 if let Some(entry) = self.entries.get_mut(&ip) {
-                    entry.state = State::Pending {
-                        sent: sent + 1,
-                        retry_at: next,
-                    };
+                    entry.state = State::Pending { sent: sent + 1, retry_at: next };
                 }
                 Resolution::SendRequest
             }
@@ -306,10 +294,7 @@ mod tests {
 
     #[test]
     fn a_full_cache_evicts_the_oldest_entry() {
-        let mut c = ArpCache::new(ArpConfig {
-            capacity: 2,
-            ..ArpConfig::default()
-        });
+        let mut c = ArpCache::new(ArpConfig { capacity: 2, ..ArpConfig::default() });
         c.insert(ip(1), MAC_A, secs(0));
         c.insert(ip(2), MAC_A, secs(1));
         c.insert(ip(1), MAC_A, secs(2)); // refresh: ip 2 is now the oldest
@@ -322,15 +307,9 @@ mod tests {
 
     #[test]
     fn pending_requests_count_toward_capacity() {
-        let mut c = ArpCache::new(ArpConfig {
-            capacity: 3,
-            ..ArpConfig::default()
-        });
+        let mut c = ArpCache::new(ArpConfig { capacity: 3, ..ArpConfig::default() });
         for last in 1..=100 {
-            assert_eq!(
-                c.resolve(ip(last), ms(u64::from(last))),
-                Resolution::SendRequest
-            );
+            assert_eq!(c.resolve(ip(last), ms(u64::from(last))), Resolution::SendRequest);
             assert!(c.len() <= 3);
         }
         assert_eq!(c.len(), 3);

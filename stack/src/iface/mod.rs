@@ -1,1 +1,227 @@
-//! The worker: rx burst, demux, per-socket batches, timers, tx burst.
+//! The worker: one `poll(now)` receives a burst, filters and demultiplexes it by full 4-tuple,
+//! feeds each connection its segments, then dispatches every touched connection once (so at most
+//! one pure ACK per socket per burst), runs expired timers, and transmits in bursts. ARP (cache,
+//! resolve with retries, answer) and ICMP echo live here too.
+//!
+//! The interface owns the NIC and every socket; applications call its socket operations
+//! (`tcp_*`, `udp_*`, `ping`) between polls, from the same thread.
+
+pub mod arp_cache;
+mod config;
+mod counters;
+mod neighbor;
+mod rx;
+pub mod socket_set;
+mod tcp_ops;
+pub mod template;
+pub mod timer_wheel;
+mod tx;
+mod udp_ops;
+
+use std::collections::{HashMap, VecDeque};
+use std::time::Duration;
+
+pub use config::InterfaceConfig;
+pub use counters::{Counters, DropReason};
+pub use socket_set::{FourTuple, SocketHandle};
+pub use tcp_ops::TcpInfo;
+pub use udp_ops::PingReply;
+
+use arp_cache::ArpCache;
+use neighbor::PendingNeighbors;
+use socket_set::{Socket, SocketSet};
+use timer_wheel::TimerWheel;
+
+use crate::nic::{Nic, NicCapabilities, NicError, PacketBuf};
+use crate::tcp::IsnGenerator;
+use crate::time::Instant;
+
+/// Errors of the interface itself (not of a socket).
+#[derive(Debug, thiserror::Error)]
+pub enum IfaceError {
+    /// The NIC failed.
+    #[error("NIC failure")]
+    Nic(#[from] NicError),
+}
+
+/// Timer wheel resolution: fine enough for data-center RTOs, coarse enough to be cheap.
+const TIMER_GRANULARITY: Duration = Duration::from_micros(100);
+const TIMER_SLOTS: usize = 4096;
+/// Frames kept when the device refuses them, beyond which new frames are dropped.
+const TX_BACKLOG_BURSTS: usize = 8;
+/// Ping replies kept for the application.
+const PING_QUEUE: usize = 64;
+
+/// A SlimTCP interface over one NIC.
+#[derive(Debug)]
+pub struct Interface<N: Nic> {
+    nic: N,
+    caps: NicCapabilities,
+    cfg: InterfaceConfig,
+    sockets: SocketSet,
+    connections: HashMap<FourTuple, SocketHandle>,
+    listeners: HashMap<u16, SocketHandle>,
+    udp_ports: HashMap<u16, SocketHandle>,
+    arp: ArpCache,
+    pending: PendingNeighbors,
+    timers: TimerWheel<SocketHandle>,
+    isn: IsnGenerator,
+    counters: Counters,
+    rx_burst: Vec<PacketBuf>,
+    tx_queue: Vec<PacketBuf>,
+    /// Sockets to dispatch at the end of this poll (input, timers, application calls).
+    dispatch_list: Vec<SocketHandle>,
+    expired: Vec<SocketHandle>,
+    ping_replies: VecDeque<PingReply>,
+    next_ephemeral: u16,
+    /// Retransmissions of connections already freed.
+    retransmits_freed: u64,
+}
+
+impl<N: Nic> Interface<N> {
+    /// An interface over `nic` with `cfg`.
+    pub fn new(nic: N, cfg: InterfaceConfig) -> Self {
+        let caps = nic.capabilities();
+        let isn = IsnGenerator::new();
+        // Start ephemeral ports at a random-looking point of the IANA range.
+        let seed = isn.isn(
+            std::net::SocketAddrV4::new(cfg.ip, 0),
+            std::net::SocketAddrV4::new(cfg.ip, 0),
+            Instant::ZERO,
+        );
+        Interface {
+            arp: ArpCache::new(cfg.arp.clone()),
+            pending: PendingNeighbors::new(cfg.arp_hold),
+            timers: TimerWheel::new(TIMER_GRANULARITY, TIMER_SLOTS),
+            nic,
+            caps,
+            sockets: SocketSet::default(),
+            connections: HashMap::new(),
+            listeners: HashMap::new(),
+            udp_ports: HashMap::new(),
+            isn,
+            counters: Counters::default(),
+            rx_burst: Vec::with_capacity(cfg.burst),
+            tx_queue: Vec::with_capacity(cfg.burst),
+            dispatch_list: Vec::new(),
+            expired: Vec::new(),
+            ping_replies: VecDeque::new(),
+            next_ephemeral: 49_152 + (seed.0 % 16_384) as u16,
+            retransmits_freed: 0,
+            cfg,
+        }
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &InterfaceConfig {
+        &self.cfg
+    }
+
+    /// The NIC.
+    pub fn nic(&self) -> &N {
+        &self.nic
+    }
+
+    /// The NIC, mutable (for device-specific controls).
+    pub fn nic_mut(&mut self) -> &mut N {
+        &mut self.nic
+    }
+
+    /// Counters, current as of now.
+    pub fn counters(&self) -> Counters {
+        let mut c = self.counters.clone();
+        let live: u64 = self.sockets.tcp_sockets().map(|s| s.conn.stats().retransmits).sum();
+        c.tcp_retransmits = self.retransmits_freed + live;
+        c
+    }
+
+    /// Live sockets of all kinds.
+    pub fn socket_count(&self) -> usize {
+        self.sockets.len()
+    }
+
+    /// The MAC cached for `ip`, if any.
+    pub fn arp_lookup(&self, ip: std::net::Ipv4Addr, now: Instant) -> Option<crate::wire::EthernetAddress> {
+        self.arp.lookup(ip, now)
+    }
+
+    /// One round of work: receive a burst, process it, run timers, transmit. Returns true when
+    /// anything happened (frames in or out, timers, socket work), so callers can idle otherwise.
+    pub fn poll(&mut self, now: Instant) -> Result<bool, IfaceError> {
+        let mut burst = std::mem::take(&mut self.rx_burst);
+        let received = self.nic.receive(now, &mut burst, self.cfg.burst)?;
+        for frame in burst.drain(..) {
+            self.process_frame(now, frame);
+        }
+        self.rx_burst = burst;
+
+        let mut expired = std::mem::take(&mut self.expired);
+        self.timers.expire(now, &mut expired);
+        let timers_fired = !expired.is_empty();
+        for h in expired.drain(..) {
+            self.on_socket_timer(now, h);
+        }
+        self.expired = expired;
+
+        self.retry_neighbors(now);
+
+        let mut list = std::mem::take(&mut self.dispatch_list);
+        let dispatched = !list.is_empty();
+        for h in list.drain(..) {
+            self.dispatch_socket(now, h);
+        }
+        self.dispatch_list = list;
+
+        let sent = self.flush_tx(now)?;
+        Ok(received > 0 || timers_fired || dispatched || sent > 0)
+    }
+
+    /// The next time `poll` has timer work, if any (callers may sleep until then, or until the
+    /// NIC has a frame). `Some(now)`-like early values mean "poll again soon".
+    pub fn poll_at(&self) -> Option<Instant> {
+        if !self.dispatch_list.is_empty() || !self.tx_queue.is_empty() {
+            return Some(Instant::ZERO);
+        }
+        [self.timers.next_deadline(), self.arp.next_deadline()].into_iter().flatten().min()
+    }
+
+    fn schedule_dispatch(
+        dispatch_list: &mut Vec<SocketHandle>,
+        sock: &mut socket_set::TcpSocket,
+        h: SocketHandle,
+    ) {
+        if !sock.queued {
+            sock.queued = true;
+            dispatch_list.push(h);
+        }
+    }
+
+    fn queue_ping_reply(&mut self, reply: PingReply) {
+        if self.ping_replies.len() >= PING_QUEUE {
+            self.ping_replies.pop_front();
+        }
+        self.ping_replies.push_back(reply);
+    }
+
+    fn free_socket(&mut self, h: SocketHandle) {
+        match self.sockets.remove(h) {
+            Some(Socket::Tcp(t)) => {
+                self.retransmits_freed += t.conn.stats().retransmits;
+                if self.connections.get(&t.tuple) == Some(&h) {
+                    self.connections.remove(&t.tuple);
+                }
+                if let Some(l) = t.listener.and_then(|l| self.sockets.listener_mut(l)) {
+                    l.pending = l.pending.saturating_sub(1);
+                    l.accept_queue.retain(|x| *x != h);
+                }
+            }
+            Some(Socket::Listener(l)) => {
+                self.listeners.remove(&l.port);
+            }
+            Some(Socket::Udp(u)) => {
+                self.udp_ports.remove(&u.port());
+            }
+            None => {}
+        }
+    }
+}

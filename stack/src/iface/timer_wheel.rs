@@ -45,9 +45,7 @@ impl<K: Copy> TimerWheel<K> {
     ///
     /// A granularity below one microsecond is raised to one microsecond, zero slots to one slot.
     pub fn new(granularity: Duration, slots: usize) -> Self {
-        let granularity_us = u64::try_from(granularity.as_micros())
-            .unwrap_or(u64::MAX)
-            .max(1);
+        let granularity_us = u64::try_from(granularity.as_micros()).unwrap_or(u64::MAX).max(1);
         let slots = slots.max(1);
         TimerWheel {
             granularity_us,
@@ -117,11 +115,9 @@ impl<K: Copy> TimerWheel<K> {
 
         // Slots not visited hold only deadlines at or after their next tick past `now_tick`.
         let unvisited = n - visits;
-        let ahead = self
-            .first_occupied(self.slot_of(now_tick + 1), unvisited)
-            .map(|distance| {
-                Instant::from_micros((now_tick + 1 + distance).saturating_mul(self.granularity_us))
-            });
+        let ahead = self.first_occupied(self.slot_of(now_tick + 1), unvisited).map(|distance| {
+            Instant::from_micros((now_tick + 1 + distance).saturating_mul(self.granularity_us))
+        });
         self.lower_bound = match (kept_min, ahead) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
@@ -222,10 +218,7 @@ mod tests {
         let deadline = Instant::from_micros(15_500);
         w.schedule(7, deadline);
         for now_us in (10_000..15_500).step_by(100) {
-            assert!(
-                fire(&mut w, Instant::from_micros(now_us)).is_empty(),
-                "fired early at {now_us}us"
-            );
+            assert!(fire(&mut w, Instant::from_micros(now_us)).is_empty(), "fired early at {now_us}us");
         }
         assert!(fire(&mut w, Instant::from_micros(15_499)).is_empty());
         assert_eq!(fire(&mut w, deadline), vec![7]);

@@ -424,6 +424,11 @@ impl Connection {
         self.set_closed();
     }
 
+    /// Fails the connection with `err` without telling the peer (e.g. it is unreachable).
+    pub fn fail_with(&mut self, err: ConnError) {
+        self.fail(err);
+    }
+
     /// A RST|ACK for the current send position.
     pub(super) fn reset_repr(&self) -> TcpRepr {
         TcpRepr {

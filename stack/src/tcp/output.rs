@@ -24,8 +24,15 @@ pub struct Payload<'a> {
 }
 
 impl<'a> Payload<'a> {
-    fn empty() -> Self {
+    /// A payload of no bytes.
+    pub fn empty() -> Self {
         Payload { tx: None, offset: 0, len: 0 }
+    }
+
+    /// Bytes `offset..offset+len` of `tx` (for tests of frame builders).
+    #[cfg(test)]
+    pub(crate) fn for_test(tx: &'a mut SendBuffer, offset: usize, len: usize) -> Self {
+        Payload { tx: Some(tx), offset, len }
     }
 
     /// Payload length in bytes.

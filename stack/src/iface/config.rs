@@ -1,0 +1,66 @@
+//! Interface configuration.
+
+use std::net::Ipv4Addr;
+
+use super::arp_cache::ArpConfig;
+use crate::tcp::TcpConfig;
+use crate::wire::EthernetAddress;
+
+/// How an interface is set up: its addresses, limits, and the defaults for new sockets.
+#[derive(Debug, Clone)]
+pub struct InterfaceConfig {
+    /// Our MAC address.
+    pub mac: EthernetAddress,
+    /// Our IPv4 address.
+    pub ip: Ipv4Addr,
+    /// Prefix length of our subnet (addresses inside it are resolved directly with ARP).
+    pub prefix_len: u8,
+    /// Next hop for addresses outside the subnet.
+    pub gateway: Option<Ipv4Addr>,
+    /// Settings for new TCP connections.
+    pub tcp: TcpConfig,
+    /// ARP cache settings.
+    pub arp: ArpConfig,
+    /// Frames received or transmitted per burst.
+    pub burst: usize,
+    /// Sockets of all kinds at most (a SYN beyond it is dropped).
+    pub max_sockets: usize,
+    /// Datagrams queued per UDP socket before new ones are dropped.
+    pub udp_queue: usize,
+    /// Frames held while their next hop is being resolved, per address.
+    pub arp_hold: usize,
+}
+
+impl InterfaceConfig {
+    /// A configuration with defaults for everything but the addresses.
+    pub fn new(mac: EthernetAddress, ip: Ipv4Addr, prefix_len: u8) -> Self {
+        InterfaceConfig {
+            mac,
+            ip,
+            prefix_len,
+            gateway: None,
+            tcp: TcpConfig::default(),
+            arp: ArpConfig::default(),
+            burst: 32,
+            max_sockets: 65_536,
+            udp_queue: 256,
+            arp_hold: 8,
+        }
+    }
+
+    /// True when `addr` is on our subnet.
+    pub fn on_link(&self, addr: Ipv4Addr) -> bool {
+        let mask =
+            if self.prefix_len == 0 { 0 } else { u32::MAX << (32 - u32::from(self.prefix_len.min(32))) };
+        u32::from(addr) & mask == u32::from(self.ip) & mask
+    }
+
+    /// The address whose MAC frames to `dst` go to, if any route exists.
+    pub fn next_hop(&self, dst: Ipv4Addr) -> Option<Ipv4Addr> {
+        if self.on_link(dst) {
+            Some(dst)
+        } else {
+            self.gateway
+        }
+    }
+}

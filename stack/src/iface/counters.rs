@@ -1,0 +1,140 @@
+//! Interface counters: readable at any time, never reset by reading.
+
+use crate::wire::WireError;
+
+/// Why a frame was dropped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum DropReason {
+    /// Shorter than its headers or length fields.
+    Truncated,
+    /// A header field held a forbidden value.
+    Malformed,
+    /// Bad IPv4, TCP, UDP or ICMP checksum.
+    BadChecksum,
+    /// An IPv4 fragment.
+    Fragmented,
+    /// A protocol or message type we do not handle.
+    Unsupported,
+    /// Not addressed to us (MAC or IP).
+    NotForUs,
+    /// No socket for the port / connection.
+    NoSocket,
+    /// A SYN for a listener whose backlog is full.
+    BacklogFull,
+    /// The socket table is full.
+    SocketLimit,
+    /// A UDP socket's receive queue is full.
+    UdpQueueFull,
+    /// The next hop's MAC address could not be resolved.
+    Unresolved,
+    /// The device would not take a frame and the transmit queue was full.
+    TxFull,
+}
+
+impl DropReason {
+    /// Every reason, in counter order.
+    pub const ALL: [DropReason; 12] = [
+        DropReason::Truncated,
+        DropReason::Malformed,
+        DropReason::BadChecksum,
+        DropReason::Fragmented,
+        DropReason::Unsupported,
+        DropReason::NotForUs,
+        DropReason::NoSocket,
+        DropReason::BacklogFull,
+        DropReason::SocketLimit,
+        DropReason::UdpQueueFull,
+        DropReason::Unresolved,
+        DropReason::TxFull,
+    ];
+
+    fn index(self) -> usize {
+        self as usize
+    }
+
+    /// A short name for logs.
+    pub fn name(self) -> &'static str {
+        match self {
+            DropReason::Truncated => "truncated",
+            DropReason::Malformed => "malformed",
+            DropReason::BadChecksum => "bad-checksum",
+            DropReason::Fragmented => "fragment",
+            DropReason::Unsupported => "unsupported",
+            DropReason::NotForUs => "not-for-us",
+            DropReason::NoSocket => "no-socket",
+            DropReason::BacklogFull => "backlog-full",
+            DropReason::SocketLimit => "socket-limit",
+            DropReason::UdpQueueFull => "udp-queue-full",
+            DropReason::Unresolved => "unresolved",
+            DropReason::TxFull => "tx-full",
+        }
+    }
+}
+
+impl From<WireError> for DropReason {
+    fn from(e: WireError) -> Self {
+        match e {
+            WireError::Truncated => DropReason::Truncated,
+            WireError::Malformed => DropReason::Malformed,
+            WireError::BadChecksum => DropReason::BadChecksum,
+            WireError::Fragmented => DropReason::Fragmented,
+            _ => DropReason::Unsupported,
+        }
+    }
+}
+
+/// Packet and protocol counters of one interface.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Counters {
+    /// Frames received from the device.
+    pub rx_frames: u64,
+    /// Bytes received from the device.
+    pub rx_bytes: u64,
+    /// Frames handed to the device.
+    pub tx_frames: u64,
+    /// Bytes handed to the device.
+    pub tx_bytes: u64,
+    /// TCP segments delivered to connections or listeners.
+    pub tcp_segs_in: u64,
+    /// TCP segments sent.
+    pub tcp_segs_out: u64,
+    /// TCP segments retransmitted (live and closed connections).
+    pub tcp_retransmits: u64,
+    /// TCP RSTs sent.
+    pub tcp_resets_sent: u64,
+    /// Connections opened (active + passive).
+    pub tcp_connections_opened: u64,
+    /// UDP datagrams delivered to sockets.
+    pub udp_in: u64,
+    /// UDP datagrams sent.
+    pub udp_out: u64,
+    /// ARP requests sent.
+    pub arp_requests_sent: u64,
+    /// ARP replies sent.
+    pub arp_replies_sent: u64,
+    /// ICMP echo replies sent.
+    pub icmp_echo_replies: u64,
+    drops: [u64; DropReason::ALL.len()],
+}
+
+impl Counters {
+    /// Counts a dropped frame.
+    pub fn drop(&mut self, reason: DropReason) {
+        self.drops[reason.index()] += 1;
+    }
+
+    /// Frames dropped for `reason`.
+    pub fn dropped(&self, reason: DropReason) -> u64 {
+        self.drops[reason.index()]
+    }
+
+    /// Frames dropped for any reason.
+    pub fn dropped_total(&self) -> u64 {
+        self.drops.iter().sum()
+    }
+
+    /// Non-zero drop counters, for logs.
+    pub fn drops(&self) -> impl Iterator<Item = (DropReason, u64)> + '_ {
+        DropReason::ALL.iter().map(|r| (*r, self.dropped(*r))).filter(|(_, n)| *n > 0)
+    }
+}

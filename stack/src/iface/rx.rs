@@ -1,0 +1,253 @@
+//! The receive path: filter, parse, demultiplex. Every rejected frame is counted by reason; no
+//! frame can panic the worker or touch a connection it does not belong to.
+
+use std::net::{Ipv4Addr, SocketAddrV4};
+
+use super::counters::DropReason;
+use super::socket_set::{FourTuple, Socket, TcpSocket};
+use super::template::HeaderTemplate;
+use super::udp_ops::PingReply;
+use super::Interface;
+use crate::nic::{Nic, PacketBuf};
+use crate::tcp::{listen_input, reset_for_closed, Connection, ListenAction, State};
+use crate::time::Instant;
+use crate::wire::{
+    ArpOperation, ArpPacket, ArpRepr, EtherType, EthernetAddress, EthernetFrame, Icmpv4Packet, Icmpv4Repr,
+    IpProtocol, Ipv4Packet, Ipv4Repr, TcpFlags, TcpPacket, TcpRepr, UdpPacket, UdpRepr,
+};
+
+const ETH_LEN: usize = 14;
+
+impl<N: Nic> Interface<N> {
+    pub(super) fn process_frame(&mut self, now: Instant, frame: PacketBuf) {
+        self.counters.rx_frames += 1;
+        self.counters.rx_bytes += frame.len() as u64;
+        let (src_mac, ethertype) = {
+            let eth = match EthernetFrame::new_checked(frame.as_slice()) {
+                Ok(eth) => eth,
+                Err(e) => return self.counters.drop(e.into()),
+            };
+            let dst = eth.dst_addr();
+            if dst != self.cfg.mac && !dst.is_broadcast() {
+                return self.counters.drop(DropReason::NotForUs);
+            }
+            (eth.src_addr(), eth.ethertype())
+        };
+        match ethertype {
+            EtherType::Arp => self.process_arp(now, &frame.as_slice()[ETH_LEN..]),
+            EtherType::Ipv4 => self.process_ipv4(now, src_mac, frame),
+            EtherType::Unknown(_) => self.counters.drop(DropReason::Unsupported),
+        }
+    }
+
+    fn process_ipv4(&mut self, now: Instant, src_mac: EthernetAddress, mut frame: PacketBuf) {
+        let caps = self.caps.checksum;
+        let (ip_repr, l4_offset) = {
+            let ip = match Ipv4Packet::new_checked(&frame.as_slice()[ETH_LEN..]) {
+                Ok(ip) => ip,
+                Err(e) => return self.counters.drop(e.into()),
+            };
+            match Ipv4Repr::parse(&ip, &caps) {
+                Ok(r) => (r, ETH_LEN + ip.header_len()),
+                Err(e) => return self.counters.drop(e.into()),
+            }
+        };
+        if ip_repr.dst_addr != self.cfg.ip {
+            return self.counters.drop(DropReason::NotForUs);
+        }
+        // Strip Ethernet and IP headers (and any Ethernet padding): the buffer now holds L4.
+        frame.advance(l4_offset);
+        frame.truncate(ip_repr.payload_len);
+        match ip_repr.protocol {
+            IpProtocol::Tcp => self.process_tcp(now, src_mac, ip_repr.src_addr, frame),
+            IpProtocol::Udp => self.process_udp(ip_repr.src_addr, frame),
+            IpProtocol::Icmp => self.process_icmp(now, src_mac, ip_repr.src_addr, &frame),
+            IpProtocol::Unknown(_) => self.counters.drop(DropReason::Unsupported),
+        }
+    }
+
+    fn process_arp(&mut self, now: Instant, bytes: &[u8]) {
+        let repr = match ArpPacket::new_checked(bytes).and_then(|p| ArpRepr::parse(&p)) {
+            Ok(r) => r,
+            Err(e) => return self.counters.drop(e.into()),
+        };
+        let sender_ip = repr.source_protocol_addr;
+        let sender_mac = repr.source_hardware_addr;
+        if !sender_mac.is_unicast() || sender_ip.is_unspecified() || sender_ip == self.cfg.ip {
+            return self.counters.drop(DropReason::Malformed);
+        }
+        let for_us = repr.target_protocol_addr == self.cfg.ip;
+        // RFC 826: update an existing entry from any ARP; add one only when we are the target.
+        if for_us || self.arp.lookup(sender_ip, now).is_some() {
+            self.learn_neighbor(now, sender_ip, sender_mac);
+        }
+        if !for_us {
+            return self.counters.drop(DropReason::NotForUs);
+        }
+        if repr.operation == ArpOperation::Request {
+            let reply = ArpRepr {
+                operation: ArpOperation::Reply,
+                source_hardware_addr: self.cfg.mac,
+                source_protocol_addr: self.cfg.ip,
+                target_hardware_addr: sender_mac,
+                target_protocol_addr: sender_ip,
+            };
+            if self.send_arp(sender_mac, &reply) {
+                self.counters.arp_replies_sent += 1;
+            }
+        }
+    }
+
+    fn process_icmp(&mut self, now: Instant, src_mac: EthernetAddress, src: Ipv4Addr, l4: &PacketBuf) {
+        let packet = match Icmpv4Packet::new_checked(l4.as_slice()) {
+            Ok(p) => p,
+            Err(e) => return self.counters.drop(e.into()),
+        };
+        match Icmpv4Repr::parse(&packet, &self.caps.checksum) {
+            Ok(Icmpv4Repr::EchoRequest { ident, seq_no, data }) => {
+                let reply = Icmpv4Repr::EchoReply { ident, seq_no, data };
+                if self.send_icmp(src_mac, src, &reply) {
+                    self.counters.icmp_echo_replies += 1;
+                }
+            }
+            Ok(Icmpv4Repr::EchoReply { ident, seq_no, data }) => {
+                self.queue_ping_reply(PingReply { from: src, ident, seq_no, len: data.len(), at: now });
+            }
+            Err(e) => self.counters.drop(e.into()),
+        }
+    }
+
+    fn process_udp(&mut self, src: Ipv4Addr, mut l4: PacketBuf) {
+        let (repr, len) = {
+            let packet = match UdpPacket::new_checked(l4.as_slice()) {
+                Ok(p) => p,
+                Err(e) => return self.counters.drop(e.into()),
+            };
+            match UdpRepr::parse(&packet, src, self.cfg.ip, &self.caps.checksum) {
+                Ok(r) => (r, usize::from(packet.len())),
+                Err(e) => return self.counters.drop(e.into()),
+            }
+        };
+        let Some(&h) = self.udp_ports.get(&repr.dst_port) else {
+            return self.counters.drop(DropReason::NoSocket);
+        };
+        l4.truncate(len);
+        l4.advance(crate::wire::udp::HEADER_LEN);
+        let from = SocketAddrV4::new(src, repr.src_port);
+        match self.sockets.udp_mut(h).map(|sock| sock.deliver(from, l4)) {
+            Some(true) => self.counters.udp_in += 1,
+            Some(false) => self.counters.drop(DropReason::UdpQueueFull),
+            None => self.counters.drop(DropReason::NoSocket),
+        }
+    }
+
+    fn process_tcp(&mut self, now: Instant, src_mac: EthernetAddress, src: Ipv4Addr, mut l4: PacketBuf) {
+        let (repr, header_len) = {
+            let packet = match TcpPacket::new_checked(l4.as_slice()) {
+                Ok(p) => p,
+                Err(e) => return self.counters.drop(e.into()),
+            };
+            match TcpRepr::parse(&packet, src, self.cfg.ip, &self.caps.checksum) {
+                Ok(r) => (r, packet.header_len()),
+                Err(e) => return self.counters.drop(e.into()),
+            }
+        };
+        l4.advance(header_len);
+        let payload = l4;
+        let tuple = FourTuple {
+            local: SocketAddrV4::new(self.cfg.ip, repr.dst_port),
+            remote: SocketAddrV4::new(src, repr.src_port),
+        };
+        if let Some(&h) = self.connections.get(&tuple) {
+            if let Some(sock) = self.sockets.tcp_mut(h) {
+                let reuse = sock.conn.state() == State::TimeWait
+                    && repr.flags.contains(TcpFlags::SYN)
+                    && repr.ack_number.is_none();
+                if !reuse {
+                    self.counters.tcp_segs_in += 1;
+                    sock.conn.on_segment(now, &repr, payload);
+                    Self::schedule_dispatch(&mut self.dispatch_list, sock, h);
+                    return;
+                }
+                // A new SYN for a 4-tuple in TIME-WAIT: let the new connection take over.
+                sock.conn.abort();
+                self.connections.remove(&tuple);
+                if sock.released {
+                    self.free_socket(h);
+                }
+            }
+        }
+        let Some(&lh) = self.listeners.get(&repr.dst_port) else {
+            self.counters.drop(DropReason::NoSocket);
+            if let Some(rst) = reset_for_closed(&repr, payload.len()) {
+                self.send_tcp_control(src_mac, tuple, &rst);
+            }
+            return;
+        };
+        match listen_input(&repr) {
+            ListenAction::Accept => self.accept_syn(now, src_mac, tuple, lh, &repr),
+            ListenAction::Reset(rst) => {
+                self.counters.drop(DropReason::NoSocket);
+                self.send_tcp_control(src_mac, tuple, &rst);
+            }
+            ListenAction::Drop => self.counters.drop(DropReason::NoSocket),
+        }
+    }
+
+    fn accept_syn(
+        &mut self,
+        now: Instant,
+        src_mac: EthernetAddress,
+        tuple: FourTuple,
+        lh: super::SocketHandle,
+        syn: &TcpRepr,
+    ) {
+        if self.sockets.len() >= self.cfg.max_sockets {
+            return self.counters.drop(DropReason::SocketLimit);
+        }
+        let Some(listener) = self.sockets.listener_mut(lh) else {
+            return self.counters.drop(DropReason::NoSocket);
+        };
+        if listener.pending >= listener.backlog {
+            return self.counters.drop(DropReason::BacklogFull);
+        }
+        listener.pending += 1;
+        self.counters.tcp_segs_in += 1;
+        self.counters.tcp_connections_opened += 1;
+        let iss = self.isn.isn(tuple.local, tuple.remote, now);
+        let conn = Connection::accept(self.cfg.tcp.clone(), tuple.local, tuple.remote, syn, iss);
+        // Reply straight to the sender's MAC: it is the next hop for this peer.
+        let template = HeaderTemplate::new(self.cfg.mac, src_mac, tuple.local, tuple.remote);
+        let sock = TcpSocket {
+            conn,
+            tuple,
+            template: Some(template),
+            listener: Some(lh),
+            released: false,
+            scheduled: None,
+            queued: true,
+            in_accept_queue: false,
+            retransmits_counted: 0,
+        };
+        let h = self.sockets.insert(Socket::Tcp(Box::new(sock)));
+        self.connections.insert(tuple, h);
+        self.dispatch_list.push(h);
+    }
+
+    /// Records `ip` at `mac` and releases whatever waited for it.
+    fn learn_neighbor(&mut self, now: Instant, ip: Ipv4Addr, mac: EthernetAddress) {
+        self.arp.insert(ip, mac, now);
+        let Some(waiting) = self.pending.take(ip) else { return };
+        for h in waiting.sockets {
+            if let Some(sock) = self.sockets.tcp_mut(h) {
+                Self::schedule_dispatch(&mut self.dispatch_list, sock, h);
+            }
+        }
+        for mut frame in waiting.frames {
+            if let Ok(mut eth) = EthernetFrame::new_checked(frame.as_mut_slice()) {
+                eth.set_dst_addr(mac);
+            }
+            self.enqueue_frame(frame);
+        }
+    }
+}

@@ -1,0 +1,202 @@
+//! The socket table: a slab with generation-checked handles, so a stale handle (use after close)
+//! is detected instead of reaching a new socket in the same slot.
+
+use std::net::SocketAddrV4;
+
+use crate::tcp::Connection;
+use crate::time::Instant;
+use crate::udp::UdpSocket;
+
+use super::template::HeaderTemplate;
+
+/// Identifies a socket of an interface.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct SocketHandle {
+    index: u32,
+    generation: u32,
+}
+
+impl SocketHandle {
+    /// The slot index (stable while the socket lives; for tables indexed by socket).
+    pub fn index(self) -> usize {
+        self.index as usize
+    }
+}
+
+/// A connection's addresses, the demultiplexing key (compared in full, never by hash alone).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct FourTuple {
+    /// Our address and port.
+    pub local: SocketAddrV4,
+    /// The peer's address and port.
+    pub remote: SocketAddrV4,
+}
+
+/// A listening TCP socket.
+#[derive(Debug)]
+pub struct TcpListener {
+    /// The port listened on.
+    pub port: u16,
+    /// Connections in SYN-RECEIVED or waiting in the accept queue, at most.
+    pub backlog: usize,
+    /// Connections counted against the backlog.
+    pub pending: usize,
+    /// Established connections not yet accepted.
+    pub accept_queue: std::collections::VecDeque<SocketHandle>,
+}
+
+/// A TCP connection socket and what the worker keeps beside the protocol state.
+#[derive(Debug)]
+pub struct TcpSocket {
+    /// Protocol state.
+    pub conn: Connection,
+    /// Demux key.
+    pub tuple: FourTuple,
+    /// Prebuilt Ethernet/IPv4/TCP headers, once the next hop is known.
+    pub template: Option<HeaderTemplate>,
+    /// The listener that created it, until accepted.
+    pub listener: Option<SocketHandle>,
+    /// The application let go of the handle; freed once CLOSED.
+    pub released: bool,
+    /// Deadline currently in the timer wheel (earlier deadlines are re-inserted).
+    pub scheduled: Option<Instant>,
+    /// Already on this poll's dispatch list.
+    pub queued: bool,
+    /// Already pushed onto its listener's accept queue.
+    pub in_accept_queue: bool,
+    /// Retransmissions already added to the interface counter.
+    pub retransmits_counted: u64,
+}
+
+/// Any socket.
+#[derive(Debug)]
+pub enum Socket {
+    /// A listener.
+    Listener(TcpListener),
+    /// A TCP connection.
+    Tcp(Box<TcpSocket>),
+    /// A UDP socket.
+    Udp(UdpSocket),
+}
+
+#[derive(Debug)]
+struct Slot {
+    generation: u32,
+    socket: Option<Socket>,
+}
+
+/// All sockets of an interface.
+#[derive(Debug, Default)]
+pub struct SocketSet {
+    slots: Vec<Slot>,
+    free: Vec<u32>,
+    len: usize,
+}
+
+impl SocketSet {
+    /// Live sockets.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// True when no socket lives.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Stores `socket`; returns its handle.
+    pub fn insert(&mut self, socket: Socket) -> SocketHandle {
+        self.len += 1;
+        if let Some(index) = self.free.pop() {
+            let slot = &mut self.slots[index as usize];
+            slot.socket = Some(socket);
+            return SocketHandle { index, generation: slot.generation };
+        }
+        let index = self.slots.len() as u32;
+        self.slots.push(Slot { generation: 0, socket: Some(socket) });
+        SocketHandle { index, generation: 0 }
+    }
+
+    /// The socket of `h`, if it still lives.
+    pub fn get(&self, h: SocketHandle) -> Option<&Socket> {
+        let slot = self.slots.get(h.index as usize)?;
+        if slot.generation != h.generation {
+            return None;
+        }
+        slot.socket.as_ref()
+    }
+
+    /// The socket of `h`, mutable, if it still lives.
+    pub fn get_mut(&mut self, h: SocketHandle) -> Option<&mut Socket> {
+        let slot = self.slots.get_mut(h.index as usize)?;
+        if slot.generation != h.generation {
+            return None;
+        }
+        slot.socket.as_mut()
+    }
+
+    /// The TCP connection socket of `h`.
+    pub fn tcp_mut(&mut self, h: SocketHandle) -> Option<&mut TcpSocket> {
+        match self.get_mut(h)? {
+            Socket::Tcp(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    /// The listener of `h`.
+    pub fn listener_mut(&mut self, h: SocketHandle) -> Option<&mut TcpListener> {
+        match self.get_mut(h)? {
+            Socket::Listener(l) => Some(l),
+            _ => None,
+        }
+    }
+
+    /// The UDP socket of `h`.
+    pub fn udp_mut(&mut self, h: SocketHandle) -> Option<&mut UdpSocket> {
+        match self.get_mut(h)? {
+            Socket::Udp(u) => Some(u),
+            _ => None,
+        }
+    }
+
+    /// Frees the socket of `h`; its handle (and every copy) becomes stale.
+    pub fn remove(&mut self, h: SocketHandle) -> Option<Socket> {
+        let slot = self.slots.get_mut(h.index as usize)?;
+        if slot.generation != h.generation {
+            return None;
+        }
+        let socket = slot.socket.take()?;
+        slot.generation = slot.generation.wrapping_add(1);
+        self.free.push(h.index);
+        self.len -= 1;
+        Some(socket)
+    }
+
+    /// Every live TCP connection socket.
+    pub fn tcp_sockets(&self) -> impl Iterator<Item = &TcpSocket> {
+        self.slots.iter().filter_map(|s| match &s.socket {
+            Some(Socket::Tcp(t)) => Some(&**t),
+            _ => None,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::udp::UdpSocket;
+
+    #[test]
+    fn stale_handles_are_rejected() {
+        let mut set = SocketSet::default();
+        let a = set.insert(Socket::Udp(UdpSocket::new(1, 4)));
+        assert!(set.get(a).is_some());
+        assert!(set.remove(a).is_some());
+        let b = set.insert(Socket::Udp(UdpSocket::new(2, 4)));
+        assert_eq!(a.index(), b.index(), "slot reused");
+        assert!(set.get(a).is_none(), "old handle is stale");
+        assert!(set.get(b).is_some());
+        assert!(set.remove(a).is_none());
+        assert_eq!(set.len(), 1);
+    }
+}

@@ -1,0 +1,304 @@
+//! TCP socket operations for applications (single-threaded: call between polls).
+
+use std::net::SocketAddrV4;
+
+use super::socket_set::{FourTuple, Socket, TcpListener, TcpSocket};
+use super::{Interface, SocketHandle};
+use crate::api::SocketError;
+use crate::nic::{Nic, PacketBuf};
+use crate::tcp::{ConnError, ConnStats, Connection, SendError, State, TxPayload};
+use crate::time::Instant;
+
+/// A snapshot of a connection for the application.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TcpInfo {
+    /// Current state.
+    pub state: State,
+    /// Our address.
+    pub local: SocketAddrV4,
+    /// The peer's address.
+    pub remote: SocketAddrV4,
+    /// Failure, if any.
+    pub error: Option<ConnError>,
+    /// Bytes readable now.
+    pub recv_queued: usize,
+    /// Bytes queued to send (unsent + unacknowledged).
+    pub send_queued: usize,
+    /// Free send-buffer bytes.
+    pub send_space: usize,
+    /// Payload bytes per segment we send.
+    pub send_mss: usize,
+    /// Counters.
+    pub stats: ConnStats,
+}
+
+impl From<SendError> for SocketError {
+    fn from(e: SendError) -> Self {
+        match e {
+            SendError::NotOpen => SocketError::BrokenPipe,
+            SendError::Failed(c) => SocketError::Connection(c),
+        }
+    }
+}
+
+impl<N: Nic> Interface<N> {
+    fn conn_mut(&mut self, h: SocketHandle) -> Result<&mut TcpSocket, SocketError> {
+        match self.sockets.get_mut(h) {
+            Some(Socket::Tcp(t)) if !t.released && t.listener.is_none() => Ok(t),
+            Some(Socket::Tcp(_)) | None => Err(SocketError::BadHandle),
+            Some(_) => Err(SocketError::NotSupported),
+        }
+    }
+
+    fn mark_dirty(&mut self, h: SocketHandle) {
+        if let Some(sock) = self.sockets.tcp_mut(h) {
+            Self::schedule_dispatch(&mut self.dispatch_list, sock, h);
+        }
+    }
+
+    /// Listens on `port` with room for `backlog` connections not yet accepted.
+    pub fn tcp_listen(&mut self, port: u16, backlog: usize) -> Result<SocketHandle, SocketError> {
+        if port == 0 || backlog == 0 {
+            return Err(SocketError::InvalidInput);
+        }
+        if self.listeners.contains_key(&port) {
+            return Err(SocketError::AddrInUse);
+        }
+        if self.sockets.len() >= self.cfg.max_sockets {
+            return Err(SocketError::TooManySockets);
+        }
+        let h = self.sockets.insert(Socket::Listener(TcpListener {
+            port,
+            backlog,
+            pending: 0,
+            accept_queue: Default::default(),
+        }));
+        self.listeners.insert(port, h);
+        Ok(h)
+    }
+
+    /// An established connection from the listener's queue (never blocks).
+    pub fn tcp_accept(&mut self, listener: SocketHandle) -> Result<SocketHandle, SocketError> {
+        let l = match self.sockets.get_mut(listener) {
+            Some(Socket::Listener(l)) => l,
+            Some(_) => return Err(SocketError::NotSupported),
+            None => return Err(SocketError::BadHandle),
+        };
+        let h = l.accept_queue.pop_front().ok_or(SocketError::WouldBlock)?;
+        l.pending = l.pending.saturating_sub(1);
+        if let Some(sock) = self.sockets.tcp_mut(h) {
+            sock.listener = None;
+        }
+        Ok(h)
+    }
+
+    /// True when `tcp_accept` would return a connection.
+    pub fn tcp_can_accept(&self, listener: SocketHandle) -> bool {
+        matches!(self.sockets.get(listener), Some(Socket::Listener(l)) if !l.accept_queue.is_empty())
+    }
+
+    /// Starts connecting to `remote` (non-blocking: the handle is in SYN-SENT; poll until
+    /// `tcp_info(h).state` is ESTABLISHED or an error shows).
+    pub fn tcp_connect(&mut self, now: Instant, remote: SocketAddrV4) -> Result<SocketHandle, SocketError> {
+        if remote.port() == 0 || remote.ip().is_unspecified() || remote.ip().is_broadcast() {
+            return Err(SocketError::InvalidInput);
+        }
+        if self.cfg.next_hop(*remote.ip()).is_none() {
+            return Err(SocketError::NetUnreachable);
+        }
+        if self.sockets.len() >= self.cfg.max_sockets {
+            return Err(SocketError::TooManySockets);
+        }
+        let local = self.ephemeral_port(remote)?;
+        let tuple = FourTuple { local, remote };
+        let iss = self.isn.isn(local, remote, now);
+        let conn = Connection::connect(self.cfg.tcp.clone(), local, remote, iss);
+        let sock = TcpSocket {
+            conn,
+            tuple,
+            template: None,
+            listener: None,
+            released: false,
+            scheduled: None,
+            queued: false,
+            in_accept_queue: false,
+            retransmits_counted: 0,
+        };
+        let h = self.sockets.insert(Socket::Tcp(Box::new(sock)));
+        self.connections.insert(tuple, h);
+        self.counters.tcp_connections_opened += 1;
+        self.mark_dirty(h);
+        Ok(h)
+    }
+
+    fn ephemeral_port(&mut self, remote: SocketAddrV4) -> Result<SocketAddrV4, SocketError> {
+        const FIRST: u16 = 49_152;
+        const COUNT: u16 = 16_384;
+        for _ in 0..COUNT {
+            let port = self.next_ephemeral;
+            self.next_ephemeral = if port == u16::MAX { FIRST } else { port + 1 };
+            let local = SocketAddrV4::new(self.cfg.ip, port);
+            if !self.connections.contains_key(&FourTuple { local, remote })
+                && !self.listeners.contains_key(&port)
+            {
+                return Ok(local);
+            }
+        }
+        Err(SocketError::AddrNotAvailable)
+    }
+
+    /// Queues a copy of `data`; returns bytes taken. `WouldBlock` when the send buffer is full.
+    pub fn tcp_send(&mut self, h: SocketHandle, data: &[u8]) -> Result<usize, SocketError> {
+        let sock = self.conn_mut(h)?;
+        let n = sock.conn.send(data)?;
+        if n == 0 && !data.is_empty() {
+            return Err(SocketError::WouldBlock);
+        }
+        self.mark_dirty(h);
+        Ok(n)
+    }
+
+    /// Zero-copy send: the stack owns `payload` until the peer acknowledged it, then it comes
+    /// back through `tcp_take_completed`. When it does not fit, it is returned in `Err`.
+    pub fn tcp_send_loaned(
+        &mut self,
+        h: SocketHandle,
+        payload: Box<dyn TxPayload>,
+    ) -> Result<Result<(), Box<dyn TxPayload>>, SocketError> {
+        let sock = self.conn_mut(h)?;
+        let r = sock.conn.send_loaned(payload)?;
+        self.mark_dirty(h);
+        Ok(r)
+    }
+
+    /// Zero-copy buffers the peer acknowledged, returned to the application.
+    pub fn tcp_take_completed(
+        &mut self,
+        h: SocketHandle,
+        out: &mut Vec<Box<dyn TxPayload>>,
+    ) -> Result<(), SocketError> {
+        let sock = self.conn_mut(h)?;
+        out.extend(sock.conn.take_completed());
+        Ok(())
+    }
+
+    /// Copies received bytes; `Ok(0)` only at end of stream, `WouldBlock` when nothing is queued.
+    pub fn tcp_recv(&mut self, h: SocketHandle, buf: &mut [u8]) -> Result<usize, SocketError> {
+        let sock = self.conn_mut(h)?;
+        if buf.is_empty() {
+            return Ok(0);
+        }
+        let n = sock.conn.recv(buf);
+        if n > 0 {
+            if sock.conn.wants_output() {
+                self.mark_dirty(h);
+            }
+            return Ok(n);
+        }
+        Self::recv_empty(&sock.conn)
+    }
+
+    /// Zero-copy receive: the next payload buffer, owned by the caller. `Ok(None)` at end of
+    /// stream, `WouldBlock` when nothing is queued.
+    pub fn tcp_recv_segment(&mut self, h: SocketHandle) -> Result<Option<PacketBuf>, SocketError> {
+        let sock = self.conn_mut(h)?;
+        if let Some(seg) = sock.conn.recv_segment() {
+            if sock.conn.wants_output() {
+                self.mark_dirty(h);
+            }
+            return Ok(Some(seg));
+        }
+        Self::recv_empty(&sock.conn).map(|_| None)
+    }
+
+    fn recv_empty(conn: &Connection) -> Result<usize, SocketError> {
+        if let Some(e) = conn.error() {
+            return Err(SocketError::Connection(e));
+        }
+        if conn.at_eof() {
+            return Ok(0);
+        }
+        match conn.state() {
+            State::Closed => Ok(0),
+            _ => Err(SocketError::WouldBlock),
+        }
+    }
+
+    /// Shuts down the sending side (FIN after the queued data); reading continues.
+    pub fn tcp_shutdown(&mut self, h: SocketHandle) -> Result<(), SocketError> {
+        self.conn_mut(h)?.conn.shutdown();
+        self.mark_dirty(h);
+        Ok(())
+    }
+
+    /// Closes the socket: the handle is invalid from now on; the stack finishes the close
+    /// (FIN, TIME-WAIT) on its own. Closing a listener resets connections not yet accepted.
+    pub fn tcp_close(&mut self, h: SocketHandle) -> Result<(), SocketError> {
+        match self.sockets.get_mut(h) {
+            Some(Socket::Listener(l)) => {
+                let queued: Vec<SocketHandle> = l.accept_queue.drain(..).collect();
+                self.free_socket(h);
+                for c in queued {
+                    if let Some(sock) = self.sockets.tcp_mut(c) {
+                        sock.listener = None;
+                        sock.released = true;
+                        sock.conn.abort();
+                        Self::schedule_dispatch(&mut self.dispatch_list, sock, c);
+                    }
+                }
+                Ok(())
+            }
+            Some(Socket::Tcp(_)) => {
+                let sock = self.conn_mut(h)?;
+                sock.released = true;
+                sock.conn.close();
+                self.mark_dirty(h);
+                Ok(())
+            }
+            Some(Socket::Udp(_)) => {
+                self.free_socket(h);
+                Ok(())
+            }
+            None => Err(SocketError::BadHandle),
+        }
+    }
+
+    /// Resets the connection at once and frees the handle.
+    pub fn tcp_abort(&mut self, h: SocketHandle) -> Result<(), SocketError> {
+        let sock = self.conn_mut(h)?;
+        sock.released = true;
+        sock.conn.abort();
+        self.mark_dirty(h);
+        Ok(())
+    }
+
+    /// The connection's state, addresses, queues and counters.
+    pub fn tcp_info(&self, h: SocketHandle) -> Result<TcpInfo, SocketError> {
+        let c = match self.sockets.get(h) {
+            Some(Socket::Tcp(t)) if !t.released && t.listener.is_none() => &t.conn,
+            Some(Socket::Tcp(_)) | None => return Err(SocketError::BadHandle),
+            Some(_) => return Err(SocketError::NotSupported),
+        };
+        Ok(TcpInfo {
+            state: c.state(),
+            local: c.local(),
+            remote: c.remote(),
+            error: c.error(),
+            recv_queued: c.recv_queued(),
+            send_queued: c.send_queued(),
+            send_space: c.send_space(),
+            send_mss: c.send_mss(),
+            stats: *c.stats(),
+        })
+    }
+
+    /// True when a read would not block (data, end of stream, or an error to report).
+    pub fn tcp_can_recv(&self, h: SocketHandle) -> bool {
+        matches!(self.sockets.get(h), Some(Socket::Tcp(t)) if t.conn.can_recv() || t.conn.state() == State::Closed)
+    }
+
+    /// True when a write would take at least one byte.
+    pub fn tcp_can_send(&self, h: SocketHandle) -> bool {
+        matches!(self.sockets.get(h), Some(Socket::Tcp(t)) if t.conn.send_space() > 0)
+    }
+}

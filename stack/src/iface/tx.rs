@@ -1,0 +1,382 @@
+//! The transmit path: building frames (template fast path for connections, general emitters for
+//! SYNs, RSTs, UDP, ICMP, ARP), dispatching connections, timers, ARP resolution, and bursts.
+
+use std::net::Ipv4Addr;
+
+use super::counters::DropReason;
+use super::socket_set::{FourTuple, SocketHandle};
+use super::template::HeaderTemplate;
+use super::{Interface, TX_BACKLOG_BURSTS};
+use crate::iface::arp_cache::Resolution;
+use crate::nic::{L4Proto, Nic, NicError, PacketBuf, TxOffload};
+use crate::tcp::{ConnError, Payload, SegmentSink, SinkFull, State};
+use crate::time::Instant;
+use crate::wire::{
+    ArpOperation, ArpPacket, ArpRepr, ChecksumCapabilities, EtherType, EthernetAddress, EthernetFrame,
+    EthernetRepr, Icmpv4Packet, Icmpv4Repr, IpProtocol, Ipv4Packet, Ipv4Repr, TcpPacket, TcpRepr,
+};
+
+const ETH_LEN: usize = 14;
+const IP_LEN: usize = 20;
+const TTL: u8 = 64;
+
+/// Writes Ethernet + IPv4 headers for an L4 payload of `l4_len` bytes into the front of `frame`.
+fn emit_eth_ipv4(
+    frame: &mut [u8],
+    src_mac: EthernetAddress,
+    dst_mac: EthernetAddress,
+    src: Ipv4Addr,
+    dst: Ipv4Addr,
+    protocol: IpProtocol,
+    l4_len: usize,
+    caps: &ChecksumCapabilities,
+) {
+    let eth = EthernetRepr { src_addr: src_mac, dst_addr: dst_mac, ethertype: EtherType::Ipv4 };
+    eth.emit(&mut EthernetFrame::new_unchecked(&mut frame[..]));
+    let ip = Ipv4Repr { src_addr: src, dst_addr: dst, protocol, payload_len: l4_len, ttl: TTL };
+    ip.emit(&mut Ipv4Packet::new_unchecked(&mut frame[ETH_LEN..]), caps);
+}
+
+/// A TCP frame through the general emitters (segments with options, or without a template).
+#[allow(clippy::too_many_arguments)]
+fn build_tcp_frame(
+    buf: &mut PacketBuf,
+    src_mac: EthernetAddress,
+    dst_mac: EthernetAddress,
+    tuple: FourTuple,
+    repr: &TcpRepr,
+    payload: &mut Payload<'_>,
+    caps: &ChecksumCapabilities,
+) -> Result<(), SinkFull> {
+    let tcp_len = repr.header_len() + payload.len();
+    let frame = buf.append(ETH_LEN + IP_LEN + tcp_len).ok_or(SinkFull)?;
+    emit_eth_ipv4(
+        frame,
+        src_mac,
+        dst_mac,
+        *tuple.local.ip(),
+        *tuple.remote.ip(),
+        IpProtocol::Tcp,
+        tcp_len,
+        caps,
+    );
+    let tcp = &mut frame[ETH_LEN + IP_LEN..];
+    payload.copy_to(&mut tcp[repr.header_len()..]);
+    repr.emit(
+        &mut TcpPacket::new_unchecked(&mut tcp[..]),
+        *tuple.local.ip(),
+        *tuple.remote.ip(),
+        payload.len(),
+        caps,
+    );
+    buf.offload = TxOffload {
+        l2_len: ETH_LEN as u16,
+        l3_len: IP_LEN as u16,
+        ipv4_checksum: caps.ipv4.tx,
+        l4_checksum: caps.tcp.tx.then_some(L4Proto::Tcp),
+    };
+    Ok(())
+}
+
+/// The segment sink of one connection during dispatch: frames go onto the interface's transmit
+/// queue, which is flushed to the NIC whenever a burst is full.
+struct FrameSink<'a, N: Nic> {
+    nic: &'a mut N,
+    tx_queue: &'a mut Vec<PacketBuf>,
+    counters: &'a mut super::Counters,
+    template: &'a HeaderTemplate,
+    src_mac: EthernetAddress,
+    tuple: FourTuple,
+    caps: ChecksumCapabilities,
+    burst: usize,
+    now: Instant,
+}
+
+impl<N: Nic> SegmentSink for FrameSink<'_, N> {
+    fn emit(&mut self, repr: &TcpRepr, mut payload: Payload<'_>) -> Result<(), SinkFull> {
+        if self.tx_queue.len() >= self.burst {
+            flush(self.nic, self.tx_queue, self.counters, self.now).map_err(|_| SinkFull)?;
+            if self.tx_queue.len() >= self.burst * TX_BACKLOG_BURSTS {
+                return Err(SinkFull);
+            }
+        }
+        let mut buf = self.nic.alloc_tx().map_err(|_| SinkFull)?;
+        if repr.max_seg_size.is_some() || repr.window_scale.is_some() {
+            build_tcp_frame(
+                &mut buf,
+                self.src_mac,
+                self.template.dst_mac,
+                self.tuple,
+                repr,
+                &mut payload,
+                &self.caps,
+            )?;
+        } else {
+            self.template.write(&mut buf, repr, &mut payload, &self.caps).map_err(|_| SinkFull)?;
+        }
+        self.counters.tcp_segs_out += 1;
+        if repr.flags.contains(crate::wire::TcpFlags::RST) {
+            self.counters.tcp_resets_sent += 1;
+        }
+        self.tx_queue.push(buf);
+        Ok(())
+    }
+}
+
+/// Hands queued frames to the NIC; returns how many it took.
+fn flush<N: Nic>(
+    nic: &mut N,
+    tx_queue: &mut Vec<PacketBuf>,
+    counters: &mut super::Counters,
+    now: Instant,
+) -> Result<usize, NicError> {
+    if tx_queue.is_empty() {
+        return Ok(0);
+    }
+    let bytes_before: u64 = tx_queue.iter().map(|f| f.len() as u64).sum();
+    let sent = nic.transmit(now, tx_queue)?;
+    let bytes_after: u64 = tx_queue.iter().map(|f| f.len() as u64).sum();
+    counters.tx_frames += sent as u64;
+    counters.tx_bytes += bytes_before - bytes_after;
+    Ok(sent)
+}
+
+impl<N: Nic> Interface<N> {
+    /// Transmits everything queued (as far as the device takes it).
+    pub(super) fn flush_tx(&mut self, now: Instant) -> Result<usize, NicError> {
+        flush(&mut self.nic, &mut self.tx_queue, &mut self.counters, now)
+    }
+
+    /// Queues a complete frame; drops it (counted) when the device is far behind.
+    pub(super) fn enqueue_frame(&mut self, frame: PacketBuf) {
+        if self.tx_queue.len() >= self.cfg.burst * TX_BACKLOG_BURSTS {
+            return self.counters.drop(DropReason::TxFull);
+        }
+        self.tx_queue.push(frame);
+    }
+
+    /// Runs the connection's expired timers.
+    pub(super) fn on_socket_timer(&mut self, now: Instant, h: SocketHandle) {
+        let Some(sock) = self.sockets.tcp_mut(h) else { return };
+        sock.scheduled = None;
+        match sock.conn.poll_at() {
+            Some(t) if t <= now => {
+                sock.conn.on_timer(now);
+                Self::schedule_dispatch(&mut self.dispatch_list, sock, h);
+            }
+            Some(t) => {
+                sock.scheduled = Some(t);
+                self.timers.schedule(h, t);
+            }
+            None => {}
+        }
+    }
+
+    /// Lets one connection emit what is due, then files its next deadline and frees it when done.
+    pub(super) fn dispatch_socket(&mut self, now: Instant, h: SocketHandle) {
+        let Some(sock) = self.sockets.tcp_mut(h) else { return };
+        sock.queued = false;
+        if sock.template.is_none() && sock.conn.state() != State::Closed {
+            let remote = *sock.tuple.remote.ip();
+            match self.cfg.next_hop(remote) {
+                None => sock.conn.fail_with(ConnError::Unreachable),
+                Some(hop) => match self.arp.resolve(hop, now) {
+                    Resolution::Known(mac) => {
+                        sock.template =
+                            Some(HeaderTemplate::new(self.cfg.mac, mac, sock.tuple.local, sock.tuple.remote));
+                    }
+                    Resolution::SendRequest => {
+                        self.pending.add_socket(hop, h);
+                        self.send_arp_request(hop);
+                        return;
+                    }
+                    Resolution::Wait => {
+                        self.pending.add_socket(hop, h);
+                        return;
+                    }
+                    Resolution::Failed => {
+                        self.counters.drop(DropReason::Unresolved);
+                        sock.conn.fail_with(ConnError::Unreachable);
+                    }
+                },
+            }
+        }
+        let Some(sock) = self.sockets.tcp_mut(h) else { return };
+        if let Some(template) = sock.template.as_ref() {
+            let mut sink = FrameSink {
+                nic: &mut self.nic,
+                tx_queue: &mut self.tx_queue,
+                counters: &mut self.counters,
+                template,
+                src_mac: self.cfg.mac,
+                tuple: sock.tuple,
+                caps: self.caps.checksum,
+                burst: self.cfg.burst,
+                now,
+            };
+            sock.conn.dispatch(now, &mut sink);
+        }
+        self.after_dispatch(now, h);
+    }
+
+    /// Bookkeeping after a connection ran: accept queue, timers, freeing.
+    fn after_dispatch(&mut self, now: Instant, h: SocketHandle) {
+        let Some(sock) = self.sockets.tcp_mut(h) else { return };
+        let state = sock.conn.state();
+        if state == State::Closed {
+            if self.connections.get(&sock.tuple) == Some(&h) {
+                self.connections.remove(&sock.tuple);
+            }
+            let unaccepted = sock.listener.is_some();
+            if sock.released || unaccepted {
+                self.free_socket(h);
+            }
+            return;
+        }
+        if let (Some(lh), true) = (sock.listener, state.is_synchronized()) {
+            if !sock.in_accept_queue {
+                sock.in_accept_queue = true;
+                match self.sockets.listener_mut(lh) {
+                    Some(l) => l.accept_queue.push_back(h),
+                    None => {
+                        // The listener is gone: nobody will accept this connection.
+                        if let Some(sock) = self.sockets.tcp_mut(h) {
+                            sock.listener = None;
+                            sock.released = true;
+                            sock.conn.abort();
+                            Self::schedule_dispatch(&mut self.dispatch_list, sock, h);
+                        }
+                        return;
+                    }
+                }
+            }
+        }
+        let Some(sock) = self.sockets.tcp_mut(h) else { return };
+        if let Some(t) = sock.conn.poll_at() {
+            if sock.scheduled.is_none_or(|s| t < s) {
+                sock.scheduled = Some(t);
+                self.timers.schedule(h, t.max(now));
+            }
+        }
+    }
+
+    /// Resends ARP requests that are due and fails what could not be resolved.
+    pub(super) fn retry_neighbors(&mut self, now: Instant) {
+        if self.pending.is_empty() || self.arp.next_deadline().is_none_or(|t| t > now) {
+            return;
+        }
+        for ip in self.pending.addresses() {
+            match self.arp.resolve(ip, now) {
+                Resolution::SendRequest => self.send_arp_request(ip),
+                Resolution::Wait => {}
+                Resolution::Known(_) => {}
+                Resolution::Failed => {
+                    let Some(waiting) = self.pending.take(ip) else { continue };
+                    for _ in &waiting.frames {
+                        self.counters.drop(DropReason::Unresolved);
+                    }
+                    for h in waiting.sockets {
+                        if let Some(sock) = self.sockets.tcp_mut(h) {
+                            sock.conn.fail_with(ConnError::Unreachable);
+                            Self::schedule_dispatch(&mut self.dispatch_list, sock, h);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    pub(super) fn send_arp_request(&mut self, ip: Ipv4Addr) {
+        let req = ArpRepr {
+            operation: ArpOperation::Request,
+            source_hardware_addr: self.cfg.mac,
+            source_protocol_addr: self.cfg.ip,
+            target_hardware_addr: EthernetAddress([0; 6]),
+            target_protocol_addr: ip,
+        };
+        if self.send_arp(EthernetAddress::BROADCAST, &req) {
+            self.counters.arp_requests_sent += 1;
+        }
+    }
+
+    pub(super) fn send_arp(&mut self, dst_mac: EthernetAddress, repr: &ArpRepr) -> bool {
+        let Ok(mut buf) = self.nic.alloc_tx() else {
+            self.counters.drop(DropReason::TxFull);
+            return false;
+        };
+        let Some(frame) = buf.append(ETH_LEN + repr.buffer_len()) else { return false };
+        EthernetRepr { src_addr: self.cfg.mac, dst_addr: dst_mac, ethertype: EtherType::Arp }
+            .emit(&mut EthernetFrame::new_unchecked(&mut frame[..]));
+        repr.emit(&mut ArpPacket::new_unchecked(&mut frame[ETH_LEN..]));
+        self.enqueue_frame(buf);
+        true
+    }
+
+    pub(super) fn send_icmp(
+        &mut self,
+        dst_mac: EthernetAddress,
+        dst: Ipv4Addr,
+        repr: &Icmpv4Repr<'_>,
+    ) -> bool {
+        match self.build_icmp(dst_mac, dst, repr) {
+            Some(buf) => {
+                self.enqueue_frame(buf);
+                true
+            }
+            None => false,
+        }
+    }
+
+    pub(super) fn build_icmp(
+        &mut self,
+        dst_mac: EthernetAddress,
+        dst: Ipv4Addr,
+        repr: &Icmpv4Repr<'_>,
+    ) -> Option<PacketBuf> {
+        let Ok(mut buf) = self.nic.alloc_tx() else {
+            self.counters.drop(DropReason::TxFull);
+            return None;
+        };
+        let l4_len = repr.buffer_len();
+        let frame = buf.append(ETH_LEN + IP_LEN + l4_len)?;
+        let no_offload = ChecksumCapabilities::none();
+        emit_eth_ipv4(frame, self.cfg.mac, dst_mac, self.cfg.ip, dst, IpProtocol::Icmp, l4_len, &no_offload);
+        repr.emit(&mut Icmpv4Packet::new_unchecked(&mut frame[ETH_LEN + IP_LEN..]));
+        Some(buf)
+    }
+
+    /// A RST (or other control segment) for a segment that matched no connection.
+    pub(super) fn send_tcp_control(&mut self, dst_mac: EthernetAddress, tuple: FourTuple, repr: &TcpRepr) {
+        let Ok(mut buf) = self.nic.alloc_tx() else {
+            return self.counters.drop(DropReason::TxFull);
+        };
+        let no_offload = ChecksumCapabilities::none();
+        if build_tcp_frame(&mut buf, self.cfg.mac, dst_mac, tuple, repr, &mut Payload::empty(), &no_offload)
+            .is_ok()
+        {
+            self.counters.tcp_segs_out += 1;
+            self.counters.tcp_resets_sent += 1;
+            self.enqueue_frame(buf);
+        }
+    }
+
+    /// Writes Ethernet + IPv4 headers in front of a UDP datagram (used by `udp_send_to`).
+    pub(super) fn frame_headers(
+        &self,
+        frame: &mut [u8],
+        dst_mac: EthernetAddress,
+        dst: Ipv4Addr,
+        l4_len: usize,
+    ) {
+        emit_eth_ipv4(
+            frame,
+            self.cfg.mac,
+            dst_mac,
+            self.cfg.ip,
+            dst,
+            IpProtocol::Udp,
+            l4_len,
+            &self.caps.checksum,
+        );
+    }
+}
