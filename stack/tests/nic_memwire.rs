@@ -97,13 +97,16 @@ fn both_directions_are_independent() {
 }
 
 #[test]
-fn capacity_overflow_is_dropped_and_counted() {
+fn full_link_pushes_back_like_a_tx_ring() {
     let (mut a, mut b) = link(LinkConfig { capacity: 4, ..LinkConfig::default() }).expect("link");
     let mut burst: Vec<PacketBuf> = (0..10).map(|i| frame(&mut a, i)).collect();
-    assert_eq!(a.transmit(Instant::ZERO, &mut burst).expect("transmit"), 10);
+    assert_eq!(a.transmit(Instant::ZERO, &mut burst).expect("transmit"), 4);
+    assert_eq!(burst.len(), 6, "the rest stays with the caller");
     assert_eq!(drain(&mut b, Instant::ZERO).iter().map(tag).collect::<Vec<_>>(), vec![0, 1, 2, 3]);
+    assert_eq!(a.transmit(Instant::ZERO, &mut burst).expect("transmit"), 4);
+    assert_eq!(drain(&mut b, Instant::ZERO).iter().map(tag).collect::<Vec<_>>(), vec![4, 5, 6, 7]);
     let s = a.stats().tx;
-    assert_eq!((s.sent, s.received, s.dropped_full), (10, 4, 6));
+    assert_eq!((s.sent, s.dropped_full), (8, 0));
 }
 
 #[test]

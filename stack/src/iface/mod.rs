@@ -71,6 +71,8 @@ pub struct Interface<N: Nic> {
     tx_queue: Vec<PacketBuf>,
     /// Sockets to dispatch at the end of this poll (input, timers, application calls).
     dispatch_list: Vec<SocketHandle>,
+    /// Connections stopped by a full transmit queue, dispatched again once it drains.
+    tx_blocked: Vec<SocketHandle>,
     expired: Vec<SocketHandle>,
     ping_replies: VecDeque<PingReply>,
     next_ephemeral: u16,
@@ -104,6 +106,7 @@ impl<N: Nic> Interface<N> {
             rx_burst: Vec::with_capacity(cfg.burst),
             tx_queue: Vec::with_capacity(cfg.burst),
             dispatch_list: Vec::new(),
+            tx_blocked: Vec::new(),
             expired: Vec::new(),
             ping_replies: VecDeque::new(),
             next_ephemeral: 49_152 + (seed.0 % 16_384) as u16,
@@ -179,7 +182,7 @@ impl<N: Nic> Interface<N> {
     /// The next time `poll` has timer work, if any (callers may sleep until then, or until the
     /// NIC has a frame). `Some(now)`-like early values mean "poll again soon".
     pub fn poll_at(&self) -> Option<Instant> {
-        if !self.dispatch_list.is_empty() || !self.tx_queue.is_empty() {
+        if !self.dispatch_list.is_empty() || !self.tx_queue.is_empty() || !self.tx_blocked.is_empty() {
             return Some(Instant::ZERO);
         }
         [self.timers.next_deadline(), self.arp.next_deadline()].into_iter().flatten().min()

@@ -90,6 +90,8 @@ struct FrameSink<'a, N: Nic> {
     caps: ChecksumCapabilities,
     burst: usize,
     now: Instant,
+    /// The device fell behind: the connection must be dispatched again once it drains.
+    blocked: bool,
 }
 
 impl<N: Nic> SegmentSink for FrameSink<'_, N> {
@@ -97,10 +99,14 @@ impl<N: Nic> SegmentSink for FrameSink<'_, N> {
         if self.tx_queue.len() >= self.burst {
             flush(self.nic, self.tx_queue, self.counters, self.now).map_err(|_| SinkFull)?;
             if self.tx_queue.len() >= self.burst * TX_BACKLOG_BURSTS {
+                self.blocked = true;
                 return Err(SinkFull);
             }
         }
-        let mut buf = self.nic.alloc_tx().map_err(|_| SinkFull)?;
+        let Ok(mut buf) = self.nic.alloc_tx() else {
+            self.blocked = true;
+            return Err(SinkFull);
+        };
         if repr.max_seg_size.is_some() || repr.window_scale.is_some() {
             build_tcp_frame(
                 &mut buf,
@@ -142,9 +148,18 @@ fn flush<N: Nic>(
 }
 
 impl<N: Nic> Interface<N> {
-    /// Transmits everything queued (as far as the device takes it).
+    /// Transmits everything queued (as far as the device takes it); once the queue has room
+    /// again, connections that were held back are dispatched on the next poll.
     pub(super) fn flush_tx(&mut self, now: Instant) -> Result<usize, NicError> {
-        flush(&mut self.nic, &mut self.tx_queue, &mut self.counters, now)
+        let sent = flush(&mut self.nic, &mut self.tx_queue, &mut self.counters, now)?;
+        if !self.tx_blocked.is_empty() && self.tx_queue.len() < self.cfg.burst * TX_BACKLOG_BURSTS / 2 {
+            for h in std::mem::take(&mut self.tx_blocked) {
+                if let Some(sock) = self.sockets.tcp_mut(h) {
+                    Self::schedule_dispatch(&mut self.dispatch_list, sock, h);
+                }
+            }
+        }
+        Ok(sent)
     }
 
     /// Queues a complete frame; drops it (counted) when the device is far behind.
@@ -213,8 +228,12 @@ impl<N: Nic> Interface<N> {
                 caps: self.caps.checksum,
                 burst: self.cfg.burst,
                 now,
+                blocked: false,
             };
             sock.conn.dispatch(now, &mut sink);
+            if sink.blocked {
+                self.tx_blocked.push(h);
+            }
         }
         self.after_dispatch(now, h);
     }

@@ -362,16 +362,13 @@ impl Nic for MemwireNic {
         if frames.is_empty() {
             return Ok(0);
         }
-        let count = frames.len();
         let capacity = self.shared.capacity;
         let mut dir = lock(&self.shared.dirs[self.tx_index()]);
-        for frame in frames.drain(..) {
+        // Like a NIC's TX ring: when the link is full, the rest of the burst stays with the
+        // caller (back-pressure), it is not lost.
+        let count = frames.len().min(capacity.saturating_sub(dir.queue.len()));
+        for frame in frames.drain(..count) {
             dir.stats.sent += 1;
-            if dir.queue.len() >= capacity {
-                dir.stats.dropped_full += 1;
-                Self::recycle(&mut self.free, frame);
-                continue;
-            }
             match dir.injector.apply(now, frame) {
                 Fate::Dropped(frame) => Self::recycle(&mut self.free, frame),
                 Fate::Deliver { frame, at, duplicate } => {

@@ -378,6 +378,10 @@ impl Connection {
     /// receiving until the peer closes too.
     pub fn shutdown(&mut self) {
         match self.state {
+            State::SynSent if !self.tx.is_empty() => {
+                // Data is queued: send it, then the FIN, once the handshake completes.
+                self.fin_queued = true;
+            }
             State::Closed | State::Listen | State::SynSent => {
                 self.set_closed();
             }
@@ -427,6 +431,16 @@ impl Connection {
     /// Fails the connection with `err` without telling the peer (e.g. it is unreachable).
     pub fn fail_with(&mut self, err: ConnError) {
         self.fail(err);
+    }
+
+    /// The state the handshake leads to: ESTABLISHED, or FIN-WAIT-1 when the application
+    /// already closed its sending side.
+    pub(super) fn synchronized_state(&self) -> State {
+        if self.fin_queued {
+            State::FinWait1
+        } else {
+            State::Established
+        }
     }
 
     /// A RST|ACK for the current send position.

@@ -58,7 +58,7 @@ impl Connection {
         if let Some(ack) = seg.ack_number.filter(|_| ack_ok) {
             self.snd_wl2 = ack;
             self.ack_new_data(now, ack, true);
-            self.state = State::Established;
+            self.state = self.synchronized_state();
             self.events.insert(Events::CONNECTED | Events::WRITABLE);
             let data_seq = seg.seq_number + 1;
             let fin = seg.flags.contains(TcpFlags::FIN);
@@ -123,7 +123,7 @@ impl Connection {
                 self.rst_pending = Some(reset_for_ack(seg, ack));
                 return;
             }
-            self.state = State::Established;
+            self.state = self.synchronized_state();
             self.events.insert(Events::CONNECTED | Events::WRITABLE);
         }
 

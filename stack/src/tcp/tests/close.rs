@@ -122,3 +122,26 @@ fn send_after_shutdown_is_refused() {
     c.shutdown();
     assert!(c.send(b"x").is_err());
 }
+
+#[test]
+fn close_during_connect_with_queued_data_sends_it_after_the_handshake() {
+    let mut c = crate::tcp::Connection::connect(cfg(), local(), remote(), crate::tcp::SeqNumber(ISS));
+    out(&mut c, ms(0));
+    c.send(b"early").expect("queue before connected");
+    c.close();
+    assert_eq!(c.state(), State::SynSent);
+    feed(&mut c, ms(5), syn_ack(1000));
+    assert_eq!(c.state(), State::FinWait1);
+    let segs = out(&mut c, ms(5));
+    assert_eq!(segs.len(), 1);
+    assert_eq!(segs[0].1, b"early");
+    assert!(segs[0].0.flags.contains(TcpFlags::FIN));
+}
+
+#[test]
+fn close_during_connect_without_data_just_closes() {
+    let mut c = crate::tcp::Connection::connect(cfg(), local(), remote(), crate::tcp::SeqNumber(ISS));
+    out(&mut c, ms(0));
+    c.close();
+    assert_eq!(c.state(), State::Closed);
+}
