@@ -205,6 +205,20 @@ struct rte_mbuf *shim_pktmbuf_next(const struct rte_mbuf *m)
 	return m->next;
 }
 
+struct rte_mbuf *shim_pktmbuf_unchain(struct rte_mbuf *head)
+{
+	struct rte_mbuf *tail = head->next;
+
+	if (tail == NULL)
+		return NULL;
+	tail->nb_segs = head->nb_segs - 1;
+	tail->pkt_len = head->pkt_len - head->data_len;
+	head->next = NULL;
+	head->nb_segs = 1;
+	head->pkt_len = head->data_len;
+	return tail;
+}
+
 static uint8_t verdict(uint64_t flags, uint64_t mask, uint64_t good, uint64_t bad, uint64_t none)
 {
 	uint64_t v = flags & mask;

@@ -92,6 +92,8 @@ char *shim_pktmbuf_adj(struct rte_mbuf *m, uint16_t len);
 int shim_pktmbuf_trim(struct rte_mbuf *m, uint16_t len);
 int shim_pktmbuf_chain(struct rte_mbuf *head, struct rte_mbuf *tail);
 struct rte_mbuf *shim_pktmbuf_next(const struct rte_mbuf *m);
+/* Detaches the segments after `head` (head becomes a single segment); returns them or NULL. */
+struct rte_mbuf *shim_pktmbuf_unchain(struct rte_mbuf *head);
 void shim_mbuf_info(const struct rte_mbuf *m, struct shim_mbuf_info *out);
 /* Sets a single-segment mbuf's data window and tx offload request in one call. */
 void shim_mbuf_set_tx(struct rte_mbuf *m, uint16_t data_off, uint16_t data_len,

@@ -56,6 +56,8 @@ pub const RTE_IOVA_VA: c_int = 2;
 pub const RTE_PKTMBUF_HEADROOM: u16 = 128;
 /// `RTE_MBUF_DEFAULT_BUF_SIZE`: 2048 bytes of data room plus the headroom.
 pub const RTE_MBUF_DEFAULT_BUF_SIZE: u16 = 2048 + RTE_PKTMBUF_HEADROOM;
+/// `RTE_ETH_NAME_MAX_LEN`.
+pub const RTE_ETH_NAME_MAX_LEN: usize = 64;
 /// `RTE_MAX_ETHPORTS` (Debian build).
 pub const RTE_MAX_ETHPORTS: u16 = 32;
 
@@ -223,6 +225,9 @@ extern "C" {
     ) -> c_int;
 
     pub fn rte_eth_dev_count_avail() -> u16;
+    pub fn rte_eth_dev_is_valid_port(port_id: u16) -> c_int;
+    /// `name` must have room for [`RTE_ETH_NAME_MAX_LEN`] bytes.
+    pub fn rte_eth_dev_get_name_by_port(port_id: u16, name: *mut c_char) -> c_int;
     pub fn rte_eth_dev_get_port_by_name(name: *const c_char, port_id: *mut u16) -> c_int;
     pub fn rte_eth_dev_adjust_nb_rx_tx_desc(port_id: u16, nb_rx_desc: *mut u16, nb_tx_desc: *mut u16) -> c_int;
     /// `rx_conf` is `const struct rte_eth_rxconf *`; SlimTCP passes NULL (driver defaults).
@@ -282,6 +287,7 @@ extern "C" {
     pub fn shim_pktmbuf_trim(m: *mut rte_mbuf, len: u16) -> c_int;
     pub fn shim_pktmbuf_chain(head: *mut rte_mbuf, tail: *mut rte_mbuf) -> c_int;
     pub fn shim_pktmbuf_next(m: *const rte_mbuf) -> *mut rte_mbuf;
+    pub fn shim_pktmbuf_unchain(head: *mut rte_mbuf) -> *mut rte_mbuf;
     pub fn shim_mbuf_info(m: *const rte_mbuf, out: *mut shim_mbuf_info);
     pub fn shim_mbuf_set_tx(m: *mut rte_mbuf, data_off: u16, data_len: u16, l2_len: u16, l3_len: u16, tx_flags: u32);
     pub fn shim_mbuf_set_offload(m: *mut rte_mbuf, l2_len: u16, l3_len: u16, tx_flags: u32);
