@@ -4,7 +4,9 @@
 //! DPDK's EAL cannot be started twice in one process (a second `rte_eal_init` fails with
 //! `EALREADY`, even after `rte_eal_cleanup`). [`Eal::init`] therefore keeps the one EAL behind a
 //! `OnceLock`: calling it again with the same arguments returns the running EAL, with different
-//! arguments an error. A rejected argument list leaves the EAL unstarted (DPDK allows a retry).
+//! arguments an error. A failed start cannot be retried in the same process (DPDK 22.11 keeps
+//! part of the parsed options: a retry fails with misleading messages), so later calls return
+//! [`EalError::EarlierStartFailed`] naming the first failure.
 
 use std::ffi::CString;
 use std::sync::{Mutex, OnceLock};
@@ -50,6 +52,9 @@ pub enum EalError {
         /// DPDK's description of `rte_errno`.
         reason: String,
     },
+    /// An earlier start in this process failed; DPDK cannot be started again.
+    #[error("an earlier EAL start in this process failed ({0}); fix the arguments and restart the process")]
+    EarlierStartFailed(Box<EalError>),
     /// `rte_thread_register` failed (e.g. no free lcore id left).
     #[error("cannot register thread with DPDK: {reason}")]
     RegisterThread {
@@ -65,7 +70,8 @@ pub struct Eal {
 }
 
 static EAL: OnceLock<Eal> = OnceLock::new();
-static INIT_LOCK: Mutex<()> = Mutex::new(());
+/// Guards starting; holds the first failure, if any.
+static INIT_LOCK: Mutex<Option<EalError>> = Mutex::new(None);
 
 impl Eal {
     /// Starts the EAL with the operator's `args` (without a program name), e.g.
@@ -81,7 +87,10 @@ impl Eal {
     {
         let args: Vec<String> = args.into_iter().map(|a| a.as_ref().to_string()).collect();
         // A poisoned lock only means another thread panicked mid-init; the OnceLock is the truth.
-        let _guard = INIT_LOCK.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut failed = INIT_LOCK.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        if let Some(first) = failed.as_ref() {
+            return Err(EalError::EarlierStartFailed(Box::new(first.clone())));
+        }
         if let Some(eal) = EAL.get() {
             return if eal.args == args {
                 Ok(eal)
@@ -104,11 +113,13 @@ impl Eal {
         let rc = unsafe { sys::rte_eal_init(argc, argv.as_mut_ptr()) };
         if rc < 0 {
             let errno = sys::errno();
-            return Err(match errno {
+            let e = match errno {
                 libc::EINVAL => EalError::InvalidArguments { args, reason: sys::strerror(errno) },
                 libc::EALREADY => EalError::StartedElsewhere,
                 _ => EalError::StartFailed { args, errno, reason: sys::strerror(errno) },
-            });
+            };
+            *failed = Some(e.clone());
+            return Err(e);
         }
         std::mem::forget(c_args);
         log::info!("DPDK EAL started with {args:?}");

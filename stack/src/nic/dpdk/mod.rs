@@ -87,6 +87,8 @@ struct PendingExternal {
 /// One RX/TX queue pair of a DPDK port, driven by one worker.
 #[derive(Debug)]
 pub struct DpdkNic {
+    // Dropped first: unmaps external regions while the port still exists.
+    ext: ExtSlots,
     port: Arc<Port>,
     queue: u16,
     pool: Mempool,
@@ -94,7 +96,6 @@ pub struct DpdkNic {
     caps: NicCapabilities,
     raw: Vec<*mut sys::rte_mbuf>,
     pending: Vec<Pending>,
-    ext: ExtSlots,
     /// Tokens of external payloads that were copied: complete once sent.
     copied_done: Vec<u64>,
     stats: DpdkNicStats,

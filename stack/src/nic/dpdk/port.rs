@@ -396,10 +396,11 @@ impl Drop for Port {
 
 static RING_SEQ: AtomicU32 = AtomicU32::new(0);
 
-/// Creates two `net_ring` ports, `name_a` and `name_b`, wired back to back (what one transmits
-/// the other receives) with one queue pair each, rings of `ring_size` frames (a power of two).
-/// The frames cross without a copy: the receiver gets the sender's mbufs.
-pub fn create_ring_pair(eal: &Eal, name_a: &str, name_b: &str, ring_size: u32) -> Result<(), PortError> {
+/// Creates two `net_ring` ports wired back to back (what one transmits the other receives) with
+/// one queue pair each, over rings of `ring_size` frames (a power of two; holds `ring_size - 1`).
+/// The frames cross without a copy: the receiver gets the sender's mbufs. Returns the ports'
+/// DPDK names (`net_ring_<name_a>`, `net_ring_<name_b>`), to use as [`PortConfig::device`].
+pub fn create_ring_pair(eal: &Eal, name_a: &str, name_b: &str, ring_size: u32) -> Result<(String, String), PortError> {
     let _ = eal;
     let seq = RING_SEQ.fetch_add(1, Ordering::Relaxed);
     let fail = |name: &str, reason: String| PortError::RingPair { name: name.to_string(), reason };
@@ -413,13 +414,15 @@ pub fn create_ring_pair(eal: &Eal, name_a: &str, name_b: &str, ring_size: u32) -
         }
     }
     // a receives from ring 0 and transmits into ring 1; b the other way round.
+    let mut names = Vec::with_capacity(2);
     for (name, rx, tx) in [(name_a, rings[0], rings[1]), (name_b, rings[1], rings[0])] {
         let c = CString::new(name).map_err(|_| fail(name, "name contains NUL".into()))?;
         // SAFETY: one live ring in each array, as the counts say; the rings live for the process.
         let rc = unsafe { sys::rte_eth_from_rings(c.as_ptr(), &rx, 1, &tx, 1, 0) };
-        if rc < 0 {
-            return Err(fail(name, sys::strerror(sys::errno())));
-        }
+        let port = u16::try_from(rc).map_err(|_| fail(name, sys::strerror(sys::errno())))?;
+        names.push(port_name(port).unwrap_or_else(|| format!("net_ring_{name}")));
     }
-    Ok(())
+    let b = names.pop().unwrap_or_default();
+    let a = names.pop().unwrap_or_default();
+    Ok((a, b))
 }
