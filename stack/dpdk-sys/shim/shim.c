@@ -98,7 +98,8 @@ static struct rte_device *port_device(uint16_t port)
 {
 	struct rte_eth_dev_info info;
 
-	if (rte_eth_dev_info_get(port, &info) != 0)
+	/* Checked first: rte_eth_dev_info_get logs an error for a closed port. */
+	if (!rte_eth_dev_is_valid_port(port) || rte_eth_dev_info_get(port, &info) != 0)
 		return NULL;
 	return info.device;
 }

@@ -148,7 +148,7 @@ impl Drop for RegionInner {
         let ports = self.dma_ports.get_mut().unwrap_or_else(|p| p.into_inner());
         for &port in ports.iter() {
             // SAFETY: the region was mapped for this port; nothing uses it any more (last clone).
-            // A port closed meanwhile makes this fail harmlessly.
+            // A port closed meanwhile makes this fail harmlessly (ENODEV).
             let rc = unsafe { sys::shim_port_dma_unmap(port, self.base as *mut libc::c_void, self.base as u64, self.len) };
             if rc != 0 {
                 log::debug!("rte_dev_dma_unmap on port {port}: {}", sys::strerror(sys::errno()));
