@@ -6,7 +6,8 @@
 //!   that, reaches a kernel UDP socket intact (the kernel checks the checksums);
 //! - a UDP datagram whose payload lies in registered external memory reaches the kernel socket
 //!   intact, its completion is reported once the NIC is done (tap copies on transmit), and our
-//!   code copied no byte.
+//!   code copied no byte;
+//! - a datagram the kernel sends arrives with the NIC's checksum verdict.
 
 mod dpdk_common;
 
@@ -54,7 +55,7 @@ fn the_kernel_exchanges_frames_with_a_dpdk_tap_port() {
     drop(ns);
     assert!(out.status.success(), "child failed: {:?}", out.status);
     let passed = tagged_lines(&out, "PASSED: ");
-    assert_eq!(passed, ["arp", "udp-offload", "udp-external"], "every step passed");
+    assert_eq!(passed, ["arp", "udp-offload", "udp-external", "rx-checksum"], "every step passed");
 }
 
 fn ip(args: &[&str]) {
@@ -196,6 +197,18 @@ fn child_in_namespace() {
     assert_eq!(done, [7], "completion reported");
     assert_eq!(nic.stats().tx_copied_bytes, 0, "no byte copied by our code");
     eprintln!("PASSED: udp-external");
+
+    // 4. The kernel sends to us (it learned our MAC from the ARP request): the frame arrives with
+    //    the NIC's checksum verdict.
+    sock.send_to(b"hello from the kernel", "10.77.0.2:5555").expect("kernel sends");
+    let got = receive_matching(&mut nic, |f| f.len() > UDP_HEADERS && f[12..14] == [0x08, 0x00] && f[23] == 17)
+        .expect("UDP frame from the kernel");
+    assert_eq!(&got.as_slice()[UDP_HEADERS..], b"hello from the kernel");
+    let expected = if en.rx_ipv4_checksum && en.rx_udp_checksum { Some(true) } else { None };
+    assert_eq!(got.rx_checksum_ok, expected, "rx checksum verdict");
+    eprintln!("rx checksum verdict: {:?}", got.rx_checksum_ok);
+    eprintln!("PASSED: rx-checksum");
+    drop(got);
     drop(nic);
     drop(region);
     drop(guest);
