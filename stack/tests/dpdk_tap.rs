@@ -187,14 +187,10 @@ fn child_in_namespace() {
     let (n, from) = sock.recv_from(&mut buf).expect("datagram reaches the kernel socket");
     assert_eq!(&buf[..n], &ext_payload[..]);
     assert_eq!(from.to_string(), "10.77.0.2:5556");
+    // net_tap copies the frame into the kernel and frees the mbuf within the transmit call.
     let mut done = Vec::new();
-    let start = StdInstant::now();
-    while done.is_empty() && start.elapsed() < DEADLINE {
-        nic.poll_tx_completions(&mut done);
-        // tap frees transmitted mbufs on its next transmit call; nudge it with an empty burst.
-        nic.transmit(Instant::ZERO, &mut Vec::new()).expect("transmit");
-    }
-    assert_eq!(done, [7], "completion reported");
+    nic.poll_tx_completions(&mut done);
+    assert_eq!(done, [7], "completion reported once transmitted");
     assert_eq!(nic.stats().tx_copied_bytes, 0, "no byte copied by our code");
     eprintln!("PASSED: udp-external");
 
