@@ -2,8 +2,10 @@
 //!
 //! A [`PacketBuf`] is a window (`start..end`) into storage with headroom in front, so headers can
 //! be stripped (`advance`) on receive and prepended (`prepend`) on transmit without copying.
-//! Storage is heap memory for the software NICs; the DPDK NIC adds an mbuf-backed variant, which
-//! is why the type hides its storage behind methods.
+//! Storage is heap memory for the software NICs; with the `dpdk` feature a buffer can also be a
+//! DPDK mbuf (single segment, exclusively owned), so received frames reach the stack and built
+//! frames reach the NIC without a copy. The method set and its semantics are the same for both;
+//! cloning an mbuf-backed buffer yields a heap-backed copy.
 
 /// Bytes reserved in front of a transmit buffer for headers (Ethernet + IPv4 + TCP with options).
 pub const DEFAULT_HEADROOM: usize = 128;
@@ -35,11 +37,60 @@ pub enum L4Proto {
 /// An owned packet buffer.
 #[derive(Debug, Clone)]
 pub struct PacketBuf {
-    storage: Box<[u8]>,
+    storage: Storage,
     start: usize,
     end: usize,
     /// Offloads requested for transmit.
     pub offload: TxOffload,
+    /// The NIC's checksum verdict for a received frame:
+    /// - `Some(true)`: the NIC verified the IPv4 header checksum and the TCP/UDP checksum, both
+    ///   good (the stack may skip verifying them);
+    /// - `Some(false)`: the NIC found one of them bad (the stack drops the frame as
+    ///   [`BadChecksum`](crate::wire::WireError::BadChecksum));
+    /// - `None`: no verdict (software NICs, non-IP frames, a NIC that did not check): the stack
+    ///   verifies in software, as its [`ChecksumCapabilities`](crate::wire::ChecksumCapabilities)
+    ///   say.
+    ///
+    /// Always `None` on buffers built for transmit.
+    pub rx_checksum_ok: Option<bool>,
+}
+
+/// Where the bytes live.
+#[derive(Debug)]
+enum Storage {
+    Heap(Box<[u8]>),
+    #[cfg(feature = "dpdk")]
+    Mbuf(super::dpdk::mbuf::MbufStorage),
+}
+
+impl Storage {
+    #[inline]
+    fn bytes(&self) -> &[u8] {
+        match self {
+            Storage::Heap(b) => b,
+            #[cfg(feature = "dpdk")]
+            Storage::Mbuf(m) => m.bytes(),
+        }
+    }
+
+    #[inline]
+    fn bytes_mut(&mut self) -> &mut [u8] {
+        match self {
+            Storage::Heap(b) => b,
+            #[cfg(feature = "dpdk")]
+            Storage::Mbuf(m) => m.bytes_mut(),
+        }
+    }
+}
+
+impl Clone for Storage {
+    fn clone(&self) -> Self {
+        match self {
+            Storage::Heap(b) => Storage::Heap(b.clone()),
+            #[cfg(feature = "dpdk")]
+            Storage::Mbuf(m) => Storage::Heap(m.bytes().into()),
+        }
+    }
 }
 
 impl PacketBuf {
@@ -47,10 +98,11 @@ impl PacketBuf {
     pub fn with_headroom(capacity: usize, headroom: usize) -> Self {
         let headroom = headroom.min(capacity);
         PacketBuf {
-            storage: vec![0u8; capacity].into_boxed_slice(),
+            storage: Storage::Heap(vec![0u8; capacity].into_boxed_slice()),
             start: headroom,
             end: headroom,
             offload: TxOffload::default(),
+            rx_checksum_ok: None,
         }
     }
 
@@ -70,12 +122,12 @@ impl PacketBuf {
 
     /// The data bytes.
     pub fn as_slice(&self) -> &[u8] {
-        &self.storage[self.start..self.end]
+        &self.storage.bytes()[self.start..self.end]
     }
 
     /// The data bytes, writable.
     pub fn as_mut_slice(&mut self) -> &mut [u8] {
-        &mut self.storage[self.start..self.end]
+        &mut self.storage.bytes_mut()[self.start..self.end]
     }
 
     /// Number of data bytes.
@@ -95,12 +147,12 @@ impl PacketBuf {
 
     /// Free bytes after the data.
     pub fn tailroom(&self) -> usize {
-        self.storage.len() - self.end
+        self.storage.bytes().len() - self.end
     }
 
     /// Total storage size.
     pub fn capacity(&self) -> usize {
-        self.storage.len()
+        self.storage.bytes().len()
     }
 
     /// Grows the data by `n` bytes at the end and returns them; `None` without room.
@@ -110,7 +162,7 @@ impl PacketBuf {
         }
         let old = self.end;
         self.end += n;
-        Some(&mut self.storage[old..self.end])
+        Some(&mut self.storage.bytes_mut()[old..self.end])
     }
 
     /// Grows the data by `n` bytes at the front and returns them; `None` without headroom.
@@ -119,7 +171,7 @@ impl PacketBuf {
             return None;
         }
         self.start -= n;
-        Some(&mut self.storage[self.start..self.start + n])
+        Some(&mut self.storage.bytes_mut()[self.start..self.start + n])
     }
 
     /// Drops `n` bytes from the front (strips a header). Returns false if fewer are held.
@@ -140,10 +192,40 @@ impl PacketBuf {
 
     /// Empties the buffer and restores `headroom` bytes in front, for reuse.
     pub fn reset(&mut self, headroom: usize) {
-        let headroom = headroom.min(self.storage.len());
+        let headroom = headroom.min(self.capacity());
         self.start = headroom;
         self.end = headroom;
         self.offload = TxOffload::default();
+        self.rx_checksum_ok = None;
+    }
+}
+
+/// Conversions for the DPDK NIC: mbufs in and out without copying.
+#[cfg(feature = "dpdk")]
+impl PacketBuf {
+    /// Wraps an mbuf whose data window is `start..end` of its storage.
+    pub(crate) fn from_mbuf(
+        storage: super::dpdk::mbuf::MbufStorage,
+        start: usize,
+        end: usize,
+        rx_checksum_ok: Option<bool>,
+    ) -> Self {
+        let end = end.min(storage.bytes().len());
+        PacketBuf {
+            storage: Storage::Mbuf(storage),
+            start: start.min(end),
+            end,
+            offload: TxOffload::default(),
+            rx_checksum_ok,
+        }
+    }
+
+    /// The mbuf and the data window (`start..end`), or the buffer itself when heap-backed.
+    pub(crate) fn into_mbuf(self) -> Result<(super::dpdk::mbuf::MbufStorage, usize, usize, TxOffload), Self> {
+        match self.storage {
+            Storage::Mbuf(m) => Ok((m, self.start, self.end, self.offload)),
+            Storage::Heap(_) => Err(self),
+        }
     }
 }
 

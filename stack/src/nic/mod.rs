@@ -6,6 +6,8 @@
 //! device); the DPDK NIC lives behind the `dpdk` feature.
 
 pub mod buf;
+#[cfg(feature = "dpdk")]
+pub mod dpdk;
 pub mod fault;
 pub mod memwire;
 pub mod pcap;
@@ -51,6 +53,67 @@ pub enum NicError {
     /// The other end of the link went away.
     #[error("the link is down")]
     LinkDown,
+    /// The device does not implement this operation (e.g. external-payload transmit).
+    #[error("operation not supported by this device")]
+    Unsupported,
+}
+
+/// Payload bytes in memory the stack does not own (e.g. guest memory), sent without copying.
+///
+/// Built only through the `unsafe` [`ExternalPayload::new`], whose contract (the memory stays
+/// valid until the NIC reports `token` complete) makes the safe NIC methods sound.
+#[derive(Debug, PartialEq, Eq)]
+pub struct ExternalPayload {
+    addr: std::ptr::NonNull<u8>,
+    len: usize,
+    token: u64,
+}
+
+// SAFETY: an ExternalPayload is an address range plus a token; the memory's owner guarantees
+// (contract of `new`) that it stays valid until completion, whichever thread transmits it.
+unsafe impl Send for ExternalPayload {}
+
+impl ExternalPayload {
+    /// Describes `len` bytes at `addr`, reported back as `token` once the NIC is done with them.
+    /// Returns `None` for a null `addr`.
+    ///
+    /// # Safety
+    /// The `len` bytes at `addr` must stay mapped, readable and unmodified from the call that
+    /// hands this payload to a NIC until that NIC returns `token` from
+    /// [`Nic::poll_tx_completions`] (or, if the frame comes back untransmitted, until then).
+    pub unsafe fn new(addr: *const u8, len: usize, token: u64) -> Option<Self> {
+        std::ptr::NonNull::new(addr.cast_mut()).map(|addr| ExternalPayload { addr, len, token })
+    }
+
+    /// Start address.
+    pub fn addr(&self) -> *const u8 {
+        self.addr.as_ptr()
+    }
+
+    /// Length in bytes.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// True for an empty payload.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The owner's completion token.
+    pub fn token(&self) -> u64 {
+        self.token
+    }
+}
+
+/// A frame sent as headers built by the stack followed by an external payload.
+#[derive(Debug)]
+pub struct ExternalFrame {
+    /// Link, network and transport headers (the frame's first bytes); its `offload` applies to
+    /// the whole frame.
+    pub headers: PacketBuf,
+    /// The payload, appended after the headers on the wire.
+    pub payload: ExternalPayload,
 }
 
 /// A network device driven by the stack's worker loop.
@@ -67,4 +130,21 @@ pub trait Nic {
     /// Transmits frames from the front of `frames`, removing the ones sent; returns how many.
     /// Frames left in `frames` could not be queued now (device busy) and may be retried.
     fn transmit(&mut self, now: Instant, frames: &mut Vec<PacketBuf>) -> Result<usize, NicError>;
+
+    /// Transmits frames whose payload stays in external memory, without copying the payload;
+    /// like [`transmit`](Nic::transmit), takes frames from the front and leaves the ones it
+    /// cannot queue now. Each payload's token is later returned by
+    /// [`poll_tx_completions`](Nic::poll_tx_completions): only then may its memory be reused.
+    /// The default reports [`NicError::Unsupported`].
+    fn transmit_external(&mut self, now: Instant, frames: &mut Vec<ExternalFrame>) -> Result<usize, NicError> {
+        let _ = (now, frames);
+        Err(NicError::Unsupported)
+    }
+
+    /// Appends the tokens of external payloads the device no longer uses (in completion order,
+    /// which need not be the transmit order); returns how many were appended.
+    fn poll_tx_completions(&mut self, out: &mut Vec<u64>) -> usize {
+        let _ = out;
+        0
+    }
 }

@@ -1,0 +1,495 @@
+//! The DPDK NIC (feature `dpdk`): one [`DpdkNic`] per RX/TX queue pair of a port, one per worker.
+//!
+//! ```text
+//! let eal = Eal::init(["-l", "2", "-a", "0000:3b:00.0"])?;       // once per process
+//! let mut config = PortConfig::new("0000:3b:00.0");
+//! config.queues = 2;                                             // one pair per worker
+//! let nics: Vec<DpdkNic> = DpdkNic::open(eal, &config)?;         // configured and started
+//! ```
+//!
+//! Received frames reach the stack as mbuf-backed [`PacketBuf`]s (no copy), with the NIC's
+//! checksum verdict in [`PacketBuf::rx_checksum_ok`]; buffers from [`Nic::alloc_tx`] are mbufs
+//! too, so transmit is copy-free; a heap-backed buffer is copied into an mbuf (and counted in
+//! [`DpdkNicStats::tx_copied_bytes`]). External payloads ([`Nic::transmit_external`]) are sent
+//! from registered memory ([`ExtMemRegion`], attached with [`DpdkNic::attach_region`]) without a
+//! copy and reported back by [`Nic::poll_tx_completions`].
+//!
+//! Parts: [`eal`] (start once per process), [`mempool`], [`port`] (configuration, `net_ring`
+//! pairs), [`mbuf`] (owned mbufs), [`extmem`] (external memory).
+
+pub mod eal;
+pub mod extmem;
+pub mod mbuf;
+pub mod mempool;
+pub mod port;
+
+use std::ptr::NonNull;
+use std::sync::Arc;
+
+use dpdk_sys as sys;
+
+pub use eal::{Eal, EalError};
+pub use extmem::{ExtMemError, ExtMemRegion};
+pub use mbuf::Mbuf;
+pub use mempool::{Mempool, MempoolConfig, MempoolError};
+pub use port::{create_ring_pair, port_names, Offloads, PortConfig, PortError, PortInfo};
+
+use self::extmem::ExtSlots;
+use self::mbuf::MbufStorage;
+use self::port::Port;
+use super::{ExternalFrame, ExternalPayload, L4Proto, Nic, NicCapabilities, NicError, PacketBuf, TxOffload};
+use crate::time::Instant;
+use crate::wire::{ChecksumCapabilities, ChecksumOffload};
+
+/// Counters of one DPDK NIC queue.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DpdkNicStats {
+    /// Frames received and handed to the stack.
+    pub rx_frames: u64,
+    /// Frames dropped on receive (chained frame larger than an mbuf, pool exhausted).
+    pub rx_dropped: u64,
+    /// Frames transmitted (accepted by the driver).
+    pub tx_frames: u64,
+    /// Of which external-payload frames.
+    pub tx_external_frames: u64,
+    /// External payload bytes transmitted without a copy.
+    pub tx_external_bytes: u64,
+    /// Bytes our code copied on transmit (heap-backed frames, payloads outside any registered
+    /// region). Zero for frames from `alloc_tx` and for registered external payloads.
+    pub tx_copied_bytes: u64,
+    /// Bytes our code copied on receive (chained or shared mbufs made contiguous).
+    pub rx_copied_bytes: u64,
+}
+
+impl DpdkNicStats {
+    /// All bytes our code copied, both directions.
+    pub fn copied_bytes(&self) -> u64 {
+        self.tx_copied_bytes + self.rx_copied_bytes
+    }
+}
+
+/// A frame prepared for transmit, kept until the driver takes it (or gives it back).
+#[derive(Debug)]
+struct Pending {
+    mbuf: Mbuf,
+    offload: TxOffload,
+    external: Option<PendingExternal>,
+}
+
+#[derive(Debug)]
+struct PendingExternal {
+    payload: ExternalPayload,
+    header_len: usize,
+    /// Slot of a zero-copy payload; `None` when the payload was copied (or empty).
+    slot: Option<u32>,
+}
+
+/// One RX/TX queue pair of a DPDK port, driven by one worker.
+#[derive(Debug)]
+pub struct DpdkNic {
+    // Dropped first: unmaps external regions while the port still exists.
+    ext: ExtSlots,
+    port: Arc<Port>,
+    queue: u16,
+    pool: Mempool,
+    burst: usize,
+    caps: NicCapabilities,
+    raw: Vec<*mut sys::rte_mbuf>,
+    pending: Vec<Pending>,
+    /// Tokens of external payloads that were copied: complete once sent.
+    copied_done: Vec<u64>,
+    stats: DpdkNicStats,
+}
+
+// SAFETY: a DpdkNic is used by one thread at a time (`&mut self` for every operation). Its raw
+// pointers are scratch space (empty between calls) and slot contexts that only the free callback
+// reads (any thread, atomics only); queue access from another thread is allowed by DPDK as long
+// as it is not concurrent.
+unsafe impl Send for DpdkNic {}
+
+impl DpdkNic {
+    /// Configures and starts `config.device` with `config.queues` queue pairs; returns one NIC per
+    /// queue pair, in queue order. The port is stopped and closed when all of them are dropped.
+    pub fn open(eal: &Eal, config: &PortConfig) -> Result<Vec<DpdkNic>, PortError> {
+        let (port, pools) = Port::open(eal, config)?;
+        let en = port.info.enabled;
+        let caps = NicCapabilities {
+            checksum: ChecksumCapabilities {
+                ipv4: ChecksumOffload { rx: en.rx_ipv4_checksum, tx: en.tx_ipv4_checksum },
+                tcp: ChecksumOffload { rx: en.rx_tcp_checksum, tx: en.tx_tcp_checksum },
+                udp: ChecksumOffload { rx: en.rx_udp_checksum, tx: en.tx_udp_checksum },
+            },
+            mtu: usize::from(config.mtu),
+            max_burst: config.burst,
+        };
+        let port = Arc::new(port);
+        let mut nics = Vec::with_capacity(pools.len());
+        for (queue, pool) in (0u16..).zip(pools) {
+            let ext = ExtSlots::new(config.max_external_in_flight.max(1)).ok_or_else(|| PortError::InvalidConfig {
+                device: config.device.clone(),
+                what: format!("cannot allocate {} external payload slots", config.max_external_in_flight),
+            })?;
+            nics.push(DpdkNic {
+                port: Arc::clone(&port),
+                queue,
+                pool,
+                burst: config.burst,
+                caps,
+                raw: Vec::with_capacity(config.burst),
+                pending: Vec::with_capacity(config.burst),
+                ext,
+                copied_done: Vec::new(),
+                stats: DpdkNicStats::default(),
+            });
+        }
+        Ok(nics)
+    }
+
+    /// The port this queue belongs to.
+    pub fn port_info(&self) -> &PortInfo {
+        &self.port.info
+    }
+
+    /// This NIC's queue number on the port.
+    pub fn queue(&self) -> u16 {
+        self.queue
+    }
+
+    /// This queue's mempool.
+    pub fn mempool(&self) -> Mempool {
+        self.pool
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> DpdkNicStats {
+        self.stats
+    }
+
+    /// Bytes our code copied so far (both directions): stays 0 on the zero-copy paths.
+    pub fn copied_bytes(&self) -> u64 {
+        self.stats.copied_bytes()
+    }
+
+    /// External payloads handed to the device whose completion has not been polled yet.
+    pub fn external_in_flight(&self) -> usize {
+        self.ext.in_flight()
+    }
+
+    /// Makes payloads inside `region` eligible for zero-copy transmit on this queue (maps the
+    /// region for DMA by the port's device on first use).
+    pub fn attach_region(&mut self, region: &ExtMemRegion) -> Result<(), ExtMemError> {
+        let port = self.port.info.port_id;
+        if !self.port.info.enabled.tx_multi_segment {
+            return Err(ExtMemError::NoMultiSegment { port });
+        }
+        region.dma_map(port)?;
+        self.ext.add_region(region.clone());
+        Ok(())
+    }
+
+    /// Receives up to `max` (at most the burst size) raw mbufs, as the driver delivered them
+    /// (possibly chained). For tests and tools; the stack uses [`Nic::receive`].
+    pub fn receive_mbufs(&mut self, out: &mut Vec<Mbuf>, max: usize) -> usize {
+        let n = self.rx_raw(max);
+        for &m in &self.raw[..n] {
+            if let Some(m) = NonNull::new(m) {
+                // SAFETY: the driver handed us ownership of each received mbuf.
+                out.push(unsafe { Mbuf::from_raw(m) });
+            }
+        }
+        self.raw.clear();
+        self.stats.rx_frames += n as u64;
+        n
+    }
+
+    /// rx burst into `self.raw[..n]`.
+    fn rx_raw(&mut self, max: usize) -> usize {
+        let want = max.min(self.burst);
+        self.raw.clear();
+        self.raw.resize(want, std::ptr::null_mut());
+        let want16 = u16::try_from(want).unwrap_or(u16::MAX);
+        // SAFETY: the port is started, the queue is ours (one NIC per queue, `&mut self`), and
+        // `raw` has room for `want16` pointers.
+        let n = unsafe { sys::shim_rx_burst(self.port.info.port_id, self.queue, self.raw.as_mut_ptr(), want16) };
+        let n = usize::from(n);
+        self.raw.truncate(n);
+        n
+    }
+
+    /// Checksum verdict per the [`PacketBuf::rx_checksum_ok`] contract.
+    fn verdict(&self, info: &sys::shim_mbuf_info) -> Option<bool> {
+        if !self.port.info.enabled.any_rx_checksum() {
+            return None;
+        }
+        let ok = |v: u8| v == sys::SHIM_CKSUM_GOOD || v == sys::SHIM_CKSUM_NONE;
+        if info.ip_cksum == sys::SHIM_CKSUM_BAD || info.l4_cksum == sys::SHIM_CKSUM_BAD {
+            Some(false)
+        } else if ok(info.ip_cksum) && ok(info.l4_cksum) {
+            Some(true)
+        } else {
+            None
+        }
+    }
+
+    /// A received mbuf as a PacketBuf: in place when it is a single exclusive segment, else
+    /// copied into a fresh mbuf (counted); `None` when dropped.
+    fn rx_to_packetbuf(&mut self, mbuf: Mbuf) -> Option<PacketBuf> {
+        match MbufStorage::new(mbuf) {
+            Ok((storage, info)) => {
+                let start = usize::from(info.data_off);
+                let verdict = self.verdict(&info);
+                Some(PacketBuf::from_mbuf(storage, start, start + usize::from(info.data_len), verdict))
+            }
+            Err(chain) => {
+                let info = chain.info();
+                let verdict = self.verdict(&info);
+                let len = u16::try_from(info.pkt_len).ok()?;
+                let mut flat = self.pool.alloc()?;
+                let dst = flat.append(len)?;
+                let mut off = 0;
+                for seg in chain.segments() {
+                    dst[off..off + seg.len()].copy_from_slice(seg);
+                    off += seg.len();
+                }
+                self.stats.rx_copied_bytes += u64::from(len);
+                let (storage, info) = MbufStorage::new(flat).ok()?;
+                let start = usize::from(info.data_off);
+                Some(PacketBuf::from_mbuf(storage, start, start + usize::from(info.data_len), verdict))
+            }
+        }
+    }
+
+    /// `TxOffload` -> shim tx flags, limited to what the port has enabled.
+    fn tx_flags(&self, o: &TxOffload) -> u32 {
+        let en = self.port.info.enabled;
+        let mut f = 0;
+        if o.ipv4_checksum && en.tx_ipv4_checksum {
+            f |= sys::SHIM_TX_IPV4_CKSUM;
+        }
+        match o.l4_checksum {
+            Some(L4Proto::Tcp) if en.tx_tcp_checksum => f |= sys::SHIM_TX_TCP_CKSUM,
+            Some(L4Proto::Udp) if en.tx_udp_checksum => f |= sys::SHIM_TX_UDP_CKSUM,
+            Some(_) => log::debug!("tx checksum offload requested but not enabled on this port"),
+            None => {}
+        }
+        f
+    }
+
+    /// A frame as an mbuf ready for tx: in place when mbuf-backed, else copied (counted).
+    fn frame_to_mbuf(&mut self, frame: PacketBuf) -> Result<(Mbuf, TxOffload), PacketBuf> {
+        let offload = frame.offload;
+        let flags = self.tx_flags(&offload);
+        match frame.into_mbuf() {
+            Ok((storage, start, end, _)) => Ok((storage.into_tx_mbuf(start, end, offload.l2_len, offload.l3_len, flags), offload)),
+            Err(heap) => {
+                let Some(len) = u16::try_from(heap.len()).ok() else { return Err(heap) };
+                let Some(mut m) = self.pool.alloc() else { return Err(heap) };
+                let Some(dst) = m.append(len) else { return Err(heap) };
+                dst.copy_from_slice(heap.as_slice());
+                self.stats.tx_copied_bytes += u64::from(len);
+                let Ok((storage, info)) = MbufStorage::new(m) else { return Err(heap) };
+                let start = usize::from(info.data_off);
+                Ok((storage.into_tx_mbuf(start, start + usize::from(len), offload.l2_len, offload.l3_len, flags), offload))
+            }
+        }
+    }
+
+    /// A pending mbuf the driver did not take, back as a PacketBuf (no copy).
+    fn untransmitted(mbuf: Mbuf, offload: TxOffload, len: Option<usize>) -> Option<PacketBuf> {
+        let (storage, info) = MbufStorage::new(mbuf).ok()?;
+        let start = usize::from(info.data_off);
+        let end = start + len.unwrap_or(usize::from(info.data_len));
+        let mut buf = PacketBuf::from_mbuf(storage, start, end, None);
+        buf.offload = offload;
+        Some(buf)
+    }
+
+    /// tx burst of `self.pending`; returns how many the driver took (removed from `pending`).
+    fn tx_pending(&mut self) -> usize {
+        self.raw.clear();
+        self.raw.extend(self.pending.iter().map(|p| p.mbuf.as_ptr()));
+        let n16 = u16::try_from(self.raw.len()).unwrap_or(u16::MAX);
+        // SAFETY: the port is started, the queue is ours; `raw` holds n16 valid mbufs that we own
+        // (still held by `pending`; the ones the driver takes are forgotten below).
+        let sent = usize::from(unsafe { sys::shim_tx_burst(self.port.info.port_id, self.queue, self.raw.as_mut_ptr(), n16) });
+        self.raw.clear();
+        for p in self.pending.drain(..sent) {
+            // The driver owns the mbuf now.
+            let _ = p.mbuf.into_raw();
+            self.stats.tx_frames += 1;
+            if let Some(ext) = p.external {
+                self.stats.tx_external_frames += 1;
+                match ext.slot {
+                    Some(_) => self.stats.tx_external_bytes += ext.payload.len() as u64,
+                    None => self.copied_done.push(ext.payload.token()),
+                }
+            }
+        }
+        sent
+    }
+
+    /// Prepares an external frame: headers mbuf chained to a zero-copy payload segment (payload
+    /// in an attached region), or with the payload copied behind the headers (counted).
+    fn prepare_external(&mut self, frame: ExternalFrame) -> Result<Pending, ExternalFrame> {
+        let ExternalFrame { headers, payload } = frame;
+        let header_len = headers.len();
+        let (head, offload) = match self.frame_to_mbuf(headers) {
+            Ok(ok) => ok,
+            Err(headers) => return Err(ExternalFrame { headers, payload }),
+        };
+        let give_back = |head: Mbuf, payload: ExternalPayload| match Self::untransmitted(head, offload, Some(header_len)) {
+            Some(headers) => Err(ExternalFrame { headers, payload }),
+            None => {
+                log::error!("lost an external frame's headers (mbuf became shared)");
+                Err(ExternalFrame { headers: PacketBuf::new_tx(), payload })
+            }
+        };
+        let (addr, len) = (payload.addr(), payload.len());
+        let in_region = len > 0 && len <= usize::from(u16::MAX) && self.ext.regions().iter().any(|r| r.contains(addr, len));
+        if in_region {
+            let Some((slot, shinfo)) = self.ext.acquire(payload.token()) else { return give_back(head, payload) };
+            let Some(seg) = self.pool.alloc() else {
+                // Never attached to an mbuf: no callback will fire, free the slot now.
+                self.ext.release_unused(slot);
+                return give_back(head, payload);
+            };
+            // SAFETY: `seg` is a fresh mbuf we own; `addr..addr+len` lies in a registered region
+            // (IOVA = VA) that stays valid until the callback armed in `shinfo` reports completion
+            // (contract of ExternalPayload::new); len <= u16::MAX.
+            unsafe { sys::shim_attach_extbuf(seg.as_ptr(), addr.cast_mut().cast(), addr as u64, len as u16, shinfo) };
+            match head.chain(seg) {
+                Ok(chain) => {
+                    // SAFETY: `chain` is ours; sets the offload request on the chain's head.
+                    unsafe { sys::shim_mbuf_set_offload(chain.as_ptr(), offload.l2_len, offload.l3_len, self.tx_flags(&offload)) };
+                    Ok(Pending { mbuf: chain, offload, external: Some(PendingExternal { payload, header_len, slot: Some(slot) }) })
+                }
+                Err((head, seg)) => {
+                    self.ext.cancel(slot);
+                    drop(seg);
+                    give_back(head, payload)
+                }
+            }
+        } else {
+            // Outside any registered region (or empty): copy behind the headers.
+            let mut head = head;
+            if len > 0 {
+                let Some(len16) = u16::try_from(len).ok() else { return give_back(head, payload) };
+                let Some(dst) = head.append(len16) else { return give_back(head, payload) };
+                // SAFETY: the payload's `len` bytes are readable (contract of ExternalPayload::new).
+                dst.copy_from_slice(unsafe { std::slice::from_raw_parts(addr, len) });
+                self.stats.tx_copied_bytes += len as u64;
+            }
+            Ok(Pending { mbuf: head, offload, external: Some(PendingExternal { payload, header_len, slot: None }) })
+        }
+    }
+}
+
+impl Nic for DpdkNic {
+    fn capabilities(&self) -> NicCapabilities {
+        self.caps
+    }
+
+    fn receive(&mut self, _now: Instant, out: &mut Vec<PacketBuf>, max: usize) -> Result<usize, NicError> {
+        let n = self.rx_raw(max);
+        let raw = std::mem::take(&mut self.raw);
+        let mut delivered = 0;
+        for &m in &raw[..n] {
+            let Some(m) = NonNull::new(m) else { continue };
+            // SAFETY: the driver handed us ownership of each received mbuf.
+            let mbuf = unsafe { Mbuf::from_raw(m) };
+            match self.rx_to_packetbuf(mbuf) {
+                Some(buf) => {
+                    out.push(buf);
+                    delivered += 1;
+                }
+                None => self.stats.rx_dropped += 1,
+            }
+        }
+        self.raw = raw;
+        self.raw.clear();
+        self.stats.rx_frames += delivered as u64;
+        Ok(delivered)
+    }
+
+    fn alloc_tx(&mut self) -> Result<PacketBuf, NicError> {
+        let mbuf = self.pool.alloc().ok_or(NicError::NoBuffers)?;
+        let (storage, info) = MbufStorage::new(mbuf).map_err(|_| NicError::NoBuffers)?;
+        let start = usize::from(info.data_off);
+        Ok(PacketBuf::from_mbuf(storage, start, start, None))
+    }
+
+    fn transmit(&mut self, _now: Instant, frames: &mut Vec<PacketBuf>) -> Result<usize, NicError> {
+        let n = frames.len().min(self.burst);
+        let mut back: Vec<PacketBuf> = Vec::new();
+        let mut iter = frames.drain(..n);
+        for frame in iter.by_ref() {
+            match self.frame_to_mbuf(frame) {
+                Ok((mbuf, offload)) => self.pending.push(Pending { mbuf, offload, external: None }),
+                Err(frame) => {
+                    // Pool exhausted: keep this frame and the rest of the batch for later.
+                    back.push(frame);
+                    break;
+                }
+            }
+        }
+        back.extend(iter);
+        let sent = self.tx_pending();
+        // Frames the driver did not take go back to the front of `frames`, in order.
+        let mut unsent: Vec<PacketBuf> = Vec::with_capacity(self.pending.len() + back.len());
+        for p in self.pending.drain(..) {
+            match Self::untransmitted(p.mbuf, p.offload, None) {
+                Some(buf) => unsent.push(buf),
+                None => log::error!("lost an untransmitted frame (mbuf became shared)"),
+            }
+        }
+        unsent.extend(back);
+        if !unsent.is_empty() {
+            frames.splice(0..0, unsent);
+        }
+        Ok(sent)
+    }
+
+    fn transmit_external(&mut self, _now: Instant, frames: &mut Vec<ExternalFrame>) -> Result<usize, NicError> {
+        let n = frames.len().min(self.burst);
+        let mut back: Vec<ExternalFrame> = Vec::new();
+        let batch: Vec<ExternalFrame> = frames.drain(..n).collect();
+        let mut iter = batch.into_iter();
+        for frame in iter.by_ref() {
+            match self.prepare_external(frame) {
+                Ok(p) => self.pending.push(p),
+                Err(frame) => {
+                    back.push(frame);
+                    break;
+                }
+            }
+        }
+        back.extend(iter);
+        let sent = self.tx_pending();
+        // Frames the driver did not take go back to the caller, in order, before the others.
+        let mut unsent: Vec<ExternalFrame> = Vec::with_capacity(self.pending.len() + back.len());
+        for p in self.pending.drain(..) {
+            let Some(ext) = p.external else { continue };
+            let mut head = p.mbuf;
+            if let Some(slot) = ext.slot {
+                self.ext.cancel(slot);
+                // Dropping the payload segment fires its callback, which the cancel discards.
+                drop(head.unchain());
+            }
+            match Self::untransmitted(head, p.offload, Some(ext.header_len)) {
+                Some(headers) => unsent.push(ExternalFrame { headers, payload: ext.payload }),
+                None => log::error!("lost an external frame's headers (mbuf became shared)"),
+            }
+        }
+        unsent.extend(back);
+        if !unsent.is_empty() {
+            frames.splice(0..0, unsent);
+        }
+        Ok(sent)
+    }
+
+    fn poll_tx_completions(&mut self, out: &mut Vec<u64>) -> usize {
+        let copied = self.copied_done.len();
+        out.append(&mut self.copied_done);
+        copied + self.ext.poll(out)
+    }
+}
