@@ -42,6 +42,7 @@ fn one_connection_bulk_transfer_is_exact() {
     for seed in sim::seeds(&[1]) {
         let mut s = pair(clean_link(seed));
         let r = sim::bulk_transfer(&mut s, 1, 32 * 1024 * 1024, seed);
+        eprintln!("{r:?}");
         assert_eq!(r.verified, 1);
         assert_eq!(r.retransmits_a, 0, "a lossless link needs no retransmission");
     }
@@ -52,6 +53,7 @@ fn thousand_concurrent_connections_transfer_and_close() {
     for seed in sim::seeds(&[2]) {
         let mut s = pair(clean_link(seed));
         let r = sim::bulk_transfer(&mut s, 1000, 64 * 1024, seed);
+        eprintln!("{r:?}");
         assert_eq!(r.verified, 1000);
         assert_eq!(s.a.counters().dropped_total(), 0);
     }
@@ -62,6 +64,7 @@ fn one_connection_survives_loss_reorder_duplication_corruption() {
     for seed in sim::seeds(&[3, 4, 5]) {
         let mut s = pair(faulty_link(seed));
         let r = sim::bulk_transfer(&mut s, 1, 4 * 1024 * 1024, seed);
+        eprintln!("{r:?}");
         assert_eq!(r.verified, 1);
         assert!(r.retransmits_a > 0, "seed {seed}: 1% loss must cause retransmissions");
         let corrupted = s.a.nic().stats().tx.faults.corrupted;
@@ -75,6 +78,7 @@ fn thousand_connections_survive_faults() {
     for seed in sim::seeds(&[6]) {
         let mut s = pair(faulty_link(seed));
         let r = sim::bulk_transfer(&mut s, 1000, 32 * 1024, seed);
+        eprintln!("{r:?}");
         assert_eq!(r.verified, 1000);
     }
 }

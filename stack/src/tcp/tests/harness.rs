@@ -95,18 +95,6 @@ pub fn is_pure_ack(r: &TcpRepr, data: &[u8], ack: u32) -> bool {
     r.flags.is_empty() && data.is_empty() && r.ack_number == Some(SeqNumber(ack))
 }
 
-pub fn run_timers(c: &mut Connection, until: Instant) -> Vec<(TcpRepr, Vec<u8>)> {
-    let mut all = Vec::new();
-    while let Some(t) = c.poll_at() {
-        if t > until {
-            break;
-        }
-        c.on_timer(t);
-        all.extend(out(c, t));
-    }
-    all
-}
-
 pub fn secs(v: u64) -> Duration {
     Duration::from_secs(v)
 }
