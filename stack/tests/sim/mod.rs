@@ -26,8 +26,9 @@ struct Receiver {
     done: bool,
 }
 
-/// Outcome of a run.
+/// Outcome of a run (printed by the tests, for the record).
 #[derive(Debug)]
+#[allow(dead_code)]
 pub struct Report {
     pub connections: usize,
     pub bytes_per_connection: u64,
