@@ -235,3 +235,38 @@ fn external_payloads_are_sent_from_registered_memory() {
     let got = receive_all(&mut b, 1);
     assert_eq!(&got[0].as_slice()[UDP_HEADERS..], &outside[..]);
 }
+
+#[test]
+fn mbuf_backed_buffers_behave_like_heap_buffers() {
+    let (mut a, _b) = wired_pair("semantics", 64);
+    let mut m = a.alloc_tx().expect("mbuf");
+    let mut h = PacketBuf::new_tx();
+    assert_eq!((m.headroom(), m.len()), (h.headroom(), h.len()), "same default headroom (128)");
+    for b in [&mut m, &mut h] {
+        b.append(4).expect("room").copy_from_slice(b"data");
+        b.prepend(2).expect("headroom").copy_from_slice(b"hd");
+        assert_eq!(b.as_slice(), b"hddata");
+        assert!(b.prepend(127).is_none());
+        assert!(b.append(b.tailroom() + 1).is_none());
+        assert!(b.advance(2));
+        assert!(!b.advance(5));
+        b.truncate(2);
+        assert_eq!(b.as_slice(), b"da");
+        b.as_mut_slice()[0] = b'D';
+        b.rx_checksum_ok = Some(true);
+    }
+    assert_eq!(m.as_slice(), h.as_slice());
+    assert_eq!(m.capacity(), 2176, "an mbuf's whole buffer (2048 + 128 headroom)");
+    // A clone is an independent heap copy.
+    let mut c = m.clone();
+    assert_eq!(c.as_slice(), m.as_slice());
+    assert_ne!(c.as_slice().as_ptr(), m.as_slice().as_ptr());
+    c.as_mut_slice()[1] = b'A';
+    assert_eq!(m.as_slice(), b"Da");
+    for b in [&mut m, &mut h] {
+        b.reset(8);
+        assert!(b.is_empty());
+        assert_eq!(b.headroom(), 8);
+        assert_eq!(b.rx_checksum_ok, None);
+    }
+}
