@@ -82,7 +82,12 @@ static POOL_SEQ: AtomicU32 = AtomicU32::new(0);
 impl Mempool {
     /// Creates a pool on NUMA `socket` (`None`: any) named from `tag` (kept short: DPDK limits
     /// pool names to 26 characters).
-    pub fn create(_eal: &Eal, tag: &str, config: &MempoolConfig, socket: Option<i32>) -> Result<Self, MempoolError> {
+    pub fn create(
+        _eal: &Eal,
+        tag: &str,
+        config: &MempoolConfig,
+        socket: Option<i32>,
+    ) -> Result<Self, MempoolError> {
         let seq = POOL_SEQ.fetch_add(1, Ordering::Relaxed);
         let mut name = format!("slim{seq}_{tag}");
         name.truncate(24);
