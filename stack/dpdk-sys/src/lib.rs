@@ -163,7 +163,7 @@ pub struct shim_mbuf_info {
     pub pkt_len: u32,
     /// Number of segments.
     pub nb_segs: u16,
-    /// 1 when nobody else references the mbuf or its buffer.
+    /// 1 for a direct mbuf (its own buffer: not a clone, no external buffer) with refcnt 1.
     pub exclusive: u8,
     /// IPv4 header checksum verdict (`SHIM_CKSUM_*`).
     pub ip_cksum: u8,
