@@ -9,7 +9,8 @@ use slimtcp::nic::dpdk::{create_ring_pair, DpdkNic, Eal, ExtMemRegion, PortConfi
 use slimtcp::nic::{ExternalFrame, ExternalPayload, Nic};
 use slimtcp::time::Instant;
 
-const EAL_ARGS: &[&str] = &["--no-huge", "-m", "256", "--no-pci", "--no-shconf", "-l", "0", "--log-level=warning"];
+const EAL_ARGS: &[&str] =
+    &["--no-huge", "-m", "256", "--no-pci", "--no-shconf", "-l", "0", "--log-level=warning"];
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let secs: u64 = std::env::args().nth(1).and_then(|s| s.parse().ok()).unwrap_or(2);
@@ -51,7 +52,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let len = 4 << 20;
     // SAFETY: anonymous private mapping, checked below, unmapped never (process lifetime).
     let mem = unsafe {
-        libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED | libc::MAP_ANONYMOUS, -1, 0)
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_SHARED | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        )
     };
     if mem == libc::MAP_FAILED {
         return Err("mmap failed".into());

@@ -46,7 +46,10 @@ fn child_bad_eal_arguments() {
 #[test]
 fn port_errors_are_values_with_clear_messages() {
     let eal = Eal::init(eal_args(&[])).expect("EAL starts");
-    assert_eq!(Eal::init(eal_args(&[])).expect("same arguments: the running EAL") as *const Eal, eal as *const Eal);
+    assert_eq!(
+        Eal::init(eal_args(&[])).expect("same arguments: the running EAL") as *const Eal,
+        eal as *const Eal
+    );
     let e = Eal::init(eal_args(&["--vdev=net_null0"])).expect_err("different arguments");
     assert!(matches!(e, EalError::AlreadyInitialised { .. }), "{e:?}");
     assert!(one_line(&e).starts_with("EAL already initialised with different arguments"));

@@ -25,7 +25,8 @@ fn eal() -> &'static Eal {
 /// Two NICs, `a` and `b`, back to back over a pair of rings of `ring_size` frames.
 fn wired_pair(tag: &str, ring_size: u32) -> (DpdkNic, DpdkNic) {
     let eal = eal();
-    let (na, nb) = create_ring_pair(eal, &format!("slimt_{tag}_a"), &format!("slimt_{tag}_b"), ring_size).expect("ring pair");
+    let (na, nb) = create_ring_pair(eal, &format!("slimt_{tag}_a"), &format!("slimt_{tag}_b"), ring_size)
+        .expect("ring pair");
     assert_eq!(na, format!("net_ring_slimt_{tag}_a"));
     let a = DpdkNic::open(eal, &PortConfig::new(&na)).expect("port a").pop().expect("one queue");
     let b = DpdkNic::open(eal, &PortConfig::new(&nb)).expect("port b").pop().expect("one queue");
@@ -121,7 +122,8 @@ fn a_full_link_gives_frames_back() {
         a.transmit(Instant::ZERO, &mut frames).expect("transmit");
     }
     let got = receive_all(&mut b, 37);
-    let seqs: Vec<u32> = got.iter().map(|f| u32::from_be_bytes(f.as_slice()[14..18].try_into().expect("4"))).collect();
+    let seqs: Vec<u32> =
+        got.iter().map(|f| u32::from_be_bytes(f.as_slice()[14..18].try_into().expect("4"))).collect();
     assert_eq!(seqs, (63..100).collect::<Vec<_>>());
 }
 
@@ -132,7 +134,8 @@ fn external_payloads_are_sent_from_registered_memory() {
     let (mut a, mut b) = wired_pair("ext", 1024);
     // SAFETY: the mapping outlives the region and its clones (see above); payloads are left
     // untouched until their completions are polled.
-    let region = unsafe { ExtMemRegion::register(eal(), guest.as_mut_ptr(), guest.len(), 4096) }.expect("register");
+    let region =
+        unsafe { ExtMemRegion::register(eal(), guest.as_mut_ptr(), guest.len(), 4096) }.expect("register");
     a.attach_region(&region).expect("attach");
 
     const FRAMES: usize = 64;
@@ -184,7 +187,10 @@ fn external_payloads_are_sent_from_registered_memory() {
         assert!(region.contains(segs[1].as_ptr(), PAYLOAD), "frame {i}: payload still in guest memory");
         // SAFETY: in bounds, as above.
         assert_eq!(segs[1].as_ptr(), unsafe { base.add(i * 2048) }.cast_const());
-        assert!(segs[1].iter().enumerate().all(|(j, &byte)| byte == (i * 7 + j) as u8), "frame {i} payload intact");
+        assert!(
+            segs[1].iter().enumerate().all(|(j, &byte)| byte == (i * 7 + j) as u8),
+            "frame {i} payload intact"
+        );
     }
 
     // The receiver still holds every frame: nothing may be reused yet.
@@ -234,4 +240,39 @@ fn external_payloads_are_sent_from_registered_memory() {
     assert_eq!(done, [2000]);
     let got = receive_all(&mut b, 1);
     assert_eq!(&got[0].as_slice()[UDP_HEADERS..], &outside[..]);
+}
+
+#[test]
+fn mbuf_backed_buffers_behave_like_heap_buffers() {
+    let (mut a, _b) = wired_pair("semantics", 64);
+    let mut m = a.alloc_tx().expect("mbuf");
+    let mut h = PacketBuf::new_tx();
+    assert_eq!((m.headroom(), m.len()), (h.headroom(), h.len()), "same default headroom (128)");
+    for b in [&mut m, &mut h] {
+        b.append(4).expect("room").copy_from_slice(b"data");
+        b.prepend(2).expect("headroom").copy_from_slice(b"hd");
+        assert_eq!(b.as_slice(), b"hddata");
+        assert!(b.prepend(127).is_none());
+        assert!(b.append(b.tailroom() + 1).is_none());
+        assert!(b.advance(2));
+        assert!(!b.advance(5));
+        b.truncate(2);
+        assert_eq!(b.as_slice(), b"da");
+        b.as_mut_slice()[0] = b'D';
+        b.rx_checksum_ok = Some(true);
+    }
+    assert_eq!(m.as_slice(), h.as_slice());
+    assert_eq!(m.capacity(), 2176, "an mbuf's whole buffer (2048 + 128 headroom)");
+    // A clone is an independent heap copy.
+    let mut c = m.clone();
+    assert_eq!(c.as_slice(), m.as_slice());
+    assert_ne!(c.as_slice().as_ptr(), m.as_slice().as_ptr());
+    c.as_mut_slice()[1] = b'A';
+    assert_eq!(m.as_slice(), b"Da");
+    for b in [&mut m, &mut h] {
+        b.reset(8);
+        assert!(b.is_empty());
+        assert_eq!(b.headroom(), 8);
+        assert_eq!(b.rx_checksum_ok, None);
+    }
 }

@@ -107,7 +107,10 @@ fn child_in_namespace() {
     cfg.promiscuous = true;
     let mut nic = DpdkNic::open(eal, &cfg).expect("tap port").pop().expect("one queue");
     let info = nic.port_info().clone();
-    eprintln!("port {} driver {} reported {:?} enabled {:?}", info.name, info.driver, info.reported, info.enabled);
+    eprintln!(
+        "port {} driver {} reported {:?} enabled {:?}",
+        info.name, info.driver, info.reported, info.enabled
+    );
     ip(&["link", "set", "lo", "up"]);
     ip(&["addr", "add", "10.77.0.1/24", "dev", IFACE]);
     ip(&["link", "set", IFACE, "up"]);
@@ -118,8 +121,9 @@ fn child_in_namespace() {
     let bytes = arp_request(OUR_MAC, OUR_IP, KERNEL_IP);
     req.append(bytes.len()).expect("room").copy_from_slice(&bytes);
     send_all(&mut nic, vec![req]);
-    let reply = receive_matching(&mut nic, |f| f.len() >= 42 && f[12..14] == [0x08, 0x06] && f[20..22] == [0, 2])
-        .expect("ARP reply from the kernel");
+    let reply =
+        receive_matching(&mut nic, |f| f.len() >= 42 && f[12..14] == [0x08, 0x06] && f[20..22] == [0, 2])
+            .expect("ARP reply from the kernel");
     let f = reply.as_slice();
     assert_eq!(&f[0..6], &OUR_MAC, "addressed to us");
     assert_eq!(&f[22..28], &kmac, "sender MAC is the kernel interface's");
@@ -147,7 +151,8 @@ fn child_in_namespace() {
     );
     frame.append(payload.len()).expect("room").copy_from_slice(&payload);
     if offload {
-        frame.offload = TxOffload { l2_len: 14, l3_len: 20, ipv4_checksum: true, l4_checksum: Some(L4Proto::Udp) };
+        frame.offload =
+            TxOffload { l2_len: 14, l3_len: 20, ipv4_checksum: true, l4_checksum: Some(L4Proto::Udp) };
     }
     send_all(&mut nic, vec![frame]);
     let mut buf = [0u8; 2048];
@@ -162,7 +167,8 @@ fn child_in_namespace() {
     let ext_payload: Vec<u8> = (0..1200u32).map(|i| (i * 7 + 3) as u8).collect();
     guest.bytes_mut()[4096..4096 + ext_payload.len()].copy_from_slice(&ext_payload);
     // SAFETY: `guest` outlives the region (dropped after `nic`, which holds a clone, below).
-    let region = unsafe { ExtMemRegion::register(eal, guest.as_mut_ptr(), guest.len(), 4096) }.expect("register");
+    let region =
+        unsafe { ExtMemRegion::register(eal, guest.as_mut_ptr(), guest.len(), 4096) }.expect("register");
     nic.attach_region(&region).expect("attach region");
     let mut headers = nic.alloc_tx().expect("mbuf");
     // Software checksums: the headers and the payload are separate segments.
@@ -178,7 +184,8 @@ fn child_in_namespace() {
         Checksums::Software,
     );
     // SAFETY: the bytes at guest+4096 stay untouched until token 7 is reported below.
-    let payload = unsafe { ExternalPayload::new(guest.as_mut_ptr().add(4096), ext_payload.len(), 7) }.expect("non-null");
+    let payload = unsafe { ExternalPayload::new(guest.as_mut_ptr().add(4096), ext_payload.len(), 7) }
+        .expect("non-null");
     let mut frames = vec![ExternalFrame { headers, payload }];
     let start = StdInstant::now();
     while !frames.is_empty() && start.elapsed() < DEADLINE {
@@ -197,8 +204,9 @@ fn child_in_namespace() {
     // 4. The kernel sends to us (it learned our MAC from the ARP request): the frame arrives with
     //    the NIC's checksum verdict.
     sock.send_to(b"hello from the kernel", "10.77.0.2:5555").expect("kernel sends");
-    let got = receive_matching(&mut nic, |f| f.len() > UDP_HEADERS && f[12..14] == [0x08, 0x00] && f[23] == 17)
-        .expect("UDP frame from the kernel");
+    let got =
+        receive_matching(&mut nic, |f| f.len() > UDP_HEADERS && f[12..14] == [0x08, 0x00] && f[23] == 17)
+            .expect("UDP frame from the kernel");
     assert_eq!(&got.as_slice()[UDP_HEADERS..], b"hello from the kernel");
     let expected = if en.rx_ipv4_checksum && en.rx_udp_checksum { Some(true) } else { None };
     assert_eq!(got.rx_checksum_ok, expected, "rx checksum verdict");

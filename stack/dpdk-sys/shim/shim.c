@@ -235,10 +235,9 @@ static uint8_t verdict(uint64_t flags, uint64_t mask, uint64_t good, uint64_t ba
 
 void shim_mbuf_info(const struct rte_mbuf *m, struct shim_mbuf_info *out)
 {
-	int exclusive = rte_mbuf_refcnt_read(m) == 1 && !RTE_MBUF_CLONED(m);
-
-	if (exclusive && RTE_MBUF_HAS_EXTBUF(m))
-		exclusive = rte_mbuf_ext_refcnt_read(m->shinfo) == 1;
+	/* Writable in place only when it is a plain mbuf nobody else references: not a clone, not
+	 * attached to an external buffer (which may be someone's memory, e.g. a guest's). */
+	int exclusive = rte_mbuf_refcnt_read(m) == 1 && RTE_MBUF_DIRECT(m);
 	out->buf_addr = m->buf_addr;
 	out->buf_len = m->buf_len;
 	out->data_off = m->data_off;

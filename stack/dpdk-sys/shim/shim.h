@@ -60,7 +60,7 @@ struct shim_mbuf_info {
 	uint16_t data_len;
 	uint32_t pkt_len;
 	uint16_t nb_segs;
-	uint8_t exclusive; /* 1: refcnt 1, not a clone, extbuf (if any) not shared */
+	uint8_t exclusive; /* 1: refcnt 1, a direct mbuf (not a clone, no external buffer) */
 	uint8_t ip_cksum;  /* SHIM_CKSUM_* */
 	uint8_t l4_cksum;  /* SHIM_CKSUM_* */
 };

@@ -163,7 +163,7 @@ pub struct shim_mbuf_info {
     pub pkt_len: u32,
     /// Number of segments.
     pub nb_segs: u16,
-    /// 1 when nobody else references the mbuf or its buffer.
+    /// 1 for a direct mbuf (its own buffer: not a clone, no external buffer) with refcnt 1.
     pub exclusive: u8,
     /// IPv4 header checksum verdict (`SHIM_CKSUM_*`).
     pub ip_cksum: u8,
@@ -213,7 +213,12 @@ extern "C" {
     pub fn rte_mempool_in_use_count(mp: *const rte_mempool) -> c_uint;
     pub fn rte_pktmbuf_free_bulk(mbufs: *mut *mut rte_mbuf, count: c_uint);
 
-    pub fn rte_ring_create(name: *const c_char, count: c_uint, socket_id: c_int, flags: c_uint) -> *mut rte_ring;
+    pub fn rte_ring_create(
+        name: *const c_char,
+        count: c_uint,
+        socket_id: c_int,
+        flags: c_uint,
+    ) -> *mut rte_ring;
     pub fn rte_ring_free(r: *mut rte_ring);
     pub fn rte_eth_from_rings(
         name: *const c_char,
@@ -229,7 +234,11 @@ extern "C" {
     /// `name` must have room for [`RTE_ETH_NAME_MAX_LEN`] bytes.
     pub fn rte_eth_dev_get_name_by_port(port_id: u16, name: *mut c_char) -> c_int;
     pub fn rte_eth_dev_get_port_by_name(name: *const c_char, port_id: *mut u16) -> c_int;
-    pub fn rte_eth_dev_adjust_nb_rx_tx_desc(port_id: u16, nb_rx_desc: *mut u16, nb_tx_desc: *mut u16) -> c_int;
+    pub fn rte_eth_dev_adjust_nb_rx_tx_desc(
+        port_id: u16,
+        nb_rx_desc: *mut u16,
+        nb_tx_desc: *mut u16,
+    ) -> c_int;
     /// `rx_conf` is `const struct rte_eth_rxconf *`; SlimTCP passes NULL (driver defaults).
     pub fn rte_eth_rx_queue_setup(
         port_id: u16,
@@ -289,7 +298,14 @@ extern "C" {
     pub fn shim_pktmbuf_next(m: *const rte_mbuf) -> *mut rte_mbuf;
     pub fn shim_pktmbuf_unchain(head: *mut rte_mbuf) -> *mut rte_mbuf;
     pub fn shim_mbuf_info(m: *const rte_mbuf, out: *mut shim_mbuf_info);
-    pub fn shim_mbuf_set_tx(m: *mut rte_mbuf, data_off: u16, data_len: u16, l2_len: u16, l3_len: u16, tx_flags: u32);
+    pub fn shim_mbuf_set_tx(
+        m: *mut rte_mbuf,
+        data_off: u16,
+        data_len: u16,
+        l2_len: u16,
+        l3_len: u16,
+        tx_flags: u32,
+    );
     pub fn shim_mbuf_set_offload(m: *mut rte_mbuf, l2_len: u16, l3_len: u16, tx_flags: u32);
 
     pub fn shim_shinfo_array_alloc(n: size_t) -> *mut rte_mbuf_ext_shared_info;

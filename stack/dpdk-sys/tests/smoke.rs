@@ -6,8 +6,17 @@ use std::ptr;
 
 use dpdk_sys::*;
 
-const EAL_ARGS: &[&str] =
-    &["dpdk-sys-smoke", "--no-huge", "-m", "256", "--no-pci", "--no-shconf", "-l", "0", "--log-level=warning"];
+const EAL_ARGS: &[&str] = &[
+    "dpdk-sys-smoke",
+    "--no-huge",
+    "-m",
+    "256",
+    "--no-pci",
+    "--no-shconf",
+    "-l",
+    "0",
+    "--log-level=warning",
+];
 
 fn eal_init() {
     let args: Vec<CString> = EAL_ARGS.iter().map(|a| CString::new(*a).expect("no NUL")).collect();
@@ -46,7 +55,9 @@ fn eal_mbufs_and_ring_pair() {
 
     let name = CString::new("smoke_pool").expect("no NUL");
     // SAFETY: EAL is up; name is a valid C string.
-    let pool = unsafe { rte_pktmbuf_pool_create(name.as_ptr(), 1023, 0, 0, RTE_MBUF_DEFAULT_BUF_SIZE, SOCKET_ID_ANY) };
+    let pool = unsafe {
+        rte_pktmbuf_pool_create(name.as_ptr(), 1023, 0, 0, RTE_MBUF_DEFAULT_BUF_SIZE, SOCKET_ID_ANY)
+    };
     assert!(!pool.is_null(), "pool: {}", strerror(errno()));
 
     // mbuf operations through the shim.
@@ -85,13 +96,19 @@ fn eal_mbufs_and_ring_pair() {
     // SAFETY: EAL is up; names are valid C strings.
     let (r0, r1) = unsafe {
         let flags = RING_F_SP_ENQ | RING_F_SC_DEQ;
-        (rte_ring_create(ra.as_ptr(), 1024, SOCKET_ID_ANY, flags), rte_ring_create(rb.as_ptr(), 1024, SOCKET_ID_ANY, flags))
+        (
+            rte_ring_create(ra.as_ptr(), 1024, SOCKET_ID_ANY, flags),
+            rte_ring_create(rb.as_ptr(), 1024, SOCKET_ID_ANY, flags),
+        )
     };
     assert!(!r0.is_null() && !r1.is_null());
     let (na, nb) = (CString::new("smoke_a").expect("no NUL"), CString::new("smoke_b").expect("no NUL"));
     // SAFETY: the ring arrays hold one live ring each, as the counts say.
     let (a, b) = unsafe {
-        (rte_eth_from_rings(na.as_ptr(), &r0, 1, &r1, 1, 0), rte_eth_from_rings(nb.as_ptr(), &r1, 1, &r0, 1, 0))
+        (
+            rte_eth_from_rings(na.as_ptr(), &r0, 1, &r1, 1, 0),
+            rte_eth_from_rings(nb.as_ptr(), &r1, 1, &r0, 1, 0),
+        )
     };
     let (a, b) = (u16::try_from(a).expect("port a"), u16::try_from(b).expect("port b"));
 

@@ -247,8 +247,13 @@ mod tests {
         assert!(!b.advance(5));
         b.truncate(2);
         assert_eq!(b.as_slice(), b"da");
+        b.rx_checksum_ok = Some(false);
+        let c = b.clone();
+        assert_eq!(c.as_slice(), b.as_slice());
+        assert_eq!(c.rx_checksum_ok, Some(false));
         b.reset(8);
         assert!(b.is_empty());
         assert_eq!(b.headroom(), 8);
+        assert_eq!(b.rx_checksum_ok, None, "reset clears the rx verdict");
     }
 }

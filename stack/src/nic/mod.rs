@@ -136,7 +136,11 @@ pub trait Nic {
     /// cannot queue now. Each payload's token is later returned by
     /// [`poll_tx_completions`](Nic::poll_tx_completions): only then may its memory be reused.
     /// The default reports [`NicError::Unsupported`].
-    fn transmit_external(&mut self, now: Instant, frames: &mut Vec<ExternalFrame>) -> Result<usize, NicError> {
+    fn transmit_external(
+        &mut self,
+        now: Instant,
+        frames: &mut Vec<ExternalFrame>,
+    ) -> Result<usize, NicError> {
         let _ = (now, frames);
         Err(NicError::Unsupported)
     }

@@ -4,7 +4,8 @@
 use std::ptr::NonNull;
 
 /// EAL arguments common to every DPDK test: no hugepages, no PCI, no shared config, core 0.
-pub const EAL_BASE: &[&str] = &["--no-huge", "-m", "256", "--no-pci", "--no-shconf", "-l", "0", "--log-level=warning"];
+pub const EAL_BASE: &[&str] =
+    &["--no-huge", "-m", "256", "--no-pci", "--no-shconf", "-l", "0", "--log-level=warning"];
 
 /// The EAL arguments of a test: [`EAL_BASE`] plus `extra`.
 pub fn eal_args(extra: &[&str]) -> Vec<String> {
@@ -25,7 +26,14 @@ impl MemfdRegion {
             let fd = libc::memfd_create(c"slimt-guest-mem".as_ptr(), libc::MFD_CLOEXEC);
             assert!(fd >= 0, "memfd_create: {}", std::io::Error::last_os_error());
             assert_eq!(libc::ftruncate(fd, len as libc::off_t), 0, "ftruncate");
-            let p = libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED, fd, 0);
+            let p = libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                fd,
+                0,
+            );
             assert_ne!(p, libc::MAP_FAILED, "mmap: {}", std::io::Error::last_os_error());
             MemfdRegion { ptr: NonNull::new(p.cast()).expect("mmap never returns NULL on success"), len, fd }
         }
@@ -175,7 +183,8 @@ pub fn run_child(test_name: &str, role: &str, netns: Option<&str>) -> std::proce
         }
         None => std::process::Command::new(&exe),
     };
-    cmd.args([test_name, "--exact", "--nocapture", "--include-ignored", "--test-threads=1"]).env(CHILD_ENV, role);
+    cmd.args([test_name, "--exact", "--nocapture", "--include-ignored", "--test-threads=1"])
+        .env(CHILD_ENV, role);
     let out = cmd.output().expect("spawn child test process");
     eprintln!("--- child {role} stdout ---\n{}", String::from_utf8_lossy(&out.stdout));
     eprintln!("--- child {role} stderr ---\n{}", String::from_utf8_lossy(&out.stderr));

@@ -31,7 +31,9 @@ pub enum EalError {
         reason: String,
     },
     /// The EAL is already running with other arguments.
-    #[error("EAL already initialised with different arguments (running: {running:?}, requested: {requested:?})")]
+    #[error(
+        "EAL already initialised with different arguments (running: {running:?}, requested: {requested:?})"
+    )]
     AlreadyInitialised {
         /// Arguments of the running EAL.
         running: Vec<String>,

@@ -76,7 +76,12 @@ impl ExtMemRegion {
     /// # Safety
     /// The region must stay mapped until the returned value and all its clones are dropped, and
     /// any payload handed to a NIC must stay unmodified until its completion is reported.
-    pub unsafe fn register(eal: &Eal, base: *mut u8, len: usize, page_size: usize) -> Result<Self, ExtMemError> {
+    pub unsafe fn register(
+        eal: &Eal,
+        base: *mut u8,
+        len: usize,
+        page_size: usize,
+    ) -> Result<Self, ExtMemError> {
         if !eal.iova_is_va() {
             return Err(ExtMemError::NeedsIovaVa);
         }
@@ -93,11 +98,17 @@ impl ExtMemRegion {
         let mut iova: Vec<u64> = (0..n_pages).map(|i| (addr + i * page_size) as u64).collect();
         // SAFETY: the caller guarantees the region is mapped (contract above); `iova` holds
         // n_pages entries; DPDK copies the table.
-        let rc = unsafe { sys::rte_extmem_register(base.cast(), len, iova.as_mut_ptr(), n_pages_c, page_size) };
+        let rc =
+            unsafe { sys::rte_extmem_register(base.cast(), len, iova.as_mut_ptr(), n_pages_c, page_size) };
         if rc != 0 {
             return Err(ExtMemError::Register { base: addr, len, reason: sys::strerror(sys::errno()) });
         }
-        Ok(ExtMemRegion(Arc::new(RegionInner { base: addr, len, page_size, dma_ports: Mutex::new(Vec::new()) })))
+        Ok(ExtMemRegion(Arc::new(RegionInner {
+            base: addr,
+            len,
+            page_size,
+            dma_ports: Mutex::new(Vec::new()),
+        })))
     }
 
     /// Start address.
@@ -134,7 +145,9 @@ impl ExtMemRegion {
         }
         let inner = &self.0;
         // SAFETY: the region is registered and mapped (contract of `register`); IOVA = VA.
-        let rc = unsafe { sys::shim_port_dma_map(port, inner.base as *mut libc::c_void, inner.base as u64, inner.len) };
+        let rc = unsafe {
+            sys::shim_port_dma_map(port, inner.base as *mut libc::c_void, inner.base as u64, inner.len)
+        };
         if rc != 0 {
             return Err(ExtMemError::DmaMap { port, reason: sys::strerror(sys::errno()) });
         }
@@ -149,7 +162,9 @@ impl Drop for RegionInner {
         for &port in ports.iter() {
             // SAFETY: the region was mapped for this port; nothing uses it any more (last clone).
             // A port closed meanwhile makes this fail harmlessly (ENODEV).
-            let rc = unsafe { sys::shim_port_dma_unmap(port, self.base as *mut libc::c_void, self.base as u64, self.len) };
+            let rc = unsafe {
+                sys::shim_port_dma_unmap(port, self.base as *mut libc::c_void, self.base as u64, self.len)
+            };
             if rc != 0 {
                 log::debug!("rte_dev_dma_unmap on port {port}: {}", sys::strerror(sys::errno()));
             }
@@ -202,7 +217,12 @@ unsafe extern "C" fn ext_payload_freed(_addr: *mut libc::c_void, opaque: *mut li
     let mut head = completions.head.load(Ordering::Relaxed);
     loop {
         next.store(head, Ordering::Relaxed);
-        match completions.head.compare_exchange_weak(head, ctx.index + 1, Ordering::Release, Ordering::Relaxed) {
+        match completions.head.compare_exchange_weak(
+            head,
+            ctx.index + 1,
+            Ordering::Release,
+            Ordering::Relaxed,
+        ) {
             Ok(_) => return,
             Err(h) => head = h,
         }
@@ -227,7 +247,10 @@ impl ExtSlots {
         let n32 = u32::try_from(n).ok().filter(|&n| n > 0 && n < u32::MAX)?;
         // SAFETY: plain allocation of n zeroed shared-info structs (freed in Drop).
         let shinfo = NonNull::new(unsafe { sys::shim_shinfo_array_alloc(n) })?;
-        let completions = Box::new(Completions { head: AtomicU32::new(0), next: (0..n).map(|_| AtomicU32::new(0)).collect() });
+        let completions = Box::new(Completions {
+            head: AtomicU32::new(0),
+            next: (0..n).map(|_| AtomicU32::new(0)).collect(),
+        });
         let cptr: *const Completions = &*completions;
         let ctx: Box<[SlotCtx]> = (0..n32).map(|index| SlotCtx { index, completions: cptr }).collect();
         Some(ExtSlots {
@@ -316,7 +339,10 @@ impl Drop for ExtSlots {
         if self.in_flight() > 0 {
             // Frames still reference the slots and the regions: leak them so late callbacks
             // find valid memory and the regions stay registered.
-            log::warn!("dropping a DPDK NIC with {} external payloads in flight: leaking their slots", self.in_flight());
+            log::warn!(
+                "dropping a DPDK NIC with {} external payloads in flight: leaking their slots",
+                self.in_flight()
+            );
             std::mem::forget(std::mem::take(&mut self.regions));
             return;
         }

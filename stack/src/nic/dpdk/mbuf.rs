@@ -79,7 +79,8 @@ impl Mbuf {
         let p = unsafe { sys::shim_pktmbuf_append(self.0.as_ptr(), n) };
         // SAFETY: on success DPDK returns a pointer to `n` writable bytes inside the (exclusive)
         // buffer, valid while `&mut self` is borrowed.
-        NonNull::new(p.cast::<u8>()).map(|p| unsafe { std::slice::from_raw_parts_mut(p.as_ptr(), usize::from(n)) })
+        NonNull::new(p.cast::<u8>())
+            .map(|p| unsafe { std::slice::from_raw_parts_mut(p.as_ptr(), usize::from(n)) })
     }
 
     /// Appends `tail` as further segments; on failure (too many segments) returns both back.
@@ -183,7 +184,14 @@ impl MbufStorage {
     }
 
     /// Writes the data window and tx offload request into the mbuf and returns it.
-    pub(crate) fn into_tx_mbuf(self, start: usize, end: usize, l2_len: u16, l3_len: u16, tx_flags: u32) -> Mbuf {
+    pub(crate) fn into_tx_mbuf(
+        self,
+        start: usize,
+        end: usize,
+        l2_len: u16,
+        l3_len: u16,
+        tx_flags: u32,
+    ) -> Mbuf {
         let off = u16::try_from(start).unwrap_or(u16::MAX);
         let len = u16::try_from(end.saturating_sub(start)).unwrap_or(u16::MAX);
         // SAFETY: we own the single-segment mbuf; start..end lies within its buffer (PacketBuf

@@ -26,7 +26,8 @@ pub struct MempoolConfig {
 
 impl MempoolConfig {
     /// Enough mbufs for one queue pair: both descriptor rings full, the stack holding a few
-    /// bursts, the per-lcore cache, and slack for frames held by the peer of a `net_ring` link.
+    /// bursts, the per-lcore cache, and 1024 more for frames held elsewhere (in flight on a
+    /// `net_ring` link, queued in sockets). 1024+1024 descriptors, burst 32: 4095 mbufs (~9 MB).
     pub fn for_queue(rx_descriptors: u16, tx_descriptors: u16, burst: usize) -> Self {
         let cache_size = 256;
         let burst = u32::try_from(burst).unwrap_or(u32::MAX);
@@ -34,7 +35,7 @@ impl MempoolConfig {
             .saturating_add(u32::from(tx_descriptors))
             .saturating_add(burst.saturating_mul(8))
             .saturating_add(cache_size)
-            .saturating_add(4096);
+            .saturating_add(1024);
         MempoolConfig {
             mbufs: need.checked_next_power_of_two().unwrap_or(u32::MAX / 2 + 1) - 1,
             cache_size,
@@ -81,7 +82,12 @@ static POOL_SEQ: AtomicU32 = AtomicU32::new(0);
 impl Mempool {
     /// Creates a pool on NUMA `socket` (`None`: any) named from `tag` (kept short: DPDK limits
     /// pool names to 26 characters).
-    pub fn create(_eal: &Eal, tag: &str, config: &MempoolConfig, socket: Option<i32>) -> Result<Self, MempoolError> {
+    pub fn create(
+        _eal: &Eal,
+        tag: &str,
+        config: &MempoolConfig,
+        socket: Option<i32>,
+    ) -> Result<Self, MempoolError> {
         let seq = POOL_SEQ.fetch_add(1, Ordering::Relaxed);
         let mut name = format!("slim{seq}_{tag}");
         name.truncate(24);

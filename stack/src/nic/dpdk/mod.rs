@@ -125,9 +125,11 @@ impl DpdkNic {
         let port = Arc::new(port);
         let mut nics = Vec::with_capacity(pools.len());
         for (queue, pool) in (0u16..).zip(pools) {
-            let ext = ExtSlots::new(config.max_external_in_flight.max(1)).ok_or_else(|| PortError::InvalidConfig {
-                device: config.device.clone(),
-                what: format!("cannot allocate {} external payload slots", config.max_external_in_flight),
+            let ext = ExtSlots::new(config.max_external_in_flight.max(1)).ok_or_else(|| {
+                PortError::InvalidConfig {
+                    device: config.device.clone(),
+                    what: format!("cannot allocate {} external payload slots", config.max_external_in_flight),
+                }
             })?;
             nics.push(DpdkNic {
                 port: Arc::clone(&port),
@@ -210,7 +212,8 @@ impl DpdkNic {
         let want16 = u16::try_from(want).unwrap_or(u16::MAX);
         // SAFETY: the port is started, the queue is ours (one NIC per queue, `&mut self`), and
         // `raw` has room for `want16` pointers.
-        let n = unsafe { sys::shim_rx_burst(self.port.info.port_id, self.queue, self.raw.as_mut_ptr(), want16) };
+        let n =
+            unsafe { sys::shim_rx_burst(self.port.info.port_id, self.queue, self.raw.as_mut_ptr(), want16) };
         let n = usize::from(n);
         self.raw.truncate(n);
         n
@@ -280,7 +283,9 @@ impl DpdkNic {
         let offload = frame.offload;
         let flags = self.tx_flags(&offload);
         match frame.into_mbuf() {
-            Ok((storage, start, end, _)) => Ok((storage.into_tx_mbuf(start, end, offload.l2_len, offload.l3_len, flags), offload)),
+            Ok((storage, start, end, _)) => {
+                Ok((storage.into_tx_mbuf(start, end, offload.l2_len, offload.l3_len, flags), offload))
+            }
             Err(heap) => {
                 let Some(len) = u16::try_from(heap.len()).ok() else { return Err(heap) };
                 let Some(mut m) = self.pool.alloc() else { return Err(heap) };
@@ -289,7 +294,16 @@ impl DpdkNic {
                 self.stats.tx_copied_bytes += u64::from(len);
                 let Ok((storage, info)) = MbufStorage::new(m) else { return Err(heap) };
                 let start = usize::from(info.data_off);
-                Ok((storage.into_tx_mbuf(start, start + usize::from(len), offload.l2_len, offload.l3_len, flags), offload))
+                Ok((
+                    storage.into_tx_mbuf(
+                        start,
+                        start + usize::from(len),
+                        offload.l2_len,
+                        offload.l3_len,
+                        flags,
+                    ),
+                    offload,
+                ))
             }
         }
     }
@@ -311,7 +325,9 @@ impl DpdkNic {
         let n16 = u16::try_from(self.raw.len()).unwrap_or(u16::MAX);
         // SAFETY: the port is started, the queue is ours; `raw` holds n16 valid mbufs that we own
         // (still held by `pending`; the ones the driver takes are forgotten below).
-        let sent = usize::from(unsafe { sys::shim_tx_burst(self.port.info.port_id, self.queue, self.raw.as_mut_ptr(), n16) });
+        let sent = usize::from(unsafe {
+            sys::shim_tx_burst(self.port.info.port_id, self.queue, self.raw.as_mut_ptr(), n16)
+        });
         self.raw.clear();
         for p in self.pending.drain(..sent) {
             // The driver owns the mbuf now.
@@ -337,17 +353,23 @@ impl DpdkNic {
             Ok(ok) => ok,
             Err(headers) => return Err(ExternalFrame { headers, payload }),
         };
-        let give_back = |head: Mbuf, payload: ExternalPayload| match Self::untransmitted(head, offload, Some(header_len)) {
-            Some(headers) => Err(ExternalFrame { headers, payload }),
-            None => {
-                log::error!("lost an external frame's headers (mbuf became shared)");
-                Err(ExternalFrame { headers: PacketBuf::new_tx(), payload })
-            }
-        };
+        let give_back =
+            |head: Mbuf, payload: ExternalPayload| match Self::untransmitted(head, offload, Some(header_len))
+            {
+                Some(headers) => Err(ExternalFrame { headers, payload }),
+                None => {
+                    log::error!("lost an external frame's headers (mbuf became shared)");
+                    Err(ExternalFrame { headers: PacketBuf::new_tx(), payload })
+                }
+            };
         let (addr, len) = (payload.addr(), payload.len());
-        let in_region = len > 0 && len <= usize::from(u16::MAX) && self.ext.regions().iter().any(|r| r.contains(addr, len));
+        let in_region = len > 0
+            && len <= usize::from(u16::MAX)
+            && self.ext.regions().iter().any(|r| r.contains(addr, len));
         if in_region {
-            let Some((slot, shinfo)) = self.ext.acquire(payload.token()) else { return give_back(head, payload) };
+            let Some((slot, shinfo)) = self.ext.acquire(payload.token()) else {
+                return give_back(head, payload);
+            };
             let Some(seg) = self.pool.alloc() else {
                 // Never attached to an mbuf: no callback will fire, free the slot now.
                 self.ext.release_unused(slot);
@@ -356,12 +378,25 @@ impl DpdkNic {
             // SAFETY: `seg` is a fresh mbuf we own; `addr..addr+len` lies in a registered region
             // (IOVA = VA) that stays valid until the callback armed in `shinfo` reports completion
             // (contract of ExternalPayload::new); len <= u16::MAX.
-            unsafe { sys::shim_attach_extbuf(seg.as_ptr(), addr.cast_mut().cast(), addr as u64, len as u16, shinfo) };
+            unsafe {
+                sys::shim_attach_extbuf(seg.as_ptr(), addr.cast_mut().cast(), addr as u64, len as u16, shinfo)
+            };
             match head.chain(seg) {
                 Ok(chain) => {
                     // SAFETY: `chain` is ours; sets the offload request on the chain's head.
-                    unsafe { sys::shim_mbuf_set_offload(chain.as_ptr(), offload.l2_len, offload.l3_len, self.tx_flags(&offload)) };
-                    Ok(Pending { mbuf: chain, offload, external: Some(PendingExternal { payload, header_len, slot: Some(slot) }) })
+                    unsafe {
+                        sys::shim_mbuf_set_offload(
+                            chain.as_ptr(),
+                            offload.l2_len,
+                            offload.l3_len,
+                            self.tx_flags(&offload),
+                        )
+                    };
+                    Ok(Pending {
+                        mbuf: chain,
+                        offload,
+                        external: Some(PendingExternal { payload, header_len, slot: Some(slot) }),
+                    })
                 }
                 Err((head, seg)) => {
                     self.ext.cancel(slot);
@@ -379,7 +414,11 @@ impl DpdkNic {
                 dst.copy_from_slice(unsafe { std::slice::from_raw_parts(addr, len) });
                 self.stats.tx_copied_bytes += len as u64;
             }
-            Ok(Pending { mbuf: head, offload, external: Some(PendingExternal { payload, header_len, slot: None }) })
+            Ok(Pending {
+                mbuf: head,
+                offload,
+                external: Some(PendingExternal { payload, header_len, slot: None }),
+            })
         }
     }
 }
@@ -449,7 +488,11 @@ impl Nic for DpdkNic {
         Ok(sent)
     }
 
-    fn transmit_external(&mut self, _now: Instant, frames: &mut Vec<ExternalFrame>) -> Result<usize, NicError> {
+    fn transmit_external(
+        &mut self,
+        _now: Instant,
+        frames: &mut Vec<ExternalFrame>,
+    ) -> Result<usize, NicError> {
         let n = frames.len().min(self.burst);
         let mut back: Vec<ExternalFrame> = Vec::new();
         let batch: Vec<ExternalFrame> = frames.drain(..n).collect();

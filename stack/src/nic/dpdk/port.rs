@@ -58,7 +58,8 @@ impl PortConfig {
 
     /// The mempool sizing in effect.
     pub fn mempool_config(&self) -> MempoolConfig {
-        self.mempool.unwrap_or_else(|| MempoolConfig::for_queue(self.rx_descriptors, self.tx_descriptors, self.burst))
+        self.mempool
+            .unwrap_or_else(|| MempoolConfig::for_queue(self.rx_descriptors, self.tx_descriptors, self.burst))
     }
 }
 
@@ -140,7 +141,9 @@ pub struct PortInfo {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum PortError {
     /// No port of that name or number.
-    #[error("no DPDK port {device:?} (available: {available:?}; pass it with -a <PCI address> or --vdev=...)")]
+    #[error(
+        "no DPDK port {device:?} (available: {available:?}; pass it with -a <PCI address> or --vdev=...)"
+    )]
     NotFound {
         /// The requested device.
         device: String,
@@ -260,7 +263,8 @@ impl Port {
     /// Configures and starts the port; returns it with one mempool per queue.
     pub(crate) fn open(eal: &Eal, config: &PortConfig) -> Result<(Port, Vec<Mempool>), PortError> {
         let device = config.device.as_str();
-        let invalid = |what: &str| PortError::InvalidConfig { device: device.to_string(), what: what.to_string() };
+        let invalid =
+            |what: &str| PortError::InvalidConfig { device: device.to_string(), what: what.to_string() };
         if config.queues == 0 {
             return Err(invalid("queues must be at least 1"));
         }
@@ -315,7 +319,8 @@ impl Port {
         }
         let enabled_bits = raw.caps & want;
         // SAFETY: the port exists and is stopped (just claimed by us); the shim builds the conf.
-        let rc = unsafe { sys::shim_port_configure(id, config.queues, config.queues, enabled_bits, config.mtu) };
+        let rc =
+            unsafe { sys::shim_port_configure(id, config.queues, config.queues, enabled_bits, config.mtu) };
         if rc != 0 {
             return Err(fail("rte_eth_dev_configure", rc));
         }
@@ -334,7 +339,9 @@ impl Port {
             let pool = Mempool::create(eal, &format!("p{id}q{q}"), &pool_config, socket)?;
             // SAFETY: configured port, queue index below the configured count, live pool; NULL
             // rxconf selects the driver's defaults plus the port-level offloads.
-            let rc = unsafe { sys::rte_eth_rx_queue_setup(id, q, nb_rx, socket_arg, std::ptr::null(), pool.as_ptr()) };
+            let rc = unsafe {
+                sys::rte_eth_rx_queue_setup(id, q, nb_rx, socket_arg, std::ptr::null(), pool.as_ptr())
+            };
             if rc != 0 {
                 return Err(fail(&format!("rte_eth_rx_queue_setup (queue {q})"), rc));
             }
@@ -400,7 +407,12 @@ static RING_SEQ: AtomicU32 = AtomicU32::new(0);
 /// one queue pair each, over rings of `ring_size` frames (a power of two; holds `ring_size - 1`).
 /// The frames cross without a copy: the receiver gets the sender's mbufs. Returns the ports'
 /// DPDK names (`net_ring_<name_a>`, `net_ring_<name_b>`), to use as [`PortConfig::device`].
-pub fn create_ring_pair(eal: &Eal, name_a: &str, name_b: &str, ring_size: u32) -> Result<(String, String), PortError> {
+pub fn create_ring_pair(
+    eal: &Eal,
+    name_a: &str,
+    name_b: &str,
+    ring_size: u32,
+) -> Result<(String, String), PortError> {
     let _ = eal;
     let seq = RING_SEQ.fetch_add(1, Ordering::Relaxed);
     let fail = |name: &str, reason: String| PortError::RingPair { name: name.to_string(), reason };
@@ -408,7 +420,14 @@ pub fn create_ring_pair(eal: &Eal, name_a: &str, name_b: &str, ring_size: u32) -
     for (i, ring) in rings.iter_mut().enumerate() {
         let rname = CString::new(format!("slimrp{seq}_{i}")).map_err(|_| fail(name_a, "bad name".into()))?;
         // SAFETY: the EAL is running; the name is a valid C string (DPDK copies it).
-        *ring = unsafe { sys::rte_ring_create(rname.as_ptr(), ring_size, sys::SOCKET_ID_ANY, sys::RING_F_SP_ENQ | sys::RING_F_SC_DEQ) };
+        *ring = unsafe {
+            sys::rte_ring_create(
+                rname.as_ptr(),
+                ring_size,
+                sys::SOCKET_ID_ANY,
+                sys::RING_F_SP_ENQ | sys::RING_F_SC_DEQ,
+            )
+        };
         if ring.is_null() {
             return Err(fail(name_a, format!("rte_ring_create: {}", sys::strerror(sys::errno()))));
         }
