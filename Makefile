@@ -17,10 +17,12 @@ build: deps
 	$(CARGO) build --release --workspace --all-targets
 
 # Release: the simulations are heavy. Leftover namespaces are cleaned up even when tests fail.
+# The DPDK tests (feature `dpdk`, one EAL per test binary) run in a second pass.
 test: deps
 	@status=0; \
 	$(CARGO) build --release --workspace --all-targets && \
-	$(CARGO) test --release --workspace || status=$$?; \
+	$(CARGO) test --release --workspace && \
+	$(CARGO) test --release -p slimtcp --features dpdk --test 'dpdk_*' || status=$$?; \
 	./scripts/cleanup-netns.sh; \
 	exit $$status
 
