@@ -1,0 +1,485 @@
+//! `tap_echo`: SlimTCP serving echo and discard over a Linux TAP interface.
+//!
+//! ```text
+//! cargo run --release -p slimtcp --example tap_echo -- \
+//!     --tap IFNAME --ip ADDR/PREFIX [--host-ip ADDR/PREFIX] [--mac MAC]
+//! ```
+//!
+//! - Creates TAP interface `IFNAME` in the current network namespace (or attaches to an existing
+//!   one), brings it up and, with `--host-ip`, gives the kernel's side of the link that address.
+//! - The stack uses `--ip` and `--mac` (default `02:00:00:00:00:01`, a locally administered
+//!   unicast address; pass a different one when several instances share a link).
+//! - Services: TCP echo on port 7 (everything is echoed back; when the peer half-closes and all
+//!   of it has been echoed, the connection is closed), TCP discard on port 9 (read and dropped,
+//!   closed at end of stream), UDP echo on port 7. The interface itself answers ARP and ping.
+//! - Logs each TCP connection's byte counts when it closes (`RUST_LOG`, default `info`, on
+//!   stderr); prints `tap_echo: ready on ...` on stdout once serving.
+//! - Runs until SIGINT or SIGTERM, then exits 0. Bad arguments: one error line, exit code 2;
+//!   a failure to set up or run the device: one error line, exit code 1.
+
+use std::collections::HashMap;
+use std::net::{Ipv4Addr, SocketAddrV4};
+use std::process::ExitCode;
+use std::str::FromStr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use clap::Parser;
+use slimtcp::api::SocketError;
+use slimtcp::iface::{Interface, InterfaceConfig, SocketHandle};
+use slimtcp::nic::tap::TapNic;
+use slimtcp::time::Instant;
+use slimtcp::wire::EthernetAddress;
+
+/// TCP and UDP echo port.
+const ECHO_PORT: u16 = 7;
+/// TCP discard port.
+const DISCARD_PORT: u16 = 9;
+/// Connections waiting in each listener's accept queue, at most.
+const BACKLOG: usize = 128;
+/// Bytes read per `tcp_recv` call.
+const READ_CHUNK: usize = 64 * 1024;
+/// An echo connection stops reading while this much is waiting to be sent back.
+const MAX_PENDING: usize = 256 * 1024;
+/// Largest UDP datagram echoed.
+const MAX_DATAGRAM: usize = 65_535;
+/// Longest sleep of an idle loop (bounds how late a signal is noticed).
+const IDLE_WAIT: Duration = Duration::from_millis(10);
+/// Exit code for bad command-line arguments.
+const EXIT_USAGE: u8 = 2;
+/// Exit code for runtime failures.
+const EXIT_FAILURE: u8 = 1;
+
+/// Set by the SIGINT/SIGTERM handler; the main loop exits when it is true.
+static STOP: AtomicBool = AtomicBool::new(false);
+
+/// An IPv4 address with a prefix length, as `10.0.0.2/24`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Cidr {
+    addr: Ipv4Addr,
+    prefix_len: u8,
+}
+
+impl FromStr for Cidr {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let (addr, prefix) = s.split_once('/').ok_or_else(|| format!("{s:?} is not ADDR/PREFIX"))?;
+        let addr: Ipv4Addr = addr.parse().map_err(|_| format!("{addr:?} is not an IPv4 address"))?;
+        let prefix_len: u8 = prefix
+            .parse()
+            .ok()
+            .filter(|p| *p <= 32)
+            .ok_or_else(|| format!("/{prefix} is not a prefix length 0..=32"))?;
+        if addr.is_unspecified() || addr.is_broadcast() || addr.is_multicast() {
+            return Err(format!("{addr} is not a usable host address"));
+        }
+        Ok(Cidr { addr, prefix_len })
+    }
+}
+
+impl std::fmt::Display for Cidr {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.addr, self.prefix_len)
+    }
+}
+
+/// Parses a unicast MAC address.
+fn parse_mac(s: &str) -> Result<EthernetAddress, String> {
+    let mac = EthernetAddress::from_str(s).map_err(|e| e.to_string())?;
+    if !mac.is_unicast() {
+        return Err(format!("{mac} is not a unicast MAC address"));
+    }
+    Ok(mac)
+}
+
+/// SlimTCP echo (TCP and UDP port 7) and discard (TCP port 9) over a TAP interface.
+#[derive(Debug, Parser)]
+#[command(name = "tap_echo")]
+struct Args {
+    /// TAP interface to create (or attach to) in the current network namespace.
+    #[arg(long, value_name = "IFNAME")]
+    tap: String,
+    /// The stack's address and prefix length.
+    #[arg(long, value_name = "ADDR/PREFIX")]
+    ip: Cidr,
+    /// The kernel side's address on the TAP link (left unconfigured when absent).
+    #[arg(long, value_name = "ADDR/PREFIX")]
+    host_ip: Option<Cidr>,
+    /// The stack's MAC address.
+    #[arg(long, value_name = "MAC", default_value = "02:00:00:00:00:01", value_parser = parse_mac)]
+    mac: EthernetAddress,
+}
+
+impl Args {
+    /// Checks what clap cannot: the two ends of the link must be different addresses.
+    fn validate(&self) -> Result<(), String> {
+        match self.host_ip {
+            Some(host) if host.addr == self.ip.addr => {
+                Err(format!("--host-ip {host} is the stack's own address (--ip {})", self.ip))
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
+/// What a TCP connection does with what it receives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Service {
+    Echo,
+    Discard,
+}
+
+impl Service {
+    fn name(self) -> &'static str {
+        match self {
+            Service::Echo => "echo",
+            Service::Discard => "discard",
+        }
+    }
+}
+
+/// Whether a connection is still being served.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Fate {
+    Open,
+    Done,
+}
+
+/// One accepted TCP connection.
+#[derive(Debug)]
+struct Session {
+    service: Service,
+    peer: SocketAddrV4,
+    /// Received bytes not yet queued back (echo only); `pending[sent_off..]` is outstanding.
+    pending: Vec<u8>,
+    pending_off: usize,
+    received: u64,
+    sent: u64,
+    /// The peer half-closed.
+    eof: bool,
+    /// What ended the connection abnormally, if anything.
+    error: Option<SocketError>,
+}
+
+impl Session {
+    fn new(service: Service, peer: SocketAddrV4) -> Self {
+        Session {
+            service,
+            peer,
+            pending: Vec::new(),
+            pending_off: 0,
+            received: 0,
+            sent: 0,
+            eof: false,
+            error: None,
+        }
+    }
+
+    fn outstanding(&self) -> &[u8] {
+        &self.pending[self.pending_off..]
+    }
+
+    /// Moves as many bytes as possible; returns whether anything moved and whether to close.
+    fn serve<N: slimtcp::nic::Nic>(
+        &mut self,
+        iface: &mut Interface<N>,
+        h: SocketHandle,
+        buf: &mut [u8],
+    ) -> (bool, Fate) {
+        match self.pump(iface, h, buf) {
+            Ok(progress) => {
+                let finished = self.eof && self.outstanding().is_empty();
+                (progress, if finished { Fate::Done } else { Fate::Open })
+            }
+            Err(e) => {
+                self.error = Some(e);
+                (true, Fate::Done)
+            }
+        }
+    }
+
+    fn pump<N: slimtcp::nic::Nic>(
+        &mut self,
+        iface: &mut Interface<N>,
+        h: SocketHandle,
+        buf: &mut [u8],
+    ) -> Result<bool, SocketError> {
+        let mut progress = self.flush(iface, h)?;
+        while !self.eof && self.outstanding().len() < MAX_PENDING {
+            let n = match iface.tcp_recv(h, buf) {
+                Ok(0) => {
+                    self.eof = true;
+                    progress = true;
+                    break;
+                }
+                Ok(n) => n,
+                Err(SocketError::WouldBlock) => break,
+                Err(e) => return Err(e),
+            };
+            progress = true;
+            self.received += n as u64;
+            if self.service == Service::Echo {
+                self.pending.extend_from_slice(&buf[..n]);
+                self.flush(iface, h)?;
+            }
+        }
+        Ok(progress)
+    }
+
+    /// Queues outstanding echo bytes until the send buffer is full.
+    fn flush<N: slimtcp::nic::Nic>(
+        &mut self,
+        iface: &mut Interface<N>,
+        h: SocketHandle,
+    ) -> Result<bool, SocketError> {
+        let mut progress = false;
+        while !self.outstanding().is_empty() {
+            match iface.tcp_send(h, self.outstanding()) {
+                Ok(n) => {
+                    progress = true;
+                    self.pending_off += n;
+                    self.sent += n as u64;
+                }
+                Err(SocketError::WouldBlock) => break,
+                Err(e) => return Err(e),
+            }
+        }
+        if self.outstanding().is_empty() {
+            self.pending.clear();
+            self.pending_off = 0;
+        } else if self.pending_off >= MAX_PENDING {
+            self.pending.drain(..self.pending_off);
+            self.pending_off = 0;
+        }
+        Ok(progress)
+    }
+
+    fn log_close(&self) {
+        let what = self.service.name();
+        match self.error {
+            None => log::info!(
+                "{what} connection from {} closed: received {} bytes, sent {} bytes",
+                self.peer,
+                self.received,
+                self.sent
+            ),
+            Some(e) => log::warn!(
+                "{what} connection from {} failed ({} {e}): received {} bytes, sent {} bytes",
+                self.peer,
+                e.name(),
+                self.received,
+                self.sent
+            ),
+        }
+    }
+}
+
+/// The application: listeners, the UDP socket and every open connection.
+#[derive(Debug)]
+struct EchoServer {
+    listeners: [(SocketHandle, Service); 2],
+    udp: SocketHandle,
+    sessions: HashMap<SocketHandle, Session>,
+    buf: Vec<u8>,
+}
+
+impl EchoServer {
+    fn new<N: slimtcp::nic::Nic>(iface: &mut Interface<N>) -> Result<Self, SocketError> {
+        let echo = iface.tcp_listen(ECHO_PORT, BACKLOG)?;
+        let discard = iface.tcp_listen(DISCARD_PORT, BACKLOG)?;
+        let udp = iface.udp_bind(ECHO_PORT)?;
+        Ok(EchoServer {
+            listeners: [(echo, Service::Echo), (discard, Service::Discard)],
+            udp,
+            sessions: HashMap::new(),
+            buf: vec![0; READ_CHUNK.max(MAX_DATAGRAM)],
+        })
+    }
+
+    /// Serves everything that is ready; returns whether any work was done.
+    fn service<N: slimtcp::nic::Nic>(&mut self, iface: &mut Interface<N>, now: Instant) -> bool {
+        let accepted = self.accept_all(iface);
+        let tcp = self.serve_sessions(iface);
+        let udp = self.echo_datagrams(iface, now);
+        accepted || tcp || udp
+    }
+
+    fn accept_all<N: slimtcp::nic::Nic>(&mut self, iface: &mut Interface<N>) -> bool {
+        let mut any = false;
+        for (listener, service) in self.listeners {
+            while let Ok(h) = iface.tcp_accept(listener) {
+                any = true;
+                match iface.tcp_info(h) {
+                    Ok(info) => {
+                        log::debug!("{} connection from {}", service.name(), info.remote);
+                        self.sessions.insert(h, Session::new(service, info.remote));
+                    }
+                    Err(e) => log::warn!("accepted connection vanished: {e}"),
+                }
+            }
+        }
+        any
+    }
+
+    fn serve_sessions<N: slimtcp::nic::Nic>(&mut self, iface: &mut Interface<N>) -> bool {
+        let mut any = false;
+        let mut finished = Vec::new();
+        for (&h, session) in self.sessions.iter_mut() {
+            let (progress, fate) = session.serve(iface, h, &mut self.buf);
+            any |= progress;
+            if fate == Fate::Done {
+                finished.push(h);
+            }
+        }
+        for h in finished {
+            if let Some(session) = self.sessions.remove(&h) {
+                session.log_close();
+                // The stack sends the FIN after the queued echo bytes and finishes on its own.
+                if let Err(e) = iface.tcp_close(h) {
+                    log::warn!("closing the connection from {} failed: {e}", session.peer);
+                }
+            }
+        }
+        any
+    }
+
+    fn echo_datagrams<N: slimtcp::nic::Nic>(&mut self, iface: &mut Interface<N>, now: Instant) -> bool {
+        let mut any = false;
+        while let Ok((n, from)) = iface.udp_recv_from(self.udp, &mut self.buf) {
+            any = true;
+            if let Err(e) = iface.udp_send_to(now, self.udp, &self.buf[..n], Some(from)) {
+                log::warn!("UDP echo of {n} bytes to {from} dropped: {e}");
+            }
+        }
+        any
+    }
+}
+
+extern "C" fn on_stop_signal(_signal: libc::c_int) {
+    // Only an atomic store: async-signal-safe.
+    STOP.store(true, Ordering::SeqCst);
+}
+
+/// Routes SIGINT and SIGTERM to [`on_stop_signal`] (without SA_RESTART, so a sleeping `poll`
+/// returns at once).
+fn install_signal_handlers() -> std::io::Result<()> {
+    for signal in [libc::SIGINT, libc::SIGTERM] {
+        // SAFETY: an all-zero `sigaction` is a valid value (empty mask, no flags) to fill in.
+        let mut action: libc::sigaction = unsafe { std::mem::zeroed() };
+        let handler: extern "C" fn(libc::c_int) = on_stop_signal;
+        action.sa_sigaction = handler as libc::sighandler_t;
+        // SAFETY: `action.sa_mask` is a valid, exclusively borrowed signal set.
+        unsafe { libc::sigemptyset(&mut action.sa_mask) };
+        // SAFETY: `action` is fully initialised and outlives the call; the handler only performs
+        // an atomic store, which is async-signal-safe; a null old-action pointer is allowed.
+        let rc = unsafe { libc::sigaction(signal, &action, std::ptr::null_mut()) };
+        if rc != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
+/// Creates and configures the TAP device.
+fn open_tap(args: &Args) -> Result<TapNic, String> {
+    let tap = TapNic::open(&args.tap).map_err(|e| error_chain(&e))?;
+    tap.set_up().map_err(|e| error_chain(&e))?;
+    if let Some(host) = args.host_ip {
+        tap.set_host_address(host.addr, host.prefix_len).map_err(|e| error_chain(&e))?;
+    }
+    Ok(tap)
+}
+
+/// `error: cause: cause...` on one line.
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        text.push_str(": ");
+        text.push_str(&s.to_string());
+        source = s.source();
+    }
+    text
+}
+
+/// clap's message (`error: ...`, details on following lines, then usage) as one line.
+fn one_line(text: &str) -> String {
+    let lines: Vec<&str> =
+        text.lines().map(str::trim).take_while(|l| !l.is_empty() && !l.starts_with("Usage:")).collect();
+    let joined = lines.join(" ");
+    let joined = joined.trim_start_matches("error: ");
+    if joined.is_empty() {
+        "invalid arguments".to_owned()
+    } else {
+        joined.to_owned()
+    }
+}
+
+/// How long an idle loop may sleep: until the stack's next timer, at most [`IDLE_WAIT`].
+fn idle_timeout(poll_at: Option<Instant>, now: Instant) -> Duration {
+    match poll_at {
+        Some(t) => t.saturating_since(now).min(IDLE_WAIT),
+        None => IDLE_WAIT,
+    }
+}
+
+/// Polls the stack and serves the applications until a stop signal arrives.
+fn run(iface: &mut Interface<TapNic>, server: &mut EchoServer) -> Result<(), String> {
+    let start = std::time::Instant::now();
+    while !STOP.load(Ordering::SeqCst) {
+        let now = Instant::from_std(start);
+        let stack_busy = iface.poll(now).map_err(|e| error_chain(&e))?;
+        let app_busy = server.service(iface, now);
+        if !stack_busy && !app_busy {
+            let timeout = idle_timeout(iface.poll_at(), Instant::from_std(start));
+            iface.nic().wait_readable(Some(timeout)).map_err(|e| error_chain(&e))?;
+        }
+    }
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    let args = match Args::try_parse() {
+        Ok(args) => args,
+        Err(e) if !e.use_stderr() => {
+            // --help or --version.
+            let _ = e.print();
+            return ExitCode::SUCCESS;
+        }
+        Err(e) => {
+            eprintln!("tap_echo: error: {} (see --help)", one_line(&e.to_string()));
+            return ExitCode::from(EXIT_USAGE);
+        }
+    };
+    if let Err(e) = args.validate() {
+        eprintln!("tap_echo: error: {e}");
+        return ExitCode::from(EXIT_USAGE);
+    }
+    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info")).init();
+    match serve(&args) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("tap_echo: error: {e}");
+            ExitCode::from(EXIT_FAILURE)
+        }
+    }
+}
+
+fn serve(args: &Args) -> Result<(), String> {
+    install_signal_handlers().map_err(|e| format!("cannot install signal handlers: {e}"))?;
+    let tap = open_tap(args)?;
+    let cfg = InterfaceConfig::new(args.mac, args.ip.addr, args.ip.prefix_len);
+    let mut iface = Interface::new(tap, cfg);
+    let mut server = EchoServer::new(&mut iface).map_err(|e| format!("cannot open the services: {e}"))?;
+    println!(
+        "tap_echo: ready on {} ip {} mac {}{} (tcp echo {ECHO_PORT}, tcp discard {DISCARD_PORT}, udp echo {ECHO_PORT})",
+        iface.nic().name(),
+        args.ip,
+        args.mac,
+        args.host_ip.map(|h| format!(" host-ip {h}")).unwrap_or_default(),
+    );
+    run(&mut iface, &mut server)?;
+    log::info!("stopping: {} connections still open", server.sessions.len());
+    Ok(())
+}
