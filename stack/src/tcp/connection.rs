@@ -109,6 +109,8 @@ pub struct Connection {
 
     // Output requests.
     pub(super) ack_pending: bool,
+    /// When we last answered an out-of-window or challenged segment (rate limit).
+    pub(super) last_oow_ack: Option<Instant>,
     /// A RST to send (in reply to a bad segment, or for an abort).
     pub(super) rst_pending: Option<TcpRepr>,
 
@@ -142,6 +144,8 @@ pub struct ConnStats {
     pub pure_acks: u64,
     /// Zero-window probes sent.
     pub window_probes: u64,
+    /// Out-of-window ACKs not sent because of the rate limit.
+    pub oow_acks_suppressed: u64,
 }
 
 impl Connection {
@@ -182,6 +186,7 @@ impl Connection {
             probes_unanswered: 0,
             time_wait_deadline: None,
             ack_pending: false,
+            last_oow_ack: None,
             rst_pending: None,
             error: None,
             events: Events::empty(),

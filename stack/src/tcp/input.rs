@@ -10,6 +10,9 @@ use crate::nic::PacketBuf;
 use crate::time::Instant;
 use crate::wire::tcp::{TcpFlags, TcpRepr};
 
+/// Least time between two ACKs answering out-of-window or challenged segments.
+const OOW_ACK_INTERVAL: std::time::Duration = std::time::Duration::from_millis(100);
+
 impl Connection {
     /// Processes one received segment. `payload` holds exactly the segment's payload bytes (its
     /// buffer is queued for the application without copying when the data is in order).
@@ -87,7 +90,7 @@ impl Connection {
         if !self.acceptable(seg, payload.len()) {
             self.stats.out_of_window += 1;
             if !rst {
-                self.ack_pending = true;
+                self.out_of_window_ack(now);
                 if self.state == State::TimeWait && fin {
                     // The peer did not get our last ACK: acknowledge again, restart 2*MSL.
                     self.enter_time_wait(now);
@@ -104,14 +107,14 @@ impl Connection {
                     _ => self.fail(ConnError::Reset),
                 }
             } else {
-                self.challenge_ack();
+                self.challenge_ack(now);
             }
             return;
         }
 
         if syn {
             // RFC 5961 section 4.2: any SYN in a synchronized state gets a challenge ACK.
-            self.challenge_ack();
+            self.challenge_ack(now);
             return;
         }
 
@@ -129,11 +132,11 @@ impl Connection {
 
         // RFC 5961 section 5.2: acceptable ACKs lie in [SND.UNA - MAX.SND.WND, SND.MAX].
         if ack > self.snd_max {
-            self.ack_pending = true;
+            self.out_of_window_ack(now);
             return;
         }
         if ack < self.snd_una - self.max_snd_wnd.max(1) {
-            self.challenge_ack();
+            self.challenge_ack(now);
             return;
         }
         self.probes_unanswered = 0;
@@ -188,8 +191,20 @@ impl Connection {
         }
     }
 
-    fn challenge_ack(&mut self) {
+    fn challenge_ack(&mut self, now: Instant) {
         self.stats.challenge_acks += 1;
+        self.out_of_window_ack(now);
+    }
+
+    /// Answers a segment that does not fit our state with an ACK, at most once per
+    /// `OOW_ACK_INTERVAL`: two ends that disagree (or a flood of forged segments) cannot make us
+    /// ping-pong ACKs forever (cf. RFC 5961 section 7).
+    fn out_of_window_ack(&mut self, now: Instant) {
+        if self.last_oow_ack.is_some_and(|t| now.saturating_since(t) < OOW_ACK_INTERVAL) {
+            self.stats.oow_acks_suppressed += 1;
+            return;
+        }
+        self.last_oow_ack = Some(now);
         self.ack_pending = true;
     }
 

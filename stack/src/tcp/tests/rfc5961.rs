@@ -57,3 +57,17 @@ fn out_of_window_data_is_acknowledged_not_delivered() {
     let segs = out(&mut c, ms(20));
     assert!(is_pure_ack(&segs[0].0, &segs[0].1, IRS + 1));
 }
+
+#[test]
+fn answers_to_out_of_window_segments_are_rate_limited() {
+    let mut c = established(cfg(), 1000);
+    for _ in 0..10 {
+        feed(&mut c, ms(20), seg(TcpFlags::empty(), IRS + 50_000, Some(ISS + 1), 1000, b"x"));
+    }
+    assert_eq!(out(&mut c, ms(20)).len(), 1);
+    feed(&mut c, ms(21), seg(TcpFlags::empty(), IRS + 50_000, Some(ISS + 1), 1000, b"x"));
+    assert!(out(&mut c, ms(21)).is_empty(), "a second answer within the interval is suppressed");
+    feed(&mut c, ms(200), seg(TcpFlags::empty(), IRS + 50_000, Some(ISS + 1), 1000, b"x"));
+    assert_eq!(out(&mut c, ms(200)).len(), 1);
+    assert!(c.stats().oow_acks_suppressed >= 10);
+}
