@@ -5,37 +5,8 @@
 //! in-process on a thread inside the namespace; the Linux peer uses std::net sockets (testkit's
 //! `linux_peer`) or command-line tools run with `ip netns exec`.
 
-// `slimtcp-testkit` is not a dev-dependency of `slimtcp` (stack/Cargo.toml is not this test's to
-// edit), so its modules are compiled into this test crate. They refer to each other through
-// `crate::`, hence they sit at the crate root; `slimtcp_testkit` below mirrors the crate's API.
-// Once the dev-dependency exists, delete these lines and the `crate::` in `use crate::slimtcp_testkit`.
-#[allow(dead_code)]
-#[path = "../../testkit/src/capture.rs"]
-mod capture;
-#[allow(dead_code)]
-#[path = "../../testkit/src/check.rs"]
-mod check;
-#[allow(dead_code)]
-#[path = "../../testkit/src/data.rs"]
-mod data;
-#[allow(dead_code)]
-#[path = "../../testkit/src/linux_peer.rs"]
-mod linux_peer;
-#[allow(dead_code)]
-#[path = "../../testkit/src/netns.rs"]
-mod netns;
-#[allow(dead_code)]
-#[path = "../../testkit/src/skip.rs"]
 #[macro_use]
-mod skip;
-#[allow(dead_code)]
-#[path = "../../testkit/src/wait.rs"]
-mod wait;
-/// The testkit's name prefix (`slimtcp_testkit::PREFIX`).
-const PREFIX: &str = "slimt";
-mod slimtcp_testkit {
-    pub(crate) use crate::{capture, check, data, linux_peer, netns, wait};
-}
+extern crate slimtcp_testkit;
 
 mod common;
 

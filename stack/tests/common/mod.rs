@@ -15,10 +15,10 @@ use slimtcp::tcp::State;
 use slimtcp::time::Instant;
 use slimtcp::wire::EthernetAddress;
 
-use crate::slimtcp_testkit::check::{tshark_check_command, CaptureReport, MAX_OFFENDERS};
-use crate::slimtcp_testkit::data::{PatternStream, StreamHasher};
-use crate::slimtcp_testkit::linux_peer::Transfer;
-use crate::slimtcp_testkit::netns::{Netns, NsThread};
+use slimtcp_testkit::check::{tshark_check_command, CaptureReport, MAX_OFFENDERS};
+use slimtcp_testkit::data::{PatternStream, StreamHasher};
+use slimtcp_testkit::linux_peer::Transfer;
+use slimtcp_testkit::netns::{Netns, NsThread};
 
 /// 100 MiB: the size of every bulk transfer.
 pub const BULK: u64 = 100 * 1024 * 1024;
