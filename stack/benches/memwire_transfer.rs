@@ -60,7 +60,9 @@ fn bench(c: &mut Criterion) {
     for mss in [64u16, 1460] {
         let segments = (bytes_for(mss) / usize::from(mss)) as u64;
         group.throughput(Throughput::Elements(segments));
-        group.bench_with_input(BenchmarkId::new("segments", mss), &mss, |bench, &mss| bench.iter(|| transfer(mss)));
+        group.bench_with_input(BenchmarkId::new("segments", mss), &mss, |bench, &mss| {
+            bench.iter(|| transfer(mss))
+        });
     }
     group.finish();
 }
