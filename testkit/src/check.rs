@@ -20,7 +20,7 @@ const EXPERT_ERROR: &str = "8388608";
 const BAD_STATUS: [&str; 2] = ["0", "4"];
 
 /// The fields tshark prints per frame, in this order.
-const FIELDS: [&str; 9] = [
+const FIELDS: [&str; 10] = [
     "frame.number",
     "_ws.malformed",
     "ip.checksum.status",
@@ -28,6 +28,7 @@ const FIELDS: [&str; 9] = [
     "udp.checksum.status",
     "icmp.checksum.status",
     "_ws.expert.severity",
+    "tcp.checksum",
     "_ws.col.Protocol",
     "_ws.col.Info",
 ];
@@ -119,7 +120,18 @@ pub fn check_wellformed_matching(
     path: &Path,
     display_filter: Option<&str>,
 ) -> Result<CaptureReport, CaptureError> {
+    check_wellformed_with(path, display_filter, &[])
+}
+
+/// As [`check_wellformed_matching`], with extra tshark options (e.g. `-d tcp.port==5001,data` to
+/// dissect random test payload as plain data instead of letting heuristics guess a protocol).
+pub fn check_wellformed_with(
+    path: &Path,
+    display_filter: Option<&str>,
+    extra_args: &[String],
+) -> Result<CaptureReport, CaptureError> {
     let mut cmd = tshark_check_command(path, display_filter);
+    cmd.args(extra_args);
     let command = describe(&cmd);
     let out = cmd.output().map_err(|source| CaptureError::Spawn { command: command.clone(), source })?;
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -153,7 +165,10 @@ fn parse_fields(stdout: &str) -> CaptureReport {
         };
         count(!col(1).is_empty(), &mut report.malformed, "malformed");
         count(any_of(2, &BAD_STATUS), &mut report.bad_ip_checksum, "bad IP checksum");
-        count(any_of(3, &BAD_STATUS), &mut report.bad_tcp_checksum, "bad TCP checksum");
+        // Linux may write 0xffff where the sum is 0x0000: the same value in ones' complement
+        // (RFC 1624), which tshark flags; it is not a bad checksum.
+        let negative_zero = col(7).trim() == "0xffff";
+        count(any_of(3, &BAD_STATUS) && !negative_zero, &mut report.bad_tcp_checksum, "bad TCP checksum");
         count(any_of(4, &BAD_STATUS), &mut report.bad_udp_checksum, "bad UDP checksum");
         count(any_of(5, &BAD_STATUS), &mut report.bad_icmp_checksum, "bad ICMP checksum");
         count(any_of(6, &[EXPERT_ERROR]), &mut report.expert_errors, "expert error");
@@ -161,9 +176,9 @@ fn parse_fields(stdout: &str) -> CaptureReport {
             report.offenders.push(format!(
                 "frame {} [{}] {}: {}",
                 col(0),
-                col(7),
+                col(8),
                 problems.join(", "),
-                col(8)
+                col(9)
             ));
         }
     }
@@ -176,16 +191,22 @@ mod tests {
 
     #[test]
     fn clean_lines_count_packets_only() {
-        let r = parse_fields("1\t\t1\t1\t\t\t\tTCP\tsyn\n2\t\t1\t\t1\t\t\tUDP\tx\n");
+        let r = parse_fields("1\t\t1\t1\t\t\t\t0x1234\tTCP\tsyn\n2\t\t1\t\t1\t\t\t\tUDP\tx\n");
         assert_eq!(r.packets, 2);
         assert!(r.is_clean(), "{r}");
     }
 
     #[test]
     fn bad_statuses_and_errors_are_counted_per_frame() {
-        let r = parse_fields("7\t\t1,0\t0\t\t\t8388608,6291456\tICMP\tdest unreachable\n");
+        let r = parse_fields("7\t\t1,0\t0\t\t\t8388608,6291456\t0x1234\tICMP\tdest unreachable\n");
         assert_eq!((r.bad_ip_checksum, r.bad_tcp_checksum, r.expert_errors), (1, 1, 1));
         assert_eq!(r.offenders.len(), 1);
         assert!(r.offenders[0].starts_with("frame 7 [ICMP]"), "{}", r.offenders[0]);
+    }
+
+    #[test]
+    fn linux_negative_zero_tcp_checksum_is_not_bad() {
+        let r = parse_fields("9\t\t1\t0\t\t\t\t0xffff\tTCP\tack\n");
+        assert_eq!(r.bad_tcp_checksum, 0, "{r}");
     }
 }

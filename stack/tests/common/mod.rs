@@ -15,7 +15,7 @@ use slimtcp::tcp::State;
 use slimtcp::time::Instant;
 use slimtcp::wire::EthernetAddress;
 
-use slimtcp_testkit::check::{tshark_check_command, CaptureReport, MAX_OFFENDERS};
+use slimtcp_testkit::check::CaptureReport;
 use slimtcp_testkit::data::{PatternStream, StreamHasher};
 use slimtcp_testkit::linux_peer::Transfer;
 use slimtcp_testkit::netns::{Netns, NsThread};
@@ -454,56 +454,7 @@ impl Drop for PcapFile {
 /// (Thrift, ...) now and then "find" a protocol and report its expert errors; those are about
 /// our test data, not about the packets. (The testkit's checker takes no extra tshark options.)
 pub fn check_capture(path: &Path, filter: Option<&str>, data_ports: &[u16]) -> CaptureReport {
-    let mut cmd = tshark_check_command(path, filter);
-    for port in data_ports {
-        cmd.args(["-d", &format!("tcp.port=={port},data")]);
-    }
-    let out = cmd.output().expect("run tshark");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let mut report = parse_check_fields(&stdout);
-    if !out.status.success() {
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        let complaint: Vec<&str> = stderr.lines().filter(|l| !l.starts_with("Running as user")).collect();
-        report.read_error = Some(format!("{cmd:?}: {}", complaint.join("\n")));
-    }
-    report
-}
-
-/// Parses the tab-separated fields `tshark_check_command` asks for: frame number, malformed,
-/// ip/tcp/udp/icmp checksum status, expert severities, protocol, info.
-fn parse_check_fields(stdout: &str) -> CaptureReport {
-    const BAD_STATUS: [&str; 2] = ["0", "4"];
-    const EXPERT_ERROR: &str = "8388608";
-    let mut report = CaptureReport::default();
-    for line in stdout.lines().filter(|l| !l.trim().is_empty()) {
-        let cols: Vec<&str> = line.splitn(9, '\t').collect();
-        let col = |i: usize| cols.get(i).copied().unwrap_or("");
-        let any_of = |i: usize, wanted: &[&str]| col(i).split(',').any(|v| wanted.contains(&v.trim()));
-        report.packets += 1;
-        let checks: [(bool, &mut u64, &str); 6] = [
-            (!col(1).is_empty(), &mut report.malformed, "malformed"),
-            (any_of(2, &BAD_STATUS), &mut report.bad_ip_checksum, "bad IP checksum"),
-            (any_of(3, &BAD_STATUS), &mut report.bad_tcp_checksum, "bad TCP checksum"),
-            (any_of(4, &BAD_STATUS), &mut report.bad_udp_checksum, "bad UDP checksum"),
-            (any_of(5, &BAD_STATUS), &mut report.bad_icmp_checksum, "bad ICMP checksum"),
-            (any_of(6, &[EXPERT_ERROR]), &mut report.expert_errors, "expert error"),
-        ];
-        let mut problems = Vec::new();
-        for (hit, counter, what) in checks {
-            if hit {
-                *counter += 1;
-                problems.push(what);
-            }
-        }
-        if !problems.is_empty() && report.offenders.len() < MAX_OFFENDERS {
-            report.offenders.push(format!(
-                "frame {} [{}] {}: {}",
-                col(0),
-                col(7),
-                problems.join(", "),
-                col(8)
-            ));
-        }
-    }
-    report
+    let extra: Vec<String> =
+        data_ports.iter().flat_map(|port| ["-d".to_string(), format!("tcp.port=={port},data")]).collect();
+    slimtcp_testkit::check::check_wellformed_with(path, filter, &extra).expect("run tshark")
 }
