@@ -90,12 +90,7 @@ impl HeaderTemplate {
         let pseudo = checksum::combine(&[self.pseudo_sum, (TCP_LEN + plen) as u16]);
         let csum = if caps.tcp.tx { pseudo } else { !checksum::combine(&[pseudo, checksum::data(tcp)]) };
         tcp[16..18].copy_from_slice(&csum.to_be_bytes());
-        buf.offload = TxOffload {
-            l2_len: ETH_LEN as u16,
-            l3_len: IP_LEN as u16,
-            ipv4_checksum: caps.ipv4.tx,
-            l4_checksum: caps.tcp.tx.then_some(L4Proto::Tcp),
-        };
+        buf.offload = TxOffload::ipv4(L4Proto::Tcp, caps);
         Ok(())
     }
 }

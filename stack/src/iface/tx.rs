@@ -69,12 +69,7 @@ fn build_tcp_frame(
         payload.len(),
         caps,
     );
-    buf.offload = TxOffload {
-        l2_len: ETH_LEN as u16,
-        l3_len: IP_LEN as u16,
-        ipv4_checksum: caps.ipv4.tx,
-        l4_checksum: caps.tcp.tx.then_some(L4Proto::Tcp),
-    };
+    buf.offload = TxOffload::ipv4(L4Proto::Tcp, caps);
     Ok(())
 }
 

@@ -136,14 +136,7 @@ impl<N: Nic> Interface<N> {
             &self.caps.checksum,
         );
         self.frame_headers(frame, EthernetAddress([0; 6]), *dst.ip(), l4_len);
-        if self.caps.checksum.udp.tx || self.caps.checksum.ipv4.tx {
-            buf.offload = crate::nic::TxOffload {
-                l2_len: 14,
-                l3_len: 20,
-                ipv4_checksum: self.caps.checksum.ipv4.tx,
-                l4_checksum: self.caps.checksum.udp.tx.then_some(crate::nic::L4Proto::Udp),
-            };
-        }
+        buf.offload = crate::nic::TxOffload::ipv4(crate::nic::L4Proto::Udp, &self.caps.checksum);
         self.send_routed(now, *dst.ip(), buf)?;
         self.counters.udp_out += 1;
         Ok(data.len())

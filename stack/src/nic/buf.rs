@@ -25,6 +25,18 @@ pub struct TxOffload {
     pub l4_checksum: Option<L4Proto>,
 }
 
+impl TxOffload {
+    /// The offloads to request for an Ethernet + 20-byte IPv4 frame carrying `l4`, given what the
+    /// device offers (nothing is requested that the device does not do).
+    pub fn ipv4(l4: L4Proto, caps: &crate::wire::ChecksumCapabilities) -> Self {
+        let l4_tx = match l4 {
+            L4Proto::Tcp => caps.tcp.tx,
+            L4Proto::Udp => caps.udp.tx,
+        };
+        TxOffload { l2_len: 14, l3_len: 20, ipv4_checksum: caps.ipv4.tx, l4_checksum: l4_tx.then_some(l4) }
+    }
+}
+
 /// Transport protocol of a frame, for checksum offload.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum L4Proto {
