@@ -38,6 +38,27 @@ pub enum SocketError {
     /// EINVAL: an argument is out of range.
     #[error("invalid argument")]
     InvalidInput,
+    /// EINPROGRESS: a non-blocking connect started; completion shows as writability.
+    #[error("operation now in progress")]
+    InProgress,
+    /// EALREADY: a connect is already in progress on this socket.
+    #[error("operation already in progress")]
+    Already,
+    /// EISCONN: the socket is already connected (or listening).
+    #[error("socket is already connected")]
+    IsConnected,
+    /// ENOBUFS: no transmit buffer or queue room left.
+    #[error("no buffer space available")]
+    NoBuffers,
+    /// ENETDOWN: the stack's worker stopped (it exited or failed); nothing will progress.
+    #[error("the network stack is down")]
+    StackDown,
+    /// EEXIST: already registered.
+    #[error("already registered")]
+    Exists,
+    /// ENOENT: not registered.
+    #[error("not registered")]
+    NotRegistered,
     /// ECONNREFUSED, ECONNRESET, ETIMEDOUT, EHOSTUNREACH, ECONNABORTED.
     #[error(transparent)]
     Connection(#[from] ConnError),
@@ -58,6 +79,13 @@ impl SocketError {
             SocketError::MessageTooLong => libc::EMSGSIZE,
             SocketError::TooManySockets => libc::EMFILE,
             SocketError::InvalidInput => libc::EINVAL,
+            SocketError::InProgress => libc::EINPROGRESS,
+            SocketError::Already => libc::EALREADY,
+            SocketError::IsConnected => libc::EISCONN,
+            SocketError::NoBuffers => libc::ENOBUFS,
+            SocketError::StackDown => libc::ENETDOWN,
+            SocketError::Exists => libc::EEXIST,
+            SocketError::NotRegistered => libc::ENOENT,
             SocketError::Connection(c) => match c {
                 ConnError::Refused => libc::ECONNREFUSED,
                 ConnError::Reset => libc::ECONNRESET,
@@ -82,6 +110,13 @@ impl SocketError {
             SocketError::MessageTooLong => "EMSGSIZE",
             SocketError::TooManySockets => "EMFILE",
             SocketError::InvalidInput => "EINVAL",
+            SocketError::InProgress => "EINPROGRESS",
+            SocketError::Already => "EALREADY",
+            SocketError::IsConnected => "EISCONN",
+            SocketError::NoBuffers => "ENOBUFS",
+            SocketError::StackDown => "ENETDOWN",
+            SocketError::Exists => "EEXIST",
+            SocketError::NotRegistered => "ENOENT",
             SocketError::Connection(c) => match c {
                 ConnError::Refused => "ECONNREFUSED",
                 ConnError::Reset => "ECONNRESET",

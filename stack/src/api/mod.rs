@@ -1,7 +1,20 @@
-//! The socket API for applications. Issue-2 scope: the single-threaded operations live on
-//! [`Interface`](crate::iface::Interface) (`tcp_*`, `udp_*`, `ping`); errors are errno-like
-//! [`SocketError`]s.
+//! The socket API for applications.
+//!
+//! - [`SocketApi`]: the contract (POSIX-like control, copy and zero-copy data paths, epoll-like
+//!   readiness) that every provider implements: the host runtime here, the guest library in VMs.
+//! - [`host`]: the host runtime: one worker owns the [`Interface`](crate::iface::Interface),
+//!   its NIC, sockets and timers; the application talks to it over lock-free SPSC rings, either
+//!   from another core (two-core mode) or by stepping the worker itself (single-thread mode).
+//! - The single-threaded operations on [`Interface`](crate::iface::Interface) (`tcp_*`,
+//!   `udp_*`) stay available for code that owns the loop itself.
 
+mod epoll;
 mod error;
+pub mod host;
+mod socket_api;
+mod types;
 
+pub use epoll::EpollSet;
 pub use error::SocketError;
+pub use socket_api::{SocketApi, ZeroCopyTx};
+pub use types::{EpollEvent, EpollFd, EpollOp, Fd, Proto, Ready, Shutdown, SockOpt, SockOptName};

@@ -6,6 +6,7 @@
 //! The interface owns the NIC and every socket; applications call its socket operations
 //! (`tcp_*`, `udp_*`, `ping`) between polls, from the same thread.
 
+mod activity;
 pub mod arp_cache;
 mod config;
 mod counters;
@@ -21,6 +22,7 @@ mod udp_ops;
 use std::collections::{HashMap, VecDeque};
 use std::time::Duration;
 
+pub use activity::Activity;
 pub use config::InterfaceConfig;
 pub use counters::{Counters, DropReason};
 pub use socket_set::{FourTuple, SocketHandle};
@@ -78,6 +80,9 @@ pub struct Interface<N: Nic> {
     next_ephemeral: u16,
     /// Retransmissions of connections already freed.
     retransmits_freed: u64,
+    /// Sockets with news for the application (see [`Interface::take_activity`]).
+    activity: Vec<SocketHandle>,
+    track_activity: bool,
 }
 
 impl<N: Nic> Interface<N> {
@@ -111,6 +116,8 @@ impl<N: Nic> Interface<N> {
             ping_replies: VecDeque::new(),
             next_ephemeral: 49_152 + (seed.0 % 16_384) as u16,
             retransmits_freed: 0,
+            activity: Vec::new(),
+            track_activity: false,
             cfg,
         }
     }
@@ -118,6 +125,11 @@ impl<N: Nic> Interface<N> {
     /// The configuration.
     pub fn config(&self) -> &InterfaceConfig {
         &self.cfg
+    }
+
+    /// Sets the frames received or transmitted per burst (at least 1).
+    pub fn set_burst(&mut self, burst: usize) {
+        self.cfg.burst = burst.max(1);
     }
 
     /// The NIC.

@@ -135,7 +135,10 @@ impl<N: Nic> Interface<N> {
         l4.advance(crate::wire::udp::HEADER_LEN);
         let from = SocketAddrV4::new(src, repr.src_port);
         match self.sockets.udp_mut(h).map(|sock| sock.deliver(from, l4)) {
-            Some(true) => self.counters.udp_in += 1,
+            Some(true) => {
+                self.counters.udp_in += 1;
+                self.note_activity(h);
+            }
             Some(false) => self.counters.drop(DropReason::UdpQueueFull),
             None => self.counters.drop(DropReason::NoSocket),
         }
@@ -215,7 +218,8 @@ impl<N: Nic> Interface<N> {
         self.counters.tcp_segs_in += 1;
         self.counters.tcp_connections_opened += 1;
         let iss = self.isn.isn(tuple.local, tuple.remote, now);
-        let conn = Connection::accept(self.cfg.tcp.clone(), tuple.local, tuple.remote, syn, iss);
+        let cfg = listener.tcp_config.clone().unwrap_or_else(|| self.cfg.tcp.clone());
+        let conn = Connection::accept(cfg, tuple.local, tuple.remote, syn, iss);
         // Reply straight to the sender's MAC: it is the next hop for this peer.
         let template = HeaderTemplate::new(self.cfg.mac, src_mac, tuple.local, tuple.remote);
         let sock = TcpSocket {
@@ -227,6 +231,7 @@ impl<N: Nic> Interface<N> {
             scheduled: None,
             queued: true,
             in_accept_queue: false,
+            in_activity: false,
             retransmits_counted: 0,
         };
         let h = self.sockets.insert(Socket::Tcp(Box::new(sock)));

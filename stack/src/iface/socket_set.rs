@@ -43,6 +43,10 @@ pub struct TcpListener {
     pub pending: usize,
     /// Established connections not yet accepted.
     pub accept_queue: std::collections::VecDeque<SocketHandle>,
+    /// Settings for the connections it accepts (the interface's when `None`).
+    pub tcp_config: Option<crate::tcp::TcpConfig>,
+    /// Already on the interface's activity list.
+    pub in_activity: bool,
 }
 
 /// A TCP connection socket and what the worker keeps beside the protocol state.
@@ -66,6 +70,8 @@ pub struct TcpSocket {
     pub in_accept_queue: bool,
     /// Retransmissions already added to the interface counter.
     pub retransmits_counted: u64,
+    /// Already on the interface's activity list.
+    pub in_activity: bool,
 }
 
 /// Any socket.

@@ -6,7 +6,7 @@ use super::socket_set::{FourTuple, Socket, TcpListener, TcpSocket};
 use super::{Interface, SocketHandle};
 use crate::api::SocketError;
 use crate::nic::{Nic, PacketBuf};
-use crate::tcp::{ConnError, ConnStats, Connection, SendError, State, TxPayload};
+use crate::tcp::{ConnError, ConnStats, Connection, SendError, State, TcpConfig, TxPayload};
 use crate::time::Instant;
 
 /// A snapshot of a connection for the application.
@@ -58,6 +58,17 @@ impl<N: Nic> Interface<N> {
 
     /// Listens on `port` with room for `backlog` connections not yet accepted.
     pub fn tcp_listen(&mut self, port: u16, backlog: usize) -> Result<SocketHandle, SocketError> {
+        self.tcp_listen_with(port, backlog, None)
+    }
+
+    /// Like [`tcp_listen`](Self::tcp_listen), with settings for the accepted connections
+    /// (the interface's when `None`).
+    pub fn tcp_listen_with(
+        &mut self,
+        port: u16,
+        backlog: usize,
+        tcp_config: Option<TcpConfig>,
+    ) -> Result<SocketHandle, SocketError> {
         if port == 0 || backlog == 0 {
             return Err(SocketError::InvalidInput);
         }
@@ -72,6 +83,8 @@ impl<N: Nic> Interface<N> {
             backlog,
             pending: 0,
             accept_queue: Default::default(),
+            tcp_config,
+            in_activity: false,
         }));
         self.listeners.insert(port, h);
         Ok(h)
@@ -100,6 +113,18 @@ impl<N: Nic> Interface<N> {
     /// Starts connecting to `remote` (non-blocking: the handle is in SYN-SENT; poll until
     /// `tcp_info(h).state` is ESTABLISHED or an error shows).
     pub fn tcp_connect(&mut self, now: Instant, remote: SocketAddrV4) -> Result<SocketHandle, SocketError> {
+        self.tcp_connect_with(now, None, remote, None)
+    }
+
+    /// Like [`tcp_connect`](Self::tcp_connect), from `local_port` (an ephemeral port when
+    /// `None`) and with `tcp_config` (the interface's when `None`).
+    pub fn tcp_connect_with(
+        &mut self,
+        now: Instant,
+        local_port: Option<u16>,
+        remote: SocketAddrV4,
+        tcp_config: Option<TcpConfig>,
+    ) -> Result<SocketHandle, SocketError> {
         if remote.port() == 0 || remote.ip().is_unspecified() || remote.ip().is_broadcast() {
             return Err(SocketError::InvalidInput);
         }
@@ -109,10 +134,20 @@ impl<N: Nic> Interface<N> {
         if self.sockets.len() >= self.cfg.max_sockets {
             return Err(SocketError::TooManySockets);
         }
-        let local = self.ephemeral_port(remote)?;
+        let local = match local_port {
+            None | Some(0) => self.ephemeral_port(remote)?,
+            Some(port) => {
+                let local = SocketAddrV4::new(self.cfg.ip, port);
+                if self.connections.contains_key(&FourTuple { local, remote }) {
+                    return Err(SocketError::AddrInUse);
+                }
+                local
+            }
+        };
         let tuple = FourTuple { local, remote };
         let iss = self.isn.isn(local, remote, now);
-        let conn = Connection::connect(self.cfg.tcp.clone(), local, remote, iss);
+        let cfg = tcp_config.unwrap_or_else(|| self.cfg.tcp.clone());
+        let conn = Connection::connect(cfg, local, remote, iss);
         let sock = TcpSocket {
             conn,
             tuple,
@@ -122,6 +157,7 @@ impl<N: Nic> Interface<N> {
             scheduled: None,
             queued: false,
             in_accept_queue: false,
+            in_activity: false,
             retransmits_counted: 0,
         };
         let h = self.sockets.insert(Socket::Tcp(Box::new(sock)));
@@ -209,6 +245,28 @@ impl<N: Nic> Interface<N> {
             return Ok(Some(seg));
         }
         Self::recv_empty(&sock.conn).map(|_| None)
+    }
+
+    /// Zero-copy receive for an application on another core: like
+    /// [`tcp_recv_segment`](Self::tcp_recv_segment), but the bytes keep occupying the receive
+    /// window until [`tcp_recv_release`](Self::tcp_recv_release).
+    pub fn tcp_recv_segment_held(&mut self, h: SocketHandle) -> Result<Option<PacketBuf>, SocketError> {
+        let sock = self.conn_mut(h)?;
+        if let Some(seg) = sock.conn.recv_segment_held() {
+            return Ok(Some(seg));
+        }
+        Self::recv_empty(&sock.conn).map(|_| None)
+    }
+
+    /// The application is done with `n` bytes taken by
+    /// [`tcp_recv_segment_held`](Self::tcp_recv_segment_held).
+    pub fn tcp_recv_release(&mut self, h: SocketHandle, n: usize) -> Result<(), SocketError> {
+        let sock = self.conn_mut(h)?;
+        sock.conn.release_recv(n);
+        if sock.conn.wants_output() {
+            self.mark_dirty(h);
+        }
+        Ok(())
     }
 
     fn recv_empty(conn: &Connection) -> Result<usize, SocketError> {

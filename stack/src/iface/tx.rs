@@ -236,6 +236,16 @@ impl<N: Nic> Interface<N> {
     /// Bookkeeping after a connection ran: accept queue, timers, freeing.
     fn after_dispatch(&mut self, now: Instant, h: SocketHandle) {
         let Some(sock) = self.sockets.tcp_mut(h) else { return };
+        if self.track_activity
+            && !sock.in_activity
+            && !sock.released
+            && sock.listener.is_none()
+            && !sock.conn.pending_events().is_empty()
+        {
+            sock.in_activity = true;
+            self.activity.push(h);
+        }
+        let Some(sock) = self.sockets.tcp_mut(h) else { return };
         let state = sock.conn.state();
         if state == State::Closed {
             if self.connections.get(&sock.tuple) == Some(&h) {
@@ -251,7 +261,13 @@ impl<N: Nic> Interface<N> {
             if !sock.in_accept_queue {
                 sock.in_accept_queue = true;
                 match self.sockets.listener_mut(lh) {
-                    Some(l) => l.accept_queue.push_back(h),
+                    Some(l) => {
+                        l.accept_queue.push_back(h);
+                        if self.track_activity && !l.in_activity {
+                            l.in_activity = true;
+                            self.activity.push(lh);
+                        }
+                    }
                     None => {
                         // The listener is gone: nobody will accept this connection.
                         if let Some(sock) = self.sockets.tcp_mut(h) {

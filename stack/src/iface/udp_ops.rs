@@ -7,7 +7,7 @@ use super::socket_set::Socket;
 use super::{Interface, SocketHandle};
 use crate::api::SocketError;
 use crate::iface::arp_cache::Resolution;
-use crate::nic::Nic;
+use crate::nic::{Nic, PacketBuf};
 use crate::time::Instant;
 use crate::udp::UdpSocket;
 use crate::wire::{EthernetAddress, Icmpv4Repr, UdpPacket, UdpRepr};
@@ -101,6 +101,15 @@ impl<N: Nic> Interface<N> {
         Ok(())
     }
 
+    /// The local address of UDP socket `h`.
+    pub fn udp_local(&self, h: SocketHandle) -> Result<SocketAddrV4, SocketError> {
+        match self.sockets.get(h) {
+            Some(Socket::Udp(u)) => Ok(SocketAddrV4::new(self.cfg.ip, u.port())),
+            Some(_) => Err(SocketError::NotSupported),
+            None => Err(SocketError::BadHandle),
+        }
+    }
+
     fn udp_socket(&mut self, h: SocketHandle) -> Result<&mut UdpSocket, SocketError> {
         match self.sockets.get_mut(h) {
             Some(Socket::Udp(u)) => Ok(u),
@@ -152,6 +161,11 @@ impl<N: Nic> Interface<N> {
         let n = payload.len().min(buf.len());
         buf[..n].copy_from_slice(&payload.as_slice()[..n]);
         Ok((n, from))
+    }
+
+    /// Zero-copy receive: the oldest datagram's payload buffer and its source.
+    pub fn udp_recv_buf(&mut self, h: SocketHandle) -> Result<(SocketAddrV4, PacketBuf), SocketError> {
+        self.udp_socket(h)?.recv().ok_or(SocketError::WouldBlock)
     }
 
     /// True when a datagram waits on `h`.

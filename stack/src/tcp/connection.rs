@@ -279,6 +279,11 @@ impl Connection {
         self.rtt.rto()
     }
 
+    /// Events since the last [`take_events`](Self::take_events), without clearing them.
+    pub fn pending_events(&self) -> Events {
+        self.events
+    }
+
     /// Events since the last call (cleared by this call).
     pub fn take_events(&mut self) -> Events {
         std::mem::take(&mut self.events)
@@ -363,6 +368,24 @@ impl Connection {
         let seg = self.rx.pop_segment()?;
         self.window_opened();
         Some(seg)
+    }
+
+    /// Zero-copy receive for an application on another core: the next payload buffer, whose
+    /// bytes keep occupying the receive window until [`release_recv`](Self::release_recv).
+    pub fn recv_segment_held(&mut self) -> Option<PacketBuf> {
+        self.rx.pop_held()
+    }
+
+    /// The application is done with `n` bytes taken by
+    /// [`recv_segment_held`](Self::recv_segment_held): the window opens again.
+    pub fn release_recv(&mut self, n: usize) {
+        self.rx.release(n);
+        self.window_opened();
+    }
+
+    /// Bytes taken with [`recv_segment_held`](Self::recv_segment_held) and not yet released.
+    pub fn recv_held(&self) -> usize {
+        self.rx.held()
     }
 
     /// After the application consumed data: if the window grew enough to matter, send an update

@@ -10,13 +10,16 @@ use crate::nic::PacketBuf;
 pub struct RecvBuffer {
     segments: VecDeque<PacketBuf>,
     len: usize,
+    /// Bytes handed out with [`pop_held`](Self::pop_held) and not yet released: they still
+    /// occupy the window, so an application that holds buffers slows the sender down.
+    held: usize,
     capacity: usize,
 }
 
 impl RecvBuffer {
     /// An empty queue that accepts at most `capacity` bytes.
     pub fn new(capacity: usize) -> Self {
-        RecvBuffer { segments: VecDeque::new(), len: 0, capacity }
+        RecvBuffer { segments: VecDeque::new(), len: 0, held: 0, capacity }
     }
 
     /// Queued bytes.
@@ -31,7 +34,12 @@ impl RecvBuffer {
 
     /// Bytes that still fit (the receive window).
     pub fn free(&self) -> usize {
-        self.capacity.saturating_sub(self.len)
+        self.capacity.saturating_sub(self.len + self.held)
+    }
+
+    /// Bytes handed out and still held by the application.
+    pub fn held(&self) -> usize {
+        self.held
     }
 
     /// The configured capacity.
@@ -72,11 +80,38 @@ impl RecvBuffer {
         self.len -= seg.len();
         Some(seg)
     }
+
+    /// Like [`pop_segment`](Self::pop_segment), but its bytes keep occupying the window until
+    /// [`release`](Self::release)d.
+    pub fn pop_held(&mut self) -> Option<PacketBuf> {
+        let seg = self.pop_segment()?;
+        self.held += seg.len();
+        Some(seg)
+    }
+
+    /// Gives back `n` bytes taken with [`pop_held`](Self::pop_held) (more than held is clamped).
+    pub fn release(&mut self, n: usize) {
+        self.held = self.held.saturating_sub(n);
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn held_segments_keep_the_window_closed_until_released() {
+        let mut q = RecvBuffer::new(100);
+        q.push(PacketBuf::from_slice(&[1; 30]));
+        q.push(PacketBuf::from_slice(&[2; 20]));
+        let seg = q.pop_held().expect("a segment is queued");
+        assert_eq!(seg.len(), 30);
+        assert_eq!((q.len(), q.held(), q.free()), (20, 30, 50));
+        q.release(30);
+        assert_eq!((q.held(), q.free()), (0, 80));
+        q.release(1000);
+        assert_eq!(q.free(), 80, "over-release is clamped");
+    }
 
     #[test]
     fn reads_cross_buffers_without_repeating_data() {

@@ -8,7 +8,7 @@
 use std::collections::VecDeque;
 
 /// A buffer whose bytes the stack may transmit without copying; returned once acknowledged.
-pub trait TxPayload: Send + std::fmt::Debug {
+pub trait TxPayload: std::any::Any + Send + std::fmt::Debug {
     /// The bytes to send.
     fn bytes(&self) -> &[u8];
 }

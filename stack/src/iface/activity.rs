@@ -1,0 +1,52 @@
+//! Which sockets have something new for the application, so a runtime on another core can
+//! forward events without scanning every socket after each poll.
+//!
+//! Tracking is off until the first [`Interface::take_activity`] call: applications that call
+//! the socket operations directly never pay for it, and the list cannot grow unread.
+
+use super::socket_set::Socket;
+use super::{Interface, SocketHandle};
+use crate::nic::Nic;
+use crate::tcp::Events;
+
+/// Something new on one socket.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Activity {
+    /// The socket.
+    pub handle: SocketHandle,
+    /// What happened: for connections, their events since last reported; for listeners and
+    /// UDP sockets, `READABLE` (a connection to accept, a datagram to read).
+    pub events: Events,
+}
+
+impl<N: Nic> Interface<N> {
+    /// Moves the sockets with news since the last call into `out` (each once), and keeps
+    /// tracking from now on.
+    pub fn take_activity(&mut self, out: &mut Vec<Activity>) {
+        self.track_activity = true;
+        for h in self.activity.drain(..) {
+            let events = match self.sockets.get_mut(h) {
+                Some(Socket::Tcp(t)) => {
+                    t.in_activity = false;
+                    t.conn.take_events()
+                }
+                Some(Socket::Listener(l)) => {
+                    l.in_activity = false;
+                    Events::READABLE
+                }
+                Some(Socket::Udp(_)) => Events::READABLE,
+                None => continue,
+            };
+            if !events.is_empty() {
+                out.push(Activity { handle: h, events });
+            }
+        }
+    }
+
+    /// Notes news on a socket that has no event flags of its own (UDP).
+    pub(super) fn note_activity(&mut self, h: SocketHandle) {
+        if self.track_activity && !self.activity.contains(&h) {
+            self.activity.push(h);
+        }
+    }
+}
