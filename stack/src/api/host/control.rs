@@ -84,22 +84,33 @@ impl HostSockets {
                 return Err(SocketError::InvalidInput);
             }
             if s.acceptable {
-                let config = s.config.clone();
+                // The entry exists before the request goes out: the worker may send the new
+                // connection's first data in the same batch as the reply.
+                let mut conn = SockEntry::new(Proto::Tcp, s.config.clone());
+                conn.phase = Phase::Connected;
+                conn.credit = conn.config.tx_buffer;
                 let new_fd = self.new_fd()?;
+                self.sockets.insert(new_fd, conn);
                 match self.call(fd, Request::Accept { fd, new_fd }) {
                     Ok(Reply::Accepted { local, peer, more }) => {
                         self.entry_mut(fd)?.acceptable = more;
-                        let mut conn = SockEntry::new(Proto::Tcp, config);
-                        conn.phase = Phase::Connected;
-                        conn.credit = conn.config.tx_buffer;
+                        let conn = self.entry_mut(new_fd)?;
                         conn.local = Some(local);
                         conn.peer = Some(peer);
-                        self.sockets.insert(new_fd, conn);
                         return Ok((new_fd, peer));
                     }
-                    Ok(_) => return Err(SocketError::InvalidInput),
-                    Err(SocketError::WouldBlock) => self.entry_mut(fd)?.acceptable = false,
-                    Err(e) => return Err(e),
+                    Ok(_) => {
+                        self.sockets.remove(&new_fd);
+                        return Err(SocketError::InvalidInput);
+                    }
+                    Err(SocketError::WouldBlock) => {
+                        self.sockets.remove(&new_fd);
+                        self.entry_mut(fd)?.acceptable = false;
+                    }
+                    Err(e) => {
+                        self.sockets.remove(&new_fd);
+                        return Err(e);
+                    }
                 }
                 continue;
             }
@@ -133,12 +144,16 @@ impl HostSockets {
         let config = Box::new(effective_config(s));
         let local_port = s.bound_port.filter(|p| *p != 0);
         let nonblocking = s.nonblocking;
-        let local = match self.call(fd, Request::Connect { fd, local_port, remote, config })? {
-            Reply::Bound { local } => local,
-            _ => return Err(SocketError::InvalidInput),
+        // Connecting before the request goes out: `Connected` may come with the reply.
+        self.entry_mut(fd)?.phase = Phase::Connecting;
+        let local = match self.call(fd, Request::Connect { fd, local_port, remote, config }) {
+            Ok(Reply::Bound { local }) => local,
+            other => {
+                self.entry_mut(fd)?.phase = Phase::Fresh;
+                return Err(other.err().unwrap_or(SocketError::InvalidInput));
+            }
         };
         let s = self.entry_mut(fd)?;
-        s.phase = Phase::Connecting;
         s.local = Some(local);
         s.peer = Some(remote);
         if nonblocking {

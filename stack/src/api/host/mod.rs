@@ -164,6 +164,12 @@ impl HostSockets {
         Ok((apps, thread))
     }
 
+    /// Applies whatever the worker reported (and, in single-thread mode, runs it once) without
+    /// waiting; true when anything happened. Blocking calls and `epoll_wait` do this already.
+    pub fn progress(&mut self) -> Result<bool, SocketError> {
+        self.pump()
+    }
+
     /// Zero-copy transmit buffers handed out (held by the application or in flight).
     pub fn tx_buffers_outstanding(&self) -> usize {
         self.pool.outstanding()

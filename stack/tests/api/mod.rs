@@ -1,0 +1,155 @@
+//! Harness of the API tests: two SlimTCP stacks over memwire, each behind the host runtime in
+//! either mode, so the same application code runs over both.
+
+#![allow(dead_code)]
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use slimtcp::api::host::{HostSockets, IdlePolicy, RuntimeConfig, WorkerThread};
+use slimtcp::iface::{Interface, InterfaceConfig};
+use slimtcp::nic::memwire::{self, LinkConfig, MemwireNic};
+use slimtcp::nic::{Nic, NicCapabilities, NicError, PacketBuf};
+use slimtcp::sim::default_configs;
+use slimtcp::time::{Clock, Instant};
+
+pub use slimtcp::sim::{A_IP, B_IP};
+
+/// How the runtime runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// The application thread steps the workers.
+    Single,
+    /// One worker thread serves both stacks.
+    TwoCore,
+}
+
+/// Switches a NIC's receive path off (frames are dropped) or makes the NIC fail.
+#[derive(Debug, Clone, Default)]
+pub struct Gate {
+    closed: Arc<AtomicBool>,
+    broken: Arc<AtomicBool>,
+}
+
+impl Gate {
+    /// Drop everything received from now on.
+    pub fn close(&self) {
+        self.closed.store(true, Ordering::SeqCst);
+    }
+    /// Deliver again.
+    pub fn open(&self) {
+        self.closed.store(false, Ordering::SeqCst);
+    }
+    /// Make the NIC fail (the worker stops).
+    pub fn break_nic(&self) {
+        self.broken.store(true, Ordering::SeqCst);
+    }
+}
+
+/// A memwire end behind a [`Gate`].
+#[derive(Debug)]
+pub struct GatedNic {
+    inner: MemwireNic,
+    gate: Gate,
+}
+
+impl Nic for GatedNic {
+    fn capabilities(&self) -> NicCapabilities {
+        self.inner.capabilities()
+    }
+
+    fn receive(&mut self, now: Instant, out: &mut Vec<PacketBuf>, max: usize) -> Result<usize, NicError> {
+        if self.gate.broken.load(Ordering::SeqCst) {
+            return Err(NicError::LinkDown);
+        }
+        let start = out.len();
+        let n = self.inner.receive(now, out, max)?;
+        if self.gate.closed.load(Ordering::SeqCst) {
+            out.truncate(start);
+            return Ok(0);
+        }
+        Ok(n)
+    }
+
+    fn alloc_tx(&mut self) -> Result<PacketBuf, NicError> {
+        self.inner.alloc_tx()
+    }
+
+    fn transmit(&mut self, now: Instant, frames: &mut Vec<PacketBuf>) -> Result<usize, NicError> {
+        self.inner.transmit(now, frames)
+    }
+}
+
+/// Two stacks (A = client side at 10.0.0.1, B = server side at 10.0.0.2) and their gates.
+#[derive(Debug)]
+pub struct Pair {
+    pub client: HostSockets,
+    pub server: HostSockets,
+    pub client_gate: Gate,
+    pub server_gate: Gate,
+    pub worker: Option<WorkerThread>,
+}
+
+/// Settings for a [`Pair`].
+#[derive(Debug, Clone)]
+pub struct PairConfig {
+    pub link: LinkConfig,
+    pub a: InterfaceConfig,
+    pub b: InterfaceConfig,
+    pub ring_capacity: usize,
+}
+
+impl Default for PairConfig {
+    fn default() -> Self {
+        let (mut a, mut b) = default_configs();
+        // Short timers, so failure paths finish in a test's time.
+        for cfg in [&mut a, &mut b] {
+            cfg.tcp.rto_initial = Duration::from_millis(20);
+            cfg.tcp.rto_min = Duration::from_millis(20);
+            cfg.tcp.max_retries = 4;
+            cfg.tcp.max_syn_retries = 3;
+        }
+        PairConfig { link: LinkConfig::default(), a, b, ring_capacity: 1024 }
+    }
+}
+
+/// Builds a pair in `mode`.
+pub fn pair(mode: Mode, cfg: PairConfig) -> Pair {
+    let (na, nb) = memwire::link(cfg.link).expect("memwire link");
+    let (client_gate, server_gate) = (Gate::default(), Gate::default());
+    let ifaces = vec![
+        Interface::new(GatedNic { inner: na, gate: client_gate.clone() }, cfg.a),
+        Interface::new(GatedNic { inner: nb, gate: server_gate.clone() }, cfg.b),
+    ];
+    let clock = Clock::real();
+    let (mut apps, worker) = match mode {
+        Mode::Single => (HostSockets::single_group(ifaces, clock), None),
+        Mode::TwoCore => {
+            let rc = RuntimeConfig {
+                ring_capacity: cfg.ring_capacity,
+                name: "test-worker".into(),
+                idle: IdlePolicy::Backoff,
+                ..RuntimeConfig::default()
+            };
+            let (apps, thread) = HostSockets::two_core_group(ifaces, clock, &rc).expect("worker thread");
+            (apps, Some(thread))
+        }
+    };
+    let server = apps.pop().expect("server side");
+    let client = apps.pop().expect("client side");
+    Pair { client, server, client_gate, server_gate, worker }
+}
+
+/// Runs `test` once per mode, naming the mode on failure.
+#[macro_export]
+macro_rules! both_modes {
+    ($($name:ident => $body:ident;)*) => {
+        mod single {
+            $(#[test] fn $name() { super::$body($crate::api::Mode::Single) })*
+        }
+        mod two_core {
+            $(#[test] fn $name() { super::$body($crate::api::Mode::TwoCore) })*
+        }
+    };
+}
