@@ -210,6 +210,47 @@ fn ioctl_ifreq(fd: RawFd, request: libc::Ioctl, req: &mut IfReq) -> io::Result<(
     }
 }
 
+/// An `AF_INET` socket for interface ioctls, in the calling thread's network namespace.
+fn control_socket() -> Result<OwnedFd, TapError> {
+    // SAFETY: plain socket(2) call with constant arguments; no pointers involved.
+    let raw = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
+    if raw < 0 {
+        return Err(TapError::ControlSocket(io::Error::last_os_error()));
+    }
+    // SAFETY: `raw` is a freshly created socket descriptor that nothing else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(raw) })
+}
+
+fn set_up_via(fd: RawFd, name: &str) -> Result<(), TapError> {
+    let mut req = IfReq::new(name).ok_or_else(|| TapError::InvalidName { name: name.to_string() })?;
+    ioctl_ifreq(fd, libc::SIOCGIFFLAGS as libc::Ioctl, &mut req)
+        .map_err(|source| TapError::GetFlags { name: name.to_string(), source })?;
+    req.data.flags = req.flags() | libc::IFF_UP as c_short;
+    ioctl_ifreq(fd, libc::SIOCSIFFLAGS as libc::Ioctl, &mut req)
+        .map_err(|source| TapError::SetFlags { name: name.to_string(), source })
+}
+
+fn set_address_via(fd: RawFd, name: &str, addr: Ipv4Addr, prefix_len: u8) -> Result<(), TapError> {
+    let mask = prefix_mask(prefix_len).ok_or(TapError::InvalidPrefix { prefix_len })?;
+    let request = || IfReq::new(name).ok_or_else(|| TapError::InvalidName { name: name.to_string() });
+    let mut req = request()?;
+    req.data.addr = sockaddr_in(addr);
+    ioctl_ifreq(fd, libc::SIOCSIFADDR as libc::Ioctl, &mut req)
+        .map_err(|source| TapError::SetAddress { name: name.to_string(), source })?;
+    let mut req = request()?;
+    req.data.addr = sockaddr_in(mask);
+    ioctl_ifreq(fd, libc::SIOCSIFNETMASK as libc::Ioctl, &mut req)
+        .map_err(|source| TapError::SetNetmask { name: name.to_string(), source })
+}
+
+/// Brings interface `name` of the calling thread's network namespace up and gives it
+/// `addr/prefix_len`: the kernel side of a TAP link someone else created (e.g. DPDK's `net_tap`).
+pub fn configure_host_side(name: &str, addr: Ipv4Addr, prefix_len: u8) -> Result<(), TapError> {
+    let ctl = control_socket()?;
+    set_up_via(ctl.as_raw_fd(), name)?;
+    set_address_via(ctl.as_raw_fd(), name, addr, prefix_len)
+}
+
 /// A TAP interface of the current network namespace. Closing it (drop) removes a non-persistent
 /// interface.
 #[derive(Debug)]
@@ -240,13 +281,7 @@ impl TapNic {
             .map_err(|source| TapError::Attach { name: name.to_string(), source })?;
         let name = req.name();
 
-        // SAFETY: plain socket(2) call with constant arguments; no pointers involved.
-        let raw = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
-        if raw < 0 {
-            return Err(TapError::ControlSocket(io::Error::last_os_error()));
-        }
-        // SAFETY: `raw` is a freshly created socket descriptor that nothing else owns.
-        let ctl = unsafe { OwnedFd::from_raw_fd(raw) };
+        let ctl = control_socket()?;
 
         let mut tap = TapNic { file, ctl, name, mtu: 0, spare: None };
         let mut req = tap.request()?;
@@ -272,27 +307,12 @@ impl TapNic {
 
     /// Brings the interface up (sets `IFF_UP`).
     pub fn set_up(&self) -> Result<(), TapError> {
-        let fd = self.ctl.as_raw_fd();
-        let mut req = self.request()?;
-        ioctl_ifreq(fd, libc::SIOCGIFFLAGS as libc::Ioctl, &mut req)
-            .map_err(|source| TapError::GetFlags { name: self.name.clone(), source })?;
-        req.data.flags = req.flags() | libc::IFF_UP as c_short;
-        ioctl_ifreq(fd, libc::SIOCSIFFLAGS as libc::Ioctl, &mut req)
-            .map_err(|source| TapError::SetFlags { name: self.name.clone(), source })
+        set_up_via(self.ctl.as_raw_fd(), &self.name)
     }
 
     /// Gives the kernel side of the link `addr/prefix_len` (the host's address on this link).
     pub fn set_host_address(&self, addr: Ipv4Addr, prefix_len: u8) -> Result<(), TapError> {
-        let mask = prefix_mask(prefix_len).ok_or(TapError::InvalidPrefix { prefix_len })?;
-        let fd = self.ctl.as_raw_fd();
-        let mut req = self.request()?;
-        req.data.addr = sockaddr_in(addr);
-        ioctl_ifreq(fd, libc::SIOCSIFADDR as libc::Ioctl, &mut req)
-            .map_err(|source| TapError::SetAddress { name: self.name.clone(), source })?;
-        let mut req = self.request()?;
-        req.data.addr = sockaddr_in(mask);
-        ioctl_ifreq(fd, libc::SIOCSIFNETMASK as libc::Ioctl, &mut req)
-            .map_err(|source| TapError::SetNetmask { name: self.name.clone(), source })
+        set_address_via(self.ctl.as_raw_fd(), &self.name, addr, prefix_len)
     }
 
     /// Sleeps until a frame can be read or `timeout` passes (`None`: no timeout). Returns whether
