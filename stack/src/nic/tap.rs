@@ -17,7 +17,7 @@ use std::time::Duration;
 use libc::{c_char, c_int, c_short, c_uchar, c_ulong, c_ushort};
 
 use crate::nic::buf::{DEFAULT_BUF_SIZE, DEFAULT_HEADROOM};
-use crate::nic::{Nic, NicCapabilities, NicError, PacketBuf};
+use crate::nic::{ExternalFrame, Nic, NicCapabilities, NicError, PacketBuf};
 use crate::time::Instant;
 use crate::wire::ChecksumCapabilities;
 
@@ -262,6 +262,8 @@ pub struct TapNic {
     mtu: usize,
     /// A receive buffer left over from a read that found nothing, reused next time.
     spare: Option<PacketBuf>,
+    /// Tokens of external payloads written (or failed): complete, not yet polled.
+    completed: Vec<u64>,
 }
 
 impl TapNic {
@@ -283,7 +285,7 @@ impl TapNic {
 
         let ctl = control_socket()?;
 
-        let mut tap = TapNic { file, ctl, name, mtu: 0, spare: None };
+        let mut tap = TapNic { file, ctl, name, mtu: 0, spare: None, completed: Vec::new() };
         let mut req = tap.request()?;
         ioctl_ifreq(tap.ctl.as_raw_fd(), libc::SIOCGIFMTU as libc::Ioctl, &mut req)
             .map_err(|source| TapError::GetMtu { name: tap.name.clone(), source })?;
@@ -438,6 +440,68 @@ impl Nic for TapNic {
                 Ok(sent)
             }
         }
+    }
+
+    fn supports_external(&self) -> bool {
+        true
+    }
+
+    /// Writes each frame's headers and external payload with one `writev` (the kernel copies
+    /// both into its buffer; our code copies nothing), so a payload is complete as soon as the
+    /// call returns, successful or not. Stops when the device would block. If a write fails,
+    /// the frames before it are reported sent; when the very first frame fails it is removed
+    /// (its payload reported complete) and the error returned.
+    fn transmit_external(
+        &mut self,
+        _now: Instant,
+        frames: &mut Vec<ExternalFrame>,
+    ) -> Result<usize, NicError> {
+        let mut sent = 0;
+        let mut failure = None;
+        'frames: for frame in frames.iter() {
+            let headers = frame.headers.as_slice();
+            let iov = [
+                libc::iovec { iov_base: headers.as_ptr().cast_mut().cast(), iov_len: headers.len() },
+                libc::iovec { iov_base: frame.payload.addr().cast_mut().cast(), iov_len: frame.payload.len() },
+            ];
+            loop {
+                // SAFETY: two iovecs over readable memory: the headers (borrowed from `frame`) and
+                // the external payload (readable until its completion is reported, contract of
+                // `ExternalPayload::new`); the kernel only reads them during the call.
+                let rc = unsafe { libc::writev(self.file.as_raw_fd(), iov.as_ptr(), 2) };
+                if rc >= 0 {
+                    self.completed.push(frame.payload.token());
+                    sent += 1;
+                    break;
+                }
+                let e = io::Error::last_os_error();
+                match e.kind() {
+                    io::ErrorKind::Interrupted => {}
+                    io::ErrorKind::WouldBlock => break 'frames,
+                    _ => {
+                        failure = Some(e);
+                        break 'frames;
+                    }
+                }
+            }
+        }
+        match failure {
+            Some(e) if sent == 0 => {
+                let frame = frames.remove(0);
+                self.completed.push(frame.payload.token());
+                Err(self.io_error(e))
+            }
+            _ => {
+                frames.drain(..sent);
+                Ok(sent)
+            }
+        }
+    }
+
+    fn poll_tx_completions(&mut self, out: &mut Vec<u64>) -> usize {
+        let n = self.completed.len();
+        out.append(&mut self.completed);
+        n
     }
 }
 

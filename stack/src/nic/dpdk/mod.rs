@@ -533,6 +533,10 @@ impl Nic for DpdkNic {
         Ok(sent)
     }
 
+    fn supports_external(&self) -> bool {
+        true
+    }
+
     fn poll_tx_completions(&mut self, out: &mut Vec<u64>) -> usize {
         let copied = self.copied_done.len();
         out.append(&mut self.copied_done);
