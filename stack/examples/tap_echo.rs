@@ -496,9 +496,10 @@ mod dpdk {
                 vdevs.extend(it.next().map(|v| v.to_string()));
             }
         }
-        vdevs.iter().filter(|v| v.starts_with("net_tap")).find_map(|v| {
-            v.split(',').find_map(|kv| kv.strip_prefix("iface=")).map(str::to_string)
-        })
+        vdevs
+            .iter()
+            .filter(|v| v.starts_with("net_tap"))
+            .find_map(|v| v.split(',').find_map(|kv| kv.strip_prefix("iface=")).map(str::to_string))
     }
 
     pub(super) fn serve_dpdk(args: &Args, eal_args: &str) -> Result<(), String> {

@@ -106,7 +106,8 @@ fn tcp_payload_from_external_memory_crosses_net_ring_without_copy() {
         payload_frames: 0,
         payload_in_region: 0,
     };
-    let mut b = Interface::new(inspecting, InterfaceConfig::new(EthernetAddress([2, 0, 0, 5, 0, 2]), ip_b, 24));
+    let mut b =
+        Interface::new(inspecting, InterfaceConfig::new(EthernetAddress([2, 0, 0, 5, 0, 2]), ip_b, 24));
 
     let listener = b.tcp_listen(PORT, 4).expect("listen");
     let start = std::time::Instant::now();

@@ -60,7 +60,11 @@ impl Nic for LateNic {
     fn supports_external(&self) -> bool {
         true
     }
-    fn transmit_external(&mut self, now: Instant, frames: &mut Vec<ExternalFrame>) -> Result<usize, NicError> {
+    fn transmit_external(
+        &mut self,
+        now: Instant,
+        frames: &mut Vec<ExternalFrame>,
+    ) -> Result<usize, NicError> {
         self.inner.transmit_external(now, frames)
     }
     fn poll_tx_completions(&mut self, out: &mut Vec<u64>) -> usize {

@@ -96,7 +96,7 @@ impl<N: Nic> Interface<N> {
             Instant::ZERO,
         );
         Interface {
-            arp: ArpCache::new(cfg.arp.clone()),
+            arp: ArpCache::new(cfg.arp),
             pending: PendingNeighbors::new(cfg.arp_hold),
             timers: TimerWheel::new(TIMER_GRANULARITY, TIMER_SLOTS),
             nic,

@@ -6,9 +6,9 @@ use std::net::Ipv4Addr;
 use super::counters::DropReason;
 use super::socket_set::{FourTuple, SocketHandle};
 use super::template::HeaderTemplate;
+use super::tx_external::ExternalTx;
 use super::{Interface, TX_BACKLOG_BURSTS};
 use crate::iface::arp_cache::Resolution;
-use super::tx_external::ExternalTx;
 use crate::nic::{ExternalFrame, ExternalPayload, L4Proto, Nic, NicError, PacketBuf, TxOffload};
 use crate::tcp::{ConnError, Payload, SegmentSink, SinkFull, State};
 use crate::time::Instant;
@@ -22,6 +22,7 @@ const IP_LEN: usize = 20;
 const TTL: u8 = 64;
 
 /// Writes Ethernet + IPv4 headers for an L4 payload of `l4_len` bytes into the front of `frame`.
+#[allow(clippy::too_many_arguments)]
 fn emit_eth_ipv4(
     frame: &mut [u8],
     src_mac: EthernetAddress,
@@ -339,7 +340,7 @@ impl<N: Nic> Interface<N> {
         }
         let Some(sock) = self.sockets.tcp_mut(h) else { return };
         if let Some(t) = sock.conn.poll_at() {
-            if sock.scheduled.is_none_or(|s| t < s) {
+            if sock.scheduled.map_or(true, |s| t < s) {
                 sock.scheduled = Some(t);
                 self.timers.schedule(h, t.max(now));
             }
@@ -348,7 +349,7 @@ impl<N: Nic> Interface<N> {
 
     /// Resends ARP requests that are due and fails what could not be resolved.
     pub(super) fn retry_neighbors(&mut self, now: Instant) {
-        if self.pending.is_empty() || self.arp.next_deadline().is_none_or(|t| t > now) {
+        if self.pending.is_empty() || self.arp.next_deadline().map_or(true, |t| t > now) {
             return;
         }
         for ip in self.pending.addresses() {

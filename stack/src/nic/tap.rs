@@ -462,7 +462,10 @@ impl Nic for TapNic {
             let headers = frame.headers.as_slice();
             let iov = [
                 libc::iovec { iov_base: headers.as_ptr().cast_mut().cast(), iov_len: headers.len() },
-                libc::iovec { iov_base: frame.payload.addr().cast_mut().cast(), iov_len: frame.payload.len() },
+                libc::iovec {
+                    iov_base: frame.payload.addr().cast_mut().cast(),
+                    iov_len: frame.payload.len(),
+                },
             ];
             loop {
                 // SAFETY: two iovecs over readable memory: the headers (borrowed from `frame`) and

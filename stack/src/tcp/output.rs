@@ -116,11 +116,9 @@ impl Connection {
             self.stats.window_probes += 1;
             sent += 1;
         }
-        if self.ack_pending && self.state != State::SynSent {
-            if self.send_ack_at(sink, self.snd_nxt).is_ok() {
-                self.stats.pure_acks += 1;
-                sent += 1;
-            }
+        if self.ack_pending && self.state != State::SynSent && self.send_ack_at(sink, self.snd_nxt).is_ok() {
+            self.stats.pure_acks += 1;
+            sent += 1;
         }
         sent
     }

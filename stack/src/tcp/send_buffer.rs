@@ -340,7 +340,8 @@ impl SendBuffer {
             if let Chunk::Loaned(l) = chunk {
                 if l.in_flight > 0 {
                     // Leave an empty stand-in: the queue is torn down with its connection.
-                    let stand_in = Loan { payload: Box::new(Vec::new()), id: 0, by_reference: false, in_flight: 0 };
+                    let stand_in =
+                        Loan { payload: Box::new(Vec::new()), id: 0, by_reference: false, in_flight: 0 };
                     out.push(std::mem::replace(l, stand_in));
                 }
             }

@@ -19,6 +19,13 @@ pub struct MemfdRegion {
     fd: libc::c_int,
 }
 
+// SAFETY: a MemfdRegion owns its mapping and descriptor; the bytes are plain shared memory.
+// Writing needs `&mut` (`bytes_mut`); loans only read, so moving or sharing the handle between
+// threads is sound.
+unsafe impl Send for MemfdRegion {}
+// SAFETY: as above: `&MemfdRegion` gives no way to write.
+unsafe impl Sync for MemfdRegion {}
+
 impl MemfdRegion {
     pub fn new(len: usize) -> Self {
         // SAFETY: plain syscalls with valid arguments; results checked.
