@@ -34,7 +34,7 @@ use std::time::Duration;
 use clap::Parser;
 use slimtcp::api::SocketError;
 use slimtcp::iface::{Interface, InterfaceConfig, SocketHandle};
-use slimtcp::nic::tap::{self, TapNic};
+use slimtcp::nic::tap::TapNic;
 use slimtcp::nic::Nic;
 use slimtcp::time::Instant;
 use slimtcp::wire::EthernetAddress;
@@ -518,7 +518,8 @@ mod dpdk {
             .pop()
             .ok_or("DPDK port 0 has no queue")?;
         if let Some((host, iface)) = &host_iface {
-            tap::configure_host_side(iface, host.addr, host.prefix_len).map_err(|e| error_chain(&e))?;
+            slimtcp::nic::tap::configure_host_side(iface, host.addr, host.prefix_len)
+                .map_err(|e| error_chain(&e))?;
         }
         let info = nic.port_info().clone();
         let where_ = match &host_iface {
