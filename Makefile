@@ -22,7 +22,7 @@ test: deps
 	@status=0; \
 	$(CARGO) build --release --workspace --all-targets && \
 	$(CARGO) test --release --workspace && \
-	$(CARGO) test --release -p slimtcp --features dpdk --test 'dpdk_*' || status=$$?; \
+	$(CARGO) build --release -p slimtcp --features dpdk --example tap_echo && $(CARGO) test --release -p slimtcp --features dpdk --test 'dpdk_*' --test 'interop_dpdk_*' || status=$$?; \
 	./scripts/cleanup-netns.sh; \
 	exit $$status
 

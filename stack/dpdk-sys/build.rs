@@ -39,6 +39,8 @@ fn main() {
     };
     // rte_eth_from_rings lives in the ring PMD, which `--libs` does not list.
     println!("cargo:rustc-link-lib=rte_net_ring");
+    // rte_vdev_init (virtual devices created after EAL start) lives in the vdev bus, likewise.
+    println!("cargo:rustc-link-lib=rte_bus_vdev");
     println!("cargo:version={}", lib.version);
 
     let pkg_config = std::env::var("PKG_CONFIG").unwrap_or_else(|_| "pkg-config".to_string());

@@ -3,10 +3,17 @@
 //! ```text
 //! cargo run --release -p slimtcp --example tap_echo -- \
 //!     --tap IFNAME --ip ADDR/PREFIX [--host-ip ADDR/PREFIX] [--mac MAC]
+//! cargo run --release -p slimtcp --features dpdk --example tap_echo -- \
+//!     --dpdk 'EAL ARGS' --ip ADDR/PREFIX [--host-ip ADDR/PREFIX] [--mac MAC]
 //! ```
 //!
-//! - Creates TAP interface `IFNAME` in the current network namespace (or attaches to an existing
-//!   one), brings it up and, with `--host-ip`, gives the kernel's side of the link that address.
+//! - `--tap`: creates TAP interface `IFNAME` in the current network namespace (or attaches to an
+//!   existing one), brings it up and, with `--host-ip`, gives the kernel's side of the link that
+//!   address.
+//! - `--dpdk` (build with `--features dpdk`): starts DPDK's EAL with `EAL ARGS` (split at
+//!   whitespace) and serves on DPDK port 0 (promiscuous: the stack uses its own MAC), e.g.
+//!   `--dpdk '--no-huge --no-pci --no-shconf --vdev=net_tap0,iface=slimB'`. With a `net_tap`
+//!   vdev, `--host-ip` addresses its kernel interface (the `iface=` argument).
 //! - The stack uses `--ip` and `--mac` (default `02:00:00:00:00:01`, a locally administered
 //!   unicast address; pass a different one when several instances share a link).
 //! - Services: TCP echo on port 7 (everything is echoed back; when the peer half-closes and all
@@ -28,6 +35,7 @@ use clap::Parser;
 use slimtcp::api::SocketError;
 use slimtcp::iface::{Interface, InterfaceConfig, SocketHandle};
 use slimtcp::nic::tap::TapNic;
+use slimtcp::nic::Nic;
 use slimtcp::time::Instant;
 use slimtcp::wire::EthernetAddress;
 
@@ -93,13 +101,17 @@ fn parse_mac(s: &str) -> Result<EthernetAddress, String> {
     Ok(mac)
 }
 
-/// SlimTCP echo (TCP and UDP port 7) and discard (TCP port 9) over a TAP interface.
+/// SlimTCP echo (TCP and UDP port 7) and discard (TCP port 9) over a TAP interface or DPDK.
 #[derive(Debug, Parser)]
 #[command(name = "tap_echo")]
+#[command(group(clap::ArgGroup::new("device").required(true).args(["tap", "dpdk"])))]
 struct Args {
     /// TAP interface to create (or attach to) in the current network namespace.
     #[arg(long, value_name = "IFNAME")]
-    tap: String,
+    tap: Option<String>,
+    /// Serve on DPDK port 0, starting the EAL with these arguments (needs `--features dpdk`).
+    #[arg(long, value_name = "EAL ARGS", allow_hyphen_values = true)]
+    dpdk: Option<String>,
     /// The stack's address and prefix length.
     #[arg(long, value_name = "ADDR/PREFIX")]
     ip: Cidr,
@@ -114,6 +126,11 @@ struct Args {
 impl Args {
     /// Checks what clap cannot: the two ends of the link must be different addresses.
     fn validate(&self) -> Result<(), String> {
+        if cfg!(not(feature = "dpdk")) && self.dpdk.is_some() {
+            return Err("--dpdk needs DPDK support: rebuild with `--features dpdk` (cargo build --release \
+                        -p slimtcp --features dpdk --example tap_echo)"
+                .to_owned());
+        }
         match self.host_ip {
             Some(host) if host.addr == self.ip.addr => {
                 Err(format!("--host-ip {host} is the stack's own address (--ip {})", self.ip))
@@ -382,8 +399,8 @@ fn install_signal_handlers() -> std::io::Result<()> {
 }
 
 /// Creates and configures the TAP device.
-fn open_tap(args: &Args) -> Result<TapNic, String> {
-    let tap = TapNic::open(&args.tap).map_err(|e| error_chain(&e))?;
+fn open_tap(args: &Args, name: &str) -> Result<TapNic, String> {
+    let tap = TapNic::open(name).map_err(|e| error_chain(&e))?;
     tap.set_up().map_err(|e| error_chain(&e))?;
     if let Some(host) = args.host_ip {
         tap.set_host_address(host.addr, host.prefix_len).map_err(|e| error_chain(&e))?;
@@ -424,8 +441,20 @@ fn idle_timeout(poll_at: Option<Instant>, now: Instant) -> Duration {
     }
 }
 
+/// How an idle loop waits for its device.
+trait IdleWait {
+    /// Waits at most `timeout` for a frame.
+    fn idle(&self, timeout: Duration) -> Result<(), String>;
+}
+
+impl IdleWait for TapNic {
+    fn idle(&self, timeout: Duration) -> Result<(), String> {
+        self.wait_readable(Some(timeout)).map(drop).map_err(|e| error_chain(&e))
+    }
+}
+
 /// Polls the stack and serves the applications until a stop signal arrives.
-fn run(iface: &mut Interface<TapNic>, server: &mut EchoServer) -> Result<(), String> {
+fn run<N: Nic + IdleWait>(iface: &mut Interface<N>, server: &mut EchoServer) -> Result<(), String> {
     let start = std::time::Instant::now();
     while !STOP.load(Ordering::SeqCst) {
         let now = Instant::from_std(start);
@@ -433,10 +462,72 @@ fn run(iface: &mut Interface<TapNic>, server: &mut EchoServer) -> Result<(), Str
         let app_busy = server.service(iface, now);
         if !stack_busy && !app_busy {
             let timeout = idle_timeout(iface.poll_at(), Instant::from_std(start));
-            iface.nic().wait_readable(Some(timeout)).map_err(|e| error_chain(&e))?;
+            iface.nic().idle(timeout)?;
         }
     }
     Ok(())
+}
+
+/// Serving on DPDK port 0 (feature `dpdk`).
+#[cfg(feature = "dpdk")]
+mod dpdk {
+    use super::*;
+    use slimtcp::nic::dpdk::{DpdkNic, Eal, PortConfig};
+
+    /// A poll-mode device has nothing to sleep on: an idle loop pauses briefly so other threads
+    /// (e.g. the kernel peer on a shared core) can run; a busy loop never waits.
+    const DPDK_IDLE_PAUSE: Duration = Duration::from_micros(50);
+
+    impl IdleWait for DpdkNic {
+        fn idle(&self, timeout: Duration) -> Result<(), String> {
+            std::thread::sleep(timeout.min(DPDK_IDLE_PAUSE));
+            Ok(())
+        }
+    }
+
+    /// The kernel interface of a `net_tap` vdev in the EAL arguments (`iface=NAME`).
+    fn net_tap_iface(eal_args: &[&str]) -> Option<String> {
+        let mut vdevs = Vec::new();
+        let mut it = eal_args.iter();
+        while let Some(a) = it.next() {
+            if let Some(v) = a.strip_prefix("--vdev=") {
+                vdevs.push(v.to_string());
+            } else if *a == "--vdev" {
+                vdevs.extend(it.next().map(|v| v.to_string()));
+            }
+        }
+        vdevs
+            .iter()
+            .filter(|v| v.starts_with("net_tap"))
+            .find_map(|v| v.split(',').find_map(|kv| kv.strip_prefix("iface=")).map(str::to_string))
+    }
+
+    pub(super) fn serve_dpdk(args: &Args, eal_args: &str) -> Result<(), String> {
+        let eal_args: Vec<&str> = eal_args.split_whitespace().collect();
+        let host_iface = match (args.host_ip, net_tap_iface(&eal_args)) {
+            (Some(_), None) => {
+                return Err("--host-ip needs a net_tap vdev with iface=NAME in the --dpdk arguments".into())
+            }
+            (host, iface) => host.zip(iface),
+        };
+        let eal = Eal::init(&eal_args).map_err(|e| error_chain(&e))?;
+        let mut config = PortConfig::new("0");
+        config.promiscuous = true;
+        let nic = DpdkNic::open(eal, &config)
+            .map_err(|e| error_chain(&e))?
+            .pop()
+            .ok_or("DPDK port 0 has no queue")?;
+        if let Some((host, iface)) = &host_iface {
+            slimtcp::nic::tap::configure_host_side(iface, host.addr, host.prefix_len)
+                .map_err(|e| error_chain(&e))?;
+        }
+        let info = nic.port_info().clone();
+        let where_ = match &host_iface {
+            Some((_, iface)) => format!("{} ({}, kernel interface {iface})", info.name, info.driver),
+            None => format!("{} ({})", info.name, info.driver),
+        };
+        serve_on(args, nic, &where_)
+    }
 }
 
 fn main() -> ExitCode {
@@ -468,13 +559,26 @@ fn main() -> ExitCode {
 
 fn serve(args: &Args) -> Result<(), String> {
     install_signal_handlers().map_err(|e| format!("cannot install signal handlers: {e}"))?;
-    let tap = open_tap(args)?;
+    match (&args.tap, &args.dpdk) {
+        (Some(name), _) => {
+            let tap = open_tap(args, name)?;
+            let name = tap.name().to_string();
+            serve_on(args, tap, &name)
+        }
+        #[cfg(feature = "dpdk")]
+        (None, Some(eal_args)) => dpdk::serve_dpdk(args, eal_args),
+        _ => Err("one of --tap or --dpdk is required".to_owned()),
+    }
+}
+
+/// Serves on `nic` (described as `device` in the ready line) until a stop signal.
+fn serve_on<N: Nic + IdleWait>(args: &Args, nic: N, device: &str) -> Result<(), String> {
     let cfg = InterfaceConfig::new(args.mac, args.ip.addr, args.ip.prefix_len);
-    let mut iface = Interface::new(tap, cfg);
+    let mut iface = Interface::new(nic, cfg);
     let mut server = EchoServer::new(&mut iface).map_err(|e| format!("cannot open the services: {e}"))?;
     println!(
         "tap_echo: ready on {} ip {} mac {}{} (tcp echo {ECHO_PORT}, tcp discard {DISCARD_PORT}, udp echo {ECHO_PORT})",
-        iface.nic().name(),
+        device,
         args.ip,
         args.mac,
         args.host_ip.map(|h| format!(" host-ip {h}")).unwrap_or_default(),

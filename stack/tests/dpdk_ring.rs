@@ -276,3 +276,33 @@ fn mbuf_backed_buffers_behave_like_heap_buffers() {
         assert_eq!(b.rx_checksum_ok, None);
     }
 }
+
+/// The two-core runtime moves buffers and the NIC to a worker thread: an mbuf-backed buffer freed
+/// on another (non-EAL, unregistered) thread goes back to its pool, and a queue pair driven from a
+/// thread other than the one that opened it sends and receives.
+#[test]
+fn buffers_and_nics_move_to_other_threads() {
+    fn assert_send<T: Send>() {}
+    assert_send::<PacketBuf>();
+    assert_send::<DpdkNic>();
+    let (mut a, mut b) = wired_pair("threads", 64);
+    let pool = a.mempool();
+    let in_use = pool.in_use();
+    let bufs: Vec<PacketBuf> = (0..10).map(|_| a.alloc_tx().expect("mbuf")).collect();
+    assert_eq!(pool.in_use(), in_use + 10);
+    std::thread::spawn(move || drop(bufs)).join().expect("drop on another thread");
+    assert_eq!(pool.in_use(), in_use, "freed from another thread, back in the pool");
+
+    let worker = std::thread::spawn(move || {
+        let mut frame = a.alloc_tx().expect("mbuf");
+        fill_frame(&mut frame, 77, 100);
+        let mut frames = vec![frame];
+        a.transmit(Instant::ZERO, &mut frames).expect("transmit");
+        assert!(frames.is_empty(), "the ring takes the frame");
+        a
+    });
+    let _a = worker.join().expect("worker thread");
+    let got = receive_all(&mut b, 1);
+    assert_eq!(got.len(), 1);
+    assert_eq!(u32::from_be_bytes(got[0].as_slice()[14..18].try_into().expect("4 bytes")), 77);
+}

@@ -261,6 +261,11 @@ extern "C" {
     pub fn rte_eth_dev_close(port_id: u16) -> c_int;
     pub fn rte_eth_promiscuous_enable(port_id: u16) -> c_int;
 
+    /// Creates (probes) virtual device `name` with driver arguments `args` after EAL start
+    /// (`rte_bus_vdev.h`); returns 0 or a negative errno.
+    pub fn rte_vdev_init(name: *const c_char, args: *const c_char) -> c_int;
+    pub fn rte_vdev_uninit(name: *const c_char) -> c_int;
+
     pub fn rte_extmem_register(
         va_addr: *mut c_void,
         len: size_t,

@@ -114,6 +114,14 @@ pub struct Counters {
     pub arp_replies_sent: u64,
     /// ICMP echo replies sent.
     pub icmp_echo_replies: u64,
+    /// Payload bytes the stack copied into transmitted frames (TCP segments of copied or
+    /// by-copy loaned data, UDP datagrams). By-reference loaned payloads sent through
+    /// `Nic::transmit_external` are not copied and not counted.
+    pub tx_payload_copied_bytes: u64,
+    /// Frames sent as headers plus an external (by-reference) payload.
+    pub tx_external_frames: u64,
+    /// Payload bytes of those frames, sent without a copy by the stack.
+    pub tx_external_bytes: u64,
     drops: [u64; DropReason::ALL.len()],
 }
 

@@ -17,6 +17,7 @@ mod tcp_ops;
 pub mod template;
 pub mod timer_wheel;
 mod tx;
+mod tx_external;
 mod udp_ops;
 
 use std::collections::{HashMap, VecDeque};
@@ -33,6 +34,7 @@ use arp_cache::ArpCache;
 use neighbor::PendingNeighbors;
 use socket_set::{Socket, SocketSet};
 use timer_wheel::TimerWheel;
+use tx_external::ExternalTx;
 
 use crate::nic::{Nic, NicCapabilities, NicError, PacketBuf};
 use crate::tcp::IsnGenerator;
@@ -71,6 +73,8 @@ pub struct Interface<N: Nic> {
     counters: Counters,
     rx_burst: Vec<PacketBuf>,
     tx_queue: Vec<PacketBuf>,
+    /// Frames with by-reference payloads, and their transmissions in flight.
+    ext: ExternalTx,
     /// Sockets to dispatch at the end of this poll (input, timers, application calls).
     dispatch_list: Vec<SocketHandle>,
     /// Connections stopped by a full transmit queue, dispatched again once it drains.
@@ -97,7 +101,7 @@ impl<N: Nic> Interface<N> {
             Instant::ZERO,
         );
         Interface {
-            arp: ArpCache::new(cfg.arp.clone()),
+            arp: ArpCache::new(cfg.arp),
             pending: PendingNeighbors::new(cfg.arp_hold),
             timers: TimerWheel::new(TIMER_GRANULARITY, TIMER_SLOTS),
             nic,
@@ -110,6 +114,7 @@ impl<N: Nic> Interface<N> {
             counters: Counters::default(),
             rx_burst: Vec::with_capacity(cfg.burst),
             tx_queue: Vec::with_capacity(cfg.burst),
+            ext: ExternalTx::default(),
             dispatch_list: Vec::new(),
             tx_blocked: Vec::new(),
             expired: Vec::new(),
@@ -150,6 +155,11 @@ impl<N: Nic> Interface<N> {
         c
     }
 
+    /// Transmissions of by-reference payloads the NIC has not reported complete yet.
+    pub fn external_in_flight(&self) -> usize {
+        self.ext.in_flight()
+    }
+
     /// Live sockets of all kinds.
     pub fn socket_count(&self) -> usize {
         self.sockets.len()
@@ -163,6 +173,7 @@ impl<N: Nic> Interface<N> {
     /// One round of work: receive a burst, process it, run timers, transmit. Returns true when
     /// anything happened (frames in or out, timers, socket work), so callers can idle otherwise.
     pub fn poll(&mut self, now: Instant) -> Result<bool, IfaceError> {
+        self.ext.poll_completions(&mut self.nic, &mut self.sockets);
         let mut burst = std::mem::take(&mut self.rx_burst);
         let received = self.nic.receive(now, &mut burst, self.cfg.burst)?;
         for frame in burst.drain(..) {
@@ -194,7 +205,11 @@ impl<N: Nic> Interface<N> {
     /// The next time `poll` has timer work, if any (callers may sleep until then, or until the
     /// NIC has a frame). `Some(now)`-like early values mean "poll again soon".
     pub fn poll_at(&self) -> Option<Instant> {
-        if !self.dispatch_list.is_empty() || !self.tx_queue.is_empty() || !self.tx_blocked.is_empty() {
+        if !self.dispatch_list.is_empty()
+            || !self.tx_queue.is_empty()
+            || !self.ext.queue.is_empty()
+            || !self.tx_blocked.is_empty()
+        {
             return Some(Instant::ZERO);
         }
         [self.timers.next_deadline(), self.arp.next_deadline()].into_iter().flatten().min()
@@ -220,7 +235,9 @@ impl<N: Nic> Interface<N> {
 
     fn free_socket(&mut self, h: SocketHandle) {
         match self.sockets.remove(h) {
-            Some(Socket::Tcp(t)) => {
+            Some(Socket::Tcp(mut t)) => {
+                // Loans the NIC still reads outlive the connection until their completions.
+                self.ext.adopt(t.conn.take_in_flight_loans());
                 self.retransmits_freed += t.conn.stats().retransmits;
                 if self.connections.get(&t.tuple) == Some(&h) {
                     self.connections.remove(&t.tuple);

@@ -72,7 +72,33 @@ impl HeaderTemplate {
         let frame = buf.append(TEMPLATE_LEN + plen).ok_or(NoRoom)?;
         frame[..TEMPLATE_LEN].copy_from_slice(&self.header);
         payload.copy_to(&mut frame[TEMPLATE_LEN..]);
+        self.patch(frame, repr, plen, None, caps);
+        buf.offload = TxOffload::ipv4(L4Proto::Tcp, caps);
+        Ok(())
+    }
 
+    /// Writes only the headers of a segment whose `payload` the NIC appends from where it lies
+    /// (external payload): checksums are computed in software over headers and payload (the
+    /// payload is read, not copied), so no offload is requested for the split frame.
+    pub fn write_headers(&self, buf: &mut PacketBuf, repr: &TcpRepr, payload: &[u8]) -> Result<(), NoRoom> {
+        let frame = buf.append(TEMPLATE_LEN).ok_or(NoRoom)?;
+        frame.copy_from_slice(&self.header);
+        let caps = ChecksumCapabilities::none();
+        self.patch(frame, repr, payload.len(), Some(checksum::data(payload)), &caps);
+        buf.offload = TxOffload::default();
+        Ok(())
+    }
+
+    /// Fills the per-segment fields of `frame` (template headers, then the payload unless
+    /// `payload_sum` gives the payload's sum because it lies elsewhere).
+    fn patch(
+        &self,
+        frame: &mut [u8],
+        repr: &TcpRepr,
+        plen: usize,
+        payload_sum: Option<u16>,
+        caps: &ChecksumCapabilities,
+    ) {
         let ip_total = (IP_LEN + TCP_LEN + plen) as u16;
         frame[ETH_LEN + 2..ETH_LEN + 4].copy_from_slice(&ip_total.to_be_bytes());
         let ip_csum = if caps.ipv4.tx { 0 } else { !checksum::combine(&[self.ip_sum, ip_total]) };
@@ -88,10 +114,17 @@ impl HeaderTemplate {
         tcp[13] = flags.bits();
         tcp[14..16].copy_from_slice(&repr.window_len.to_be_bytes());
         let pseudo = checksum::combine(&[self.pseudo_sum, (TCP_LEN + plen) as u16]);
-        let csum = if caps.tcp.tx { pseudo } else { !checksum::combine(&[pseudo, checksum::data(tcp)]) };
+        let csum = if caps.tcp.tx {
+            pseudo
+        } else {
+            // The TCP header is 20 bytes (even), so sums of header and payload simply combine.
+            let segment = match payload_sum {
+                Some(p) => checksum::combine(&[checksum::data(&tcp[..TCP_LEN]), p]),
+                None => checksum::data(tcp),
+            };
+            !checksum::combine(&[pseudo, segment])
+        };
         tcp[16..18].copy_from_slice(&csum.to_be_bytes());
-        buf.offload = TxOffload::ipv4(L4Proto::Tcp, caps);
-        Ok(())
     }
 }
 

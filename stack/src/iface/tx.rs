@@ -6,9 +6,10 @@ use std::net::Ipv4Addr;
 use super::counters::DropReason;
 use super::socket_set::{FourTuple, SocketHandle};
 use super::template::HeaderTemplate;
+use super::tx_external::ExternalTx;
 use super::{Interface, TX_BACKLOG_BURSTS};
 use crate::iface::arp_cache::Resolution;
-use crate::nic::{L4Proto, Nic, NicError, PacketBuf, TxOffload};
+use crate::nic::{ExternalFrame, ExternalPayload, L4Proto, Nic, NicError, PacketBuf, TxOffload};
 use crate::tcp::{ConnError, Payload, SegmentSink, SinkFull, State};
 use crate::time::Instant;
 use crate::wire::{
@@ -21,6 +22,7 @@ const IP_LEN: usize = 20;
 const TTL: u8 = 64;
 
 /// Writes Ethernet + IPv4 headers for an L4 payload of `l4_len` bytes into the front of `frame`.
+#[allow(clippy::too_many_arguments)]
 fn emit_eth_ipv4(
     frame: &mut [u8],
     src_mac: EthernetAddress,
@@ -62,6 +64,7 @@ fn build_tcp_frame(
     );
     let tcp = &mut frame[ETH_LEN + IP_LEN..];
     payload.copy_to(&mut tcp[repr.header_len()..]);
+
     repr.emit(
         &mut TcpPacket::new_unchecked(&mut tcp[..]),
         *tuple.local.ip(),
@@ -78,6 +81,11 @@ fn build_tcp_frame(
 struct FrameSink<'a, N: Nic> {
     nic: &'a mut N,
     tx_queue: &'a mut Vec<PacketBuf>,
+    /// Frames with by-reference payloads (when the NIC can send them).
+    ext: &'a mut ExternalTx,
+    /// Whether the NIC sends external payloads.
+    external: bool,
+    handle: SocketHandle,
     counters: &'a mut super::Counters,
     template: &'a HeaderTemplate,
     src_mac: EthernetAddress,
@@ -89,19 +97,78 @@ struct FrameSink<'a, N: Nic> {
     blocked: bool,
 }
 
-impl<N: Nic> SegmentSink for FrameSink<'_, N> {
-    fn emit(&mut self, repr: &TcpRepr, mut payload: Payload<'_>) -> Result<(), SinkFull> {
-        if self.tx_queue.len() >= self.burst {
-            flush(self.nic, self.tx_queue, self.counters, self.now).map_err(|_| SinkFull)?;
-            if self.tx_queue.len() >= self.burst * TX_BACKLOG_BURSTS {
-                self.blocked = true;
-                return Err(SinkFull);
+impl<N: Nic> FrameSink<'_, N> {
+    /// Frames leave in the order they were built: before queueing a frame of the other kind
+    /// (plain / external payload), the other queue must drain; a full queue is flushed first.
+    fn make_room(&mut self, external: bool) -> Result<(), SinkFull> {
+        let (now, burst) = (self.now, self.burst);
+        let flush_ext = |s: &mut Self| s.ext.flush(s.nic, s.counters, now).map(drop).map_err(|_| SinkFull);
+        let flush_plain =
+            |s: &mut Self| flush(s.nic, s.tx_queue, s.counters, now).map(drop).map_err(|_| SinkFull);
+        if external {
+            if !self.tx_queue.is_empty() {
+                flush_plain(self)?;
+            }
+            if self.ext.queue.len() >= burst {
+                flush_ext(self)?;
+            }
+        } else {
+            if !self.ext.queue.is_empty() {
+                flush_ext(self)?;
+            }
+            if self.tx_queue.len() >= burst {
+                flush_plain(self)?;
             }
         }
+        let (own, other) = if external {
+            (self.ext.queue.len(), self.tx_queue.len())
+        } else {
+            (self.tx_queue.len(), self.ext.queue.len())
+        };
+        if other > 0 || own >= burst * TX_BACKLOG_BURSTS {
+            self.blocked = true;
+            return Err(SinkFull);
+        }
+        Ok(())
+    }
+
+    /// Queues a segment whose payload the NIC sends from the loaned buffer itself.
+    fn emit_external(&mut self, repr: &TcpRepr, payload: &mut Payload<'_>) -> Result<(), SinkFull> {
+        self.make_room(true)?;
+        let Ok(mut headers) = self.nic.alloc_tx() else {
+            self.blocked = true;
+            return Err(SinkFull);
+        };
+        let Some((bytes, loan)) = payload.by_reference() else { return Err(SinkFull) };
+        self.template.write_headers(&mut headers, repr, bytes).map_err(|_| SinkFull)?;
+        let (addr, len) = (bytes.as_ptr(), bytes.len());
+        let token = self.ext.register(self.handle, loan);
+        // SAFETY: the bytes belong to a loan that declared them sendable by reference: they stay
+        // mapped and unmodified while the stack holds the loan, and `lent` below makes the stack
+        // hold it until this transmission's token is reported complete by the NIC.
+        let Some(external) = (unsafe { ExternalPayload::new(addr, len, token) }) else {
+            return Err(SinkFull);
+        };
+        payload.lent(loan);
+        self.ext.queue.push(ExternalFrame { headers, payload: external });
+        Ok(())
+    }
+}
+
+impl<N: Nic> SegmentSink for FrameSink<'_, N> {
+    fn emit(&mut self, repr: &TcpRepr, mut payload: Payload<'_>) -> Result<(), SinkFull> {
+        let plain_header = repr.max_seg_size.is_none() && repr.window_scale.is_none();
+        if self.external && plain_header && payload.by_reference().is_some() {
+            self.emit_external(repr, &mut payload)?;
+            self.counters.tcp_segs_out += 1;
+            return Ok(());
+        }
+        self.make_room(false)?;
         let Ok(mut buf) = self.nic.alloc_tx() else {
             self.blocked = true;
             return Err(SinkFull);
         };
+        self.counters.tx_payload_copied_bytes += payload.len() as u64;
         if repr.max_seg_size.is_some() || repr.window_scale.is_some() {
             build_tcp_frame(
                 &mut buf,
@@ -146,8 +213,10 @@ impl<N: Nic> Interface<N> {
     /// Transmits everything queued (as far as the device takes it); once the queue has room
     /// again, connections that were held back are dispatched on the next poll.
     pub(super) fn flush_tx(&mut self, now: Instant) -> Result<usize, NicError> {
-        let sent = flush(&mut self.nic, &mut self.tx_queue, &mut self.counters, now)?;
-        if !self.tx_blocked.is_empty() && self.tx_queue.len() < self.cfg.burst * TX_BACKLOG_BURSTS / 2 {
+        let sent = self.ext.flush(&mut self.nic, &mut self.counters, now)?
+            + flush(&mut self.nic, &mut self.tx_queue, &mut self.counters, now)?;
+        let queued = self.tx_queue.len() + self.ext.queue.len();
+        if !self.tx_blocked.is_empty() && queued < self.cfg.burst * TX_BACKLOG_BURSTS / 2 {
             for h in std::mem::take(&mut self.tx_blocked) {
                 if let Some(sock) = self.sockets.tcp_mut(h) {
                     Self::schedule_dispatch(&mut self.dispatch_list, sock, h);
@@ -213,9 +282,13 @@ impl<N: Nic> Interface<N> {
         }
         let Some(sock) = self.sockets.tcp_mut(h) else { return };
         if let Some(template) = sock.template.as_ref() {
+            let external = self.nic.supports_external();
             let mut sink = FrameSink {
                 nic: &mut self.nic,
                 tx_queue: &mut self.tx_queue,
+                ext: &mut self.ext,
+                external,
+                handle: h,
                 counters: &mut self.counters,
                 template,
                 src_mac: self.cfg.mac,
@@ -283,7 +356,7 @@ impl<N: Nic> Interface<N> {
         }
         let Some(sock) = self.sockets.tcp_mut(h) else { return };
         if let Some(t) = sock.conn.poll_at() {
-            if sock.scheduled.is_none_or(|s| t < s) {
+            if sock.scheduled.map_or(true, |s| t < s) {
                 sock.scheduled = Some(t);
                 self.timers.schedule(h, t.max(now));
             }
@@ -292,7 +365,7 @@ impl<N: Nic> Interface<N> {
 
     /// Resends ARP requests that are due and fails what could not be resolved.
     pub(super) fn retry_neighbors(&mut self, now: Instant) {
-        if self.pending.is_empty() || self.arp.next_deadline().is_none_or(|t| t > now) {
+        if self.pending.is_empty() || self.arp.next_deadline().map_or(true, |t| t > now) {
             return;
         }
         for ip in self.pending.addresses() {

@@ -136,6 +136,7 @@ impl<N: Nic> Interface<N> {
         let l4_len = UDP_LEN + data.len();
         let frame = buf.append(ETH_IP_LEN + l4_len).ok_or(SocketError::MessageTooLong)?;
         frame[ETH_IP_LEN + UDP_LEN..].copy_from_slice(data);
+        self.counters.tx_payload_copied_bytes += data.len() as u64;
         let repr = UdpRepr { src_port, dst_port: dst.port() };
         repr.emit(
             &mut UdpPacket::new_unchecked(&mut frame[ETH_IP_LEN..]),

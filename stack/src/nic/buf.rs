@@ -245,6 +245,14 @@ impl PacketBuf {
 mod tests {
     use super::*;
 
+    /// Buffers (heap- or mbuf-backed) move between the app and worker threads of the two-core
+    /// runtime: `PacketBuf` must be `Send` (and `Sync`) whatever the features.
+    #[test]
+    fn packet_buffers_can_cross_threads() {
+        fn assert_send_sync<T: Send + Sync>() {}
+        assert_send_sync::<PacketBuf>();
+    }
+
     #[test]
     fn prepend_append_advance_truncate() {
         let mut b = PacketBuf::with_headroom(64, 16);

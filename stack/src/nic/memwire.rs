@@ -19,7 +19,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use crate::nic::buf::{DEFAULT_BUF_SIZE, DEFAULT_HEADROOM};
 use crate::nic::fault::{Fate, FaultConfig, FaultError, FaultInjector, FaultStats, Rng};
 use crate::nic::pcap::{PcapError, PcapWriter};
-use crate::nic::{Nic, NicCapabilities, NicError, PacketBuf};
+use crate::nic::{ExternalFrame, Nic, NicCapabilities, NicError, PacketBuf};
 use crate::time::Instant;
 
 /// Default number of frames in flight per direction before frames are dropped.
@@ -136,7 +136,14 @@ pub fn link(config: LinkConfig) -> Result<(MemwireNic, MemwireNic), MemwireError
         capacity: config.capacity,
         capture,
     });
-    let end = |side| MemwireNic { shared: Arc::clone(&shared), side, caps: config.caps, free: Vec::new() };
+    let end = |side| MemwireNic {
+        shared: Arc::clone(&shared),
+        side,
+        caps: config.caps,
+        free: Vec::new(),
+        completed: Vec::new(),
+        external_copied_bytes: 0,
+    };
     Ok((end(0), end(1)))
 }
 
@@ -148,6 +155,10 @@ pub struct MemwireNic {
     side: usize,
     caps: NicCapabilities,
     free: Vec<PacketBuf>,
+    /// Tokens of external payloads copied onto the link, not yet polled.
+    completed: Vec<u64>,
+    /// External payload bytes this end copied (memwire has no zero-copy path).
+    external_copied_bytes: u64,
 }
 
 #[derive(Debug)]
@@ -262,6 +273,11 @@ impl MemwireNic {
     }
 
     /// True for end A, false for end B.
+    /// External payload bytes this end copied into frames (`transmit_external` copies).
+    pub fn external_copied_bytes(&self) -> u64 {
+        self.external_copied_bytes
+    }
+
     pub fn is_a(&self) -> bool {
         self.side == 0
     }
@@ -384,6 +400,48 @@ impl Nic for MemwireNic {
             }
         }
         Ok(count)
+    }
+
+    fn supports_external(&self) -> bool {
+        true
+    }
+
+    /// Copies each payload behind its headers (counted in
+    /// [`external_copied_bytes`](MemwireNic::external_copied_bytes)) and transmits the frame;
+    /// the payload is complete once copied. Frames the link cannot take stay in `frames`.
+    fn transmit_external(
+        &mut self,
+        now: Instant,
+        frames: &mut Vec<ExternalFrame>,
+    ) -> Result<usize, NicError> {
+        let mut sent = 0;
+        while let Some(frame) = frames.first() {
+            let mut flat = PacketBuf::with_headroom(frame.headers.len() + frame.payload.len(), 0);
+            if let Some(dst) = flat.append(frame.headers.len() + frame.payload.len()) {
+                let (head, tail) = dst.split_at_mut(frame.headers.len());
+                head.copy_from_slice(frame.headers.as_slice());
+                // SAFETY: the payload is readable until its completion is reported (contract of
+                // `ExternalPayload::new`); it is reported below, after this copy.
+                tail.copy_from_slice(unsafe {
+                    std::slice::from_raw_parts(frame.payload.addr(), frame.payload.len())
+                });
+            }
+            let mut one = vec![flat];
+            if self.transmit(now, &mut one)? == 0 {
+                break;
+            }
+            let frame = frames.remove(0);
+            self.external_copied_bytes += frame.payload.len() as u64;
+            self.completed.push(frame.payload.token());
+            sent += 1;
+        }
+        Ok(sent)
+    }
+
+    fn poll_tx_completions(&mut self, out: &mut Vec<u64>) -> usize {
+        let n = self.completed.len();
+        out.append(&mut self.completed);
+        n
     }
 }
 

@@ -145,6 +145,12 @@ pub trait Nic {
         Err(NicError::Unsupported)
     }
 
+    /// True when [`transmit_external`](Nic::transmit_external) is implemented; the stack then
+    /// sends by-reference payloads with it. Default: false.
+    fn supports_external(&self) -> bool {
+        false
+    }
+
     /// Appends the tokens of external payloads the device no longer uses (in completion order,
     /// which need not be the transmit order); returns how many were appended.
     fn poll_tx_completions(&mut self, out: &mut Vec<u64>) -> usize {

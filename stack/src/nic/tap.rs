@@ -17,7 +17,7 @@ use std::time::Duration;
 use libc::{c_char, c_int, c_short, c_uchar, c_ulong, c_ushort};
 
 use crate::nic::buf::{DEFAULT_BUF_SIZE, DEFAULT_HEADROOM};
-use crate::nic::{Nic, NicCapabilities, NicError, PacketBuf};
+use crate::nic::{ExternalFrame, Nic, NicCapabilities, NicError, PacketBuf};
 use crate::time::Instant;
 use crate::wire::ChecksumCapabilities;
 
@@ -210,6 +210,47 @@ fn ioctl_ifreq(fd: RawFd, request: libc::Ioctl, req: &mut IfReq) -> io::Result<(
     }
 }
 
+/// An `AF_INET` socket for interface ioctls, in the calling thread's network namespace.
+fn control_socket() -> Result<OwnedFd, TapError> {
+    // SAFETY: plain socket(2) call with constant arguments; no pointers involved.
+    let raw = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
+    if raw < 0 {
+        return Err(TapError::ControlSocket(io::Error::last_os_error()));
+    }
+    // SAFETY: `raw` is a freshly created socket descriptor that nothing else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(raw) })
+}
+
+fn set_up_via(fd: RawFd, name: &str) -> Result<(), TapError> {
+    let mut req = IfReq::new(name).ok_or_else(|| TapError::InvalidName { name: name.to_string() })?;
+    ioctl_ifreq(fd, libc::SIOCGIFFLAGS as libc::Ioctl, &mut req)
+        .map_err(|source| TapError::GetFlags { name: name.to_string(), source })?;
+    req.data.flags = req.flags() | libc::IFF_UP as c_short;
+    ioctl_ifreq(fd, libc::SIOCSIFFLAGS as libc::Ioctl, &mut req)
+        .map_err(|source| TapError::SetFlags { name: name.to_string(), source })
+}
+
+fn set_address_via(fd: RawFd, name: &str, addr: Ipv4Addr, prefix_len: u8) -> Result<(), TapError> {
+    let mask = prefix_mask(prefix_len).ok_or(TapError::InvalidPrefix { prefix_len })?;
+    let request = || IfReq::new(name).ok_or_else(|| TapError::InvalidName { name: name.to_string() });
+    let mut req = request()?;
+    req.data.addr = sockaddr_in(addr);
+    ioctl_ifreq(fd, libc::SIOCSIFADDR as libc::Ioctl, &mut req)
+        .map_err(|source| TapError::SetAddress { name: name.to_string(), source })?;
+    let mut req = request()?;
+    req.data.addr = sockaddr_in(mask);
+    ioctl_ifreq(fd, libc::SIOCSIFNETMASK as libc::Ioctl, &mut req)
+        .map_err(|source| TapError::SetNetmask { name: name.to_string(), source })
+}
+
+/// Brings interface `name` of the calling thread's network namespace up and gives it
+/// `addr/prefix_len`: the kernel side of a TAP link someone else created (e.g. DPDK's `net_tap`).
+pub fn configure_host_side(name: &str, addr: Ipv4Addr, prefix_len: u8) -> Result<(), TapError> {
+    let ctl = control_socket()?;
+    set_up_via(ctl.as_raw_fd(), name)?;
+    set_address_via(ctl.as_raw_fd(), name, addr, prefix_len)
+}
+
 /// A TAP interface of the current network namespace. Closing it (drop) removes a non-persistent
 /// interface.
 #[derive(Debug)]
@@ -221,6 +262,8 @@ pub struct TapNic {
     mtu: usize,
     /// A receive buffer left over from a read that found nothing, reused next time.
     spare: Option<PacketBuf>,
+    /// Tokens of external payloads written (or failed): complete, not yet polled.
+    completed: Vec<u64>,
 }
 
 impl TapNic {
@@ -240,15 +283,9 @@ impl TapNic {
             .map_err(|source| TapError::Attach { name: name.to_string(), source })?;
         let name = req.name();
 
-        // SAFETY: plain socket(2) call with constant arguments; no pointers involved.
-        let raw = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
-        if raw < 0 {
-            return Err(TapError::ControlSocket(io::Error::last_os_error()));
-        }
-        // SAFETY: `raw` is a freshly created socket descriptor that nothing else owns.
-        let ctl = unsafe { OwnedFd::from_raw_fd(raw) };
+        let ctl = control_socket()?;
 
-        let mut tap = TapNic { file, ctl, name, mtu: 0, spare: None };
+        let mut tap = TapNic { file, ctl, name, mtu: 0, spare: None, completed: Vec::new() };
         let mut req = tap.request()?;
         ioctl_ifreq(tap.ctl.as_raw_fd(), libc::SIOCGIFMTU as libc::Ioctl, &mut req)
             .map_err(|source| TapError::GetMtu { name: tap.name.clone(), source })?;
@@ -272,27 +309,12 @@ impl TapNic {
 
     /// Brings the interface up (sets `IFF_UP`).
     pub fn set_up(&self) -> Result<(), TapError> {
-        let fd = self.ctl.as_raw_fd();
-        let mut req = self.request()?;
-        ioctl_ifreq(fd, libc::SIOCGIFFLAGS as libc::Ioctl, &mut req)
-            .map_err(|source| TapError::GetFlags { name: self.name.clone(), source })?;
-        req.data.flags = req.flags() | libc::IFF_UP as c_short;
-        ioctl_ifreq(fd, libc::SIOCSIFFLAGS as libc::Ioctl, &mut req)
-            .map_err(|source| TapError::SetFlags { name: self.name.clone(), source })
+        set_up_via(self.ctl.as_raw_fd(), &self.name)
     }
 
     /// Gives the kernel side of the link `addr/prefix_len` (the host's address on this link).
     pub fn set_host_address(&self, addr: Ipv4Addr, prefix_len: u8) -> Result<(), TapError> {
-        let mask = prefix_mask(prefix_len).ok_or(TapError::InvalidPrefix { prefix_len })?;
-        let fd = self.ctl.as_raw_fd();
-        let mut req = self.request()?;
-        req.data.addr = sockaddr_in(addr);
-        ioctl_ifreq(fd, libc::SIOCSIFADDR as libc::Ioctl, &mut req)
-            .map_err(|source| TapError::SetAddress { name: self.name.clone(), source })?;
-        let mut req = self.request()?;
-        req.data.addr = sockaddr_in(mask);
-        ioctl_ifreq(fd, libc::SIOCSIFNETMASK as libc::Ioctl, &mut req)
-            .map_err(|source| TapError::SetNetmask { name: self.name.clone(), source })
+        set_address_via(self.ctl.as_raw_fd(), &self.name, addr, prefix_len)
     }
 
     /// Sleeps until a frame can be read or `timeout` passes (`None`: no timeout). Returns whether
@@ -418,6 +440,71 @@ impl Nic for TapNic {
                 Ok(sent)
             }
         }
+    }
+
+    fn supports_external(&self) -> bool {
+        true
+    }
+
+    /// Writes each frame's headers and external payload with one `writev` (the kernel copies
+    /// both into its buffer; our code copies nothing), so a payload is complete as soon as the
+    /// call returns, successful or not. Stops when the device would block. If a write fails,
+    /// the frames before it are reported sent; when the very first frame fails it is removed
+    /// (its payload reported complete) and the error returned.
+    fn transmit_external(
+        &mut self,
+        _now: Instant,
+        frames: &mut Vec<ExternalFrame>,
+    ) -> Result<usize, NicError> {
+        let mut sent = 0;
+        let mut failure = None;
+        'frames: for frame in frames.iter() {
+            let headers = frame.headers.as_slice();
+            let iov = [
+                libc::iovec { iov_base: headers.as_ptr().cast_mut().cast(), iov_len: headers.len() },
+                libc::iovec {
+                    iov_base: frame.payload.addr().cast_mut().cast(),
+                    iov_len: frame.payload.len(),
+                },
+            ];
+            loop {
+                // SAFETY: two iovecs over readable memory: the headers (borrowed from `frame`) and
+                // the external payload (readable until its completion is reported, contract of
+                // `ExternalPayload::new`); the kernel only reads them during the call.
+                let rc = unsafe { libc::writev(self.file.as_raw_fd(), iov.as_ptr(), 2) };
+                if rc >= 0 {
+                    self.completed.push(frame.payload.token());
+                    sent += 1;
+                    break;
+                }
+                let e = io::Error::last_os_error();
+                match e.kind() {
+                    io::ErrorKind::Interrupted => {}
+                    io::ErrorKind::WouldBlock => break 'frames,
+                    _ => {
+                        failure = Some(e);
+                        break 'frames;
+                    }
+                }
+            }
+        }
+        match failure {
+            Some(e) if sent == 0 => {
+                let frame = frames.remove(0);
+                self.completed.push(frame.payload.token());
+                Err(self.io_error(e))
+            }
+            _ => {
+                frames.drain(..sent);
+                Ok(sent)
+            }
+        }
+    }
+
+    fn poll_tx_completions(&mut self, out: &mut Vec<u64>) -> usize {
+        let n = self.completed.len();
+        out.append(&mut self.completed);
+        n
     }
 }
 

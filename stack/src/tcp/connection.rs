@@ -354,6 +354,17 @@ impl Connection {
         self.tx.take_completed()
     }
 
+    /// A NIC transmission referencing loan `id` completed: the loan is handed back once it is
+    /// also fully acknowledged. False when this connection holds no such loan.
+    pub fn transmission_completed(&mut self, id: super::send_buffer::LoanId) -> bool {
+        self.tx.transmission_completed(id)
+    }
+
+    /// Loans still referenced by NIC transmissions, taken out before the connection is freed.
+    pub fn take_in_flight_loans(&mut self) -> Vec<super::send_buffer::Loan> {
+        self.tx.take_in_flight_loans()
+    }
+
     /// Copies received bytes into `dst`; returns how many (0 = nothing queued; check `at_eof`).
     pub fn recv(&mut self, dst: &mut [u8]) -> usize {
         let n = self.rx.read(dst);

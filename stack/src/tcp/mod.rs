@@ -29,6 +29,6 @@ pub use events::Events;
 pub use isn::IsnGenerator;
 pub use listen::{listen_input, reset_for_closed, ListenAction};
 pub use output::{Payload, SegmentSink, SinkFull};
-pub use send_buffer::TxPayload;
+pub use send_buffer::{Loan, LoanId, TxPayload};
 pub use seq::SeqNumber;
 pub use state::State;

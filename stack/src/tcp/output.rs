@@ -4,7 +4,7 @@
 //! per socket per burst" hold.
 
 use super::connection::Connection;
-use super::send_buffer::SendBuffer;
+use super::send_buffer::{LoanId, SendBuffer};
 use super::state::State;
 use crate::time::Instant;
 use crate::wire::tcp::{TcpFlags, TcpRepr};
@@ -56,6 +56,21 @@ impl<'a> Payload<'a> {
         }
     }
 
+    /// The payload as one slice of a loaned buffer that may be sent by reference (zero copy),
+    /// with the loan's id; `None` for copied data, an empty payload, or one spanning buffers.
+    pub fn by_reference(&mut self) -> Option<(&[u8], LoanId)> {
+        let (offset, len) = (self.offset, self.len);
+        self.tx.as_deref_mut()?.by_reference_slice(offset, len)
+    }
+
+    /// Records that a NIC transmission referencing loan `id` was queued: the loan is not handed
+    /// back before that transmission completes. Call only once the frame is committed.
+    pub fn lent(&mut self, id: LoanId) {
+        if let Some(tx) = self.tx.as_deref_mut() {
+            tx.transmission_started(id);
+        }
+    }
+
     /// Calls `f` with each contiguous slice of the payload, in order (scatter-gather transmit).
     pub fn for_each_slice(&mut self, f: impl FnMut(&[u8])) {
         if let Some(tx) = self.tx.as_deref_mut() {
@@ -101,11 +116,9 @@ impl Connection {
             self.stats.window_probes += 1;
             sent += 1;
         }
-        if self.ack_pending && self.state != State::SynSent {
-            if self.send_ack_at(sink, self.snd_nxt).is_ok() {
-                self.stats.pure_acks += 1;
-                sent += 1;
-            }
+        if self.ack_pending && self.state != State::SynSent && self.send_ack_at(sink, self.snd_nxt).is_ok() {
+            self.stats.pure_acks += 1;
+            sent += 1;
         }
         sent
     }
@@ -177,6 +190,10 @@ impl Connection {
             if len < unsent && len < self.send_mss && len * 2 < self.max_snd_wnd {
                 // Sender-side silly window avoidance: wait for the window to open further.
                 len = 0;
+            }
+            if let Some(limit) = self.tx.segment_limit(offset) {
+                // A by-reference loan's edge: each segment's payload is one slice of one buffer.
+                len = len.min(limit);
             }
             let fin = self.fin_queued && offset <= queued && offset + len == queued;
             if len == 0 && !fin {

@@ -3,14 +3,31 @@
 //! Data arrives two ways: copied (`push_copy`, into stack-owned chunks) or loaned
 //! (`push_loaned`, zero-copy: the stack holds the application's buffer until every byte of it is
 //! acknowledged, then hands it back through `take_completed`). Segments are cut at any byte offset
-//! and may span chunks, so the MSS never depends on how the application wrote.
+//! and may span chunks, so the MSS never depends on how the application wrote; only a loaned
+//! buffer sent by reference ([`TxPayload::by_reference`]) has its edges respected, so that each
+//! segment's payload is one slice of it.
+//!
+//! A loaned buffer sent by reference is also referenced by the NIC transmissions of its bytes
+//! (first sends and retransmissions) until the NIC reports them complete: each loan counts its
+//! transmissions in flight, and is handed back only once every byte is acknowledged AND that
+//! count is zero.
 
 use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// A buffer whose bytes the stack may transmit without copying; returned once acknowledged.
 pub trait TxPayload: std::any::Any + Send + std::fmt::Debug {
     /// The bytes to send.
     fn bytes(&self) -> &[u8];
+
+    /// True when a NIC may transmit the bytes straight from where they are (zero copy: external
+    /// memory such as a registered guest-memory region). The implementation promises that the
+    /// bytes stay mapped and unmodified while the stack holds the payload, i.e. until it is
+    /// handed back by `take_completed` (or dropped by the stack). Default: false (the stack
+    /// copies the bytes into its frames).
+    fn by_reference(&self) -> bool {
+        false
+    }
 }
 
 impl TxPayload for Vec<u8> {
@@ -24,18 +41,55 @@ const COPY_CHUNK: usize = 16 * 1024;
 /// Copy chunks kept for reuse after being acknowledged.
 const SPARE_CHUNKS: usize = 4;
 
+/// Identifies a loaned buffer among all of the process's send buffers (never reused).
+pub type LoanId = u64;
+
+static NEXT_LOAN: AtomicU64 = AtomicU64::new(1);
+
+/// A loaned buffer held by the stack.
+#[derive(Debug)]
+pub struct Loan {
+    payload: Box<dyn TxPayload>,
+    id: LoanId,
+    by_reference: bool,
+    /// NIC transmissions referencing the bytes that have not completed yet.
+    in_flight: u32,
+}
+
+impl Loan {
+    /// The loan's identity.
+    pub fn id(&self) -> LoanId {
+        self.id
+    }
+
+    /// NIC transmissions still referencing the bytes.
+    pub fn in_flight(&self) -> u32 {
+        self.in_flight
+    }
+
+    /// One transmission completed; true when none is left.
+    pub fn complete_one(&mut self) -> bool {
+        self.in_flight = self.in_flight.saturating_sub(1);
+        self.in_flight == 0
+    }
+}
+
 #[derive(Debug)]
 enum Chunk {
     Copied(Vec<u8>),
-    Loaned(Box<dyn TxPayload>),
+    Loaned(Loan),
 }
 
 impl Chunk {
     fn bytes(&self) -> &[u8] {
         match self {
             Chunk::Copied(v) => v,
-            Chunk::Loaned(p) => p.bytes(),
+            Chunk::Loaned(l) => l.payload.bytes(),
         }
+    }
+
+    fn by_reference(&self) -> bool {
+        matches!(self, Chunk::Loaned(l) if l.by_reference)
     }
 }
 
@@ -51,6 +105,8 @@ pub struct SendBuffer {
     /// Scan cursor: (chunk index, offset of that chunk's first byte relative to the queue start).
     cursor: (usize, usize),
     completed: Vec<Box<dyn TxPayload>>,
+    /// Fully acknowledged loans still referenced by NIC transmissions.
+    lingering: Vec<Loan>,
     spare: Vec<Vec<u8>>,
 }
 
@@ -64,6 +120,7 @@ impl SendBuffer {
             capacity,
             cursor: (0, 0),
             completed: Vec::new(),
+            lingering: Vec::new(),
             spare: Vec::new(),
         }
     }
@@ -121,7 +178,9 @@ impl SendBuffer {
             self.completed.push(payload);
             return Ok(());
         }
-        self.chunks.push_back(Chunk::Loaned(payload));
+        let id = NEXT_LOAN.fetch_add(1, Ordering::Relaxed);
+        let by_reference = payload.by_reference();
+        self.chunks.push_back(Chunk::Loaned(Loan { payload, id, by_reference, in_flight: 0 }));
         self.len += n;
         Ok(())
     }
@@ -162,7 +221,8 @@ impl SendBuffer {
                     self.spare.push(v);
                 }
             }
-            Chunk::Loaned(p) => self.completed.push(p),
+            Chunk::Loaned(l) if l.in_flight > 0 => self.lingering.push(l),
+            Chunk::Loaned(l) => self.completed.push(l.payload),
         }
         let chunk_start = self.head_offset;
         self.head_offset = 0;
@@ -183,6 +243,110 @@ impl SendBuffer {
     /// True when acknowledged loaned buffers wait to be taken.
     pub fn has_completed(&self) -> bool {
         !self.completed.is_empty()
+    }
+
+    /// The chunk holding queue-relative byte `offset`: (index, queue offset of its first live
+    /// byte). Moves the scan cursor there.
+    fn chunk_at(&mut self, offset: usize) -> Option<(usize, usize)> {
+        if offset >= self.len {
+            return None;
+        }
+        let (mut idx, mut start) = self.cursor;
+        if offset < start || idx >= self.chunks.len() {
+            (idx, start) = (0, 0);
+        }
+        loop {
+            let chunk = self.chunks.get(idx)?;
+            let skip = if idx == 0 { self.head_offset } else { 0 };
+            let end = start + chunk.bytes().len() - skip;
+            if offset < end {
+                self.cursor = (idx, start);
+                return Some((idx, start));
+            }
+            idx += 1;
+            start = end;
+        }
+    }
+
+    /// How far a segment starting at `offset` may reach so that a by-reference loan's edge is
+    /// never crossed: bytes to the end of the chunk holding `offset` when that chunk or the next
+    /// one is sent by reference; `None` when any length is fine.
+    pub fn segment_limit(&mut self, offset: usize) -> Option<usize> {
+        let (idx, start) = self.chunk_at(offset)?;
+        let chunk = self.chunks.get(idx)?;
+        let skip = if idx == 0 { self.head_offset } else { 0 };
+        let end = start + chunk.bytes().len() - skip;
+        let next_by_ref = self.chunks.get(idx + 1).is_some_and(Chunk::by_reference);
+        (chunk.by_reference() || next_by_ref).then_some(end - offset)
+    }
+
+    /// Bytes `offset..offset+len` as one slice of a by-reference loan, with the loan's id;
+    /// `None` when they are copied data, span chunks, or are empty.
+    pub fn by_reference_slice(&mut self, offset: usize, len: usize) -> Option<(&[u8], LoanId)> {
+        if len == 0 || offset + len > self.len {
+            return None;
+        }
+        let (idx, start) = self.chunk_at(offset)?;
+        let skip = if idx == 0 { self.head_offset } else { 0 };
+        match self.chunks.get(idx)? {
+            Chunk::Loaned(l) if l.by_reference => {
+                let from = skip + offset - start;
+                l.payload.bytes().get(from..from + len).map(|b| (b, l.id))
+            }
+            _ => None,
+        }
+    }
+
+    fn loan_mut(&mut self, id: LoanId) -> Option<&mut Loan> {
+        let queued = self.chunks.iter_mut().find_map(|c| match c {
+            Chunk::Loaned(l) if l.id == id => Some(l),
+            _ => None,
+        });
+        match queued {
+            Some(l) => Some(l),
+            None => self.lingering.iter_mut().find(|l| l.id == id),
+        }
+    }
+
+    /// A NIC transmission referencing loan `id` was queued. False when no such loan is held.
+    pub fn transmission_started(&mut self, id: LoanId) -> bool {
+        match self.loan_mut(id) {
+            Some(l) => {
+                l.in_flight += 1;
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// A NIC transmission referencing loan `id` completed; a fully acknowledged loan with no
+    /// transmission left moves to the completed list. False when no such loan is held.
+    pub fn transmission_completed(&mut self, id: LoanId) -> bool {
+        let Some(l) = self.loan_mut(id) else { return false };
+        if l.complete_one() {
+            if let Some(i) = self.lingering.iter().position(|l| l.id == id) {
+                let l = self.lingering.swap_remove(i);
+                self.completed.push(l.payload);
+            }
+        }
+        true
+    }
+
+    /// Loans (queued or acknowledged) still referenced by NIC transmissions, taken out of the
+    /// buffer: when a connection is freed, they must outlive it until their completions.
+    pub fn take_in_flight_loans(&mut self) -> Vec<Loan> {
+        let mut out = std::mem::take(&mut self.lingering);
+        for chunk in self.chunks.iter_mut() {
+            if let Chunk::Loaned(l) = chunk {
+                if l.in_flight > 0 {
+                    // Leave an empty stand-in: the queue is torn down with its connection.
+                    let stand_in =
+                        Loan { payload: Box::new(Vec::new()), id: 0, by_reference: false, in_flight: 0 };
+                    out.push(std::mem::replace(l, stand_in));
+                }
+            }
+        }
+        out
     }
 
     /// Calls `f` with the slices making up bytes `offset..offset+len` (relative to the first

@@ -19,6 +19,13 @@ pub struct MemfdRegion {
     fd: libc::c_int,
 }
 
+// SAFETY: a MemfdRegion owns its mapping and descriptor; the bytes are plain shared memory.
+// Writing needs `&mut` (`bytes_mut`); loans only read, so moving or sharing the handle between
+// threads is sound.
+unsafe impl Send for MemfdRegion {}
+// SAFETY: as above: `&MemfdRegion` gives no way to write.
+unsafe impl Sync for MemfdRegion {}
+
 impl MemfdRegion {
     pub fn new(len: usize) -> Self {
         // SAFETY: plain syscalls with valid arguments; results checked.
@@ -195,4 +202,102 @@ pub fn run_child(test_name: &str, role: &str, netns: Option<&str>) -> std::proce
 pub fn tagged_lines(out: &std::process::Output, prefix: &str) -> Vec<String> {
     let text = String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
     text.lines().filter_map(|l| l.strip_prefix(prefix)).map(str::to_string).collect()
+}
+
+/// A slice of a [`MemfdRegion`] loaned to the stack as a zero-copy send buffer (the test plays a
+/// guest whose memory the backend sends from).
+#[derive(Debug)]
+pub struct RegionLoan {
+    addr: NonNull<u8>,
+    len: usize,
+}
+
+// SAFETY: a RegionLoan is an address range in a shared mapping that outlives every loan (the
+// tests drop the region last); it is only read, from whichever thread holds the loan.
+unsafe impl Send for RegionLoan {}
+
+impl RegionLoan {
+    /// `len` bytes at `offset` of `region`.
+    pub fn new(region: &MemfdRegion, offset: usize, len: usize) -> Self {
+        assert!(offset + len <= region.len(), "loan inside the region");
+        // SAFETY: offset + len <= region.len(), so the pointer stays inside the mapping.
+        let addr = unsafe { region.as_mut_ptr().add(offset) };
+        RegionLoan { addr: NonNull::new(addr).expect("mapping is non-null"), len }
+    }
+}
+
+impl slimtcp::tcp::TxPayload for RegionLoan {
+    fn bytes(&self) -> &[u8] {
+        // SAFETY: the range lies in a live mapping (see `new`) that nobody writes while loaned.
+        unsafe { std::slice::from_raw_parts(self.addr.as_ptr(), self.len) }
+    }
+
+    fn by_reference(&self) -> bool {
+        true
+    }
+}
+
+/// The stack side of a transfer from external memory: loans `region[..total]` in `chunk`-byte
+/// loans on `h`, half-closes after the last, counts loans handed back. `step` returns true when
+/// every loan came back and the connection is closed (TIME-WAIT or CLOSED).
+#[derive(Debug)]
+pub struct LoanSender {
+    h: slimtcp::iface::SocketHandle,
+    next: usize,
+    total: usize,
+    chunk: usize,
+    loaned: usize,
+    returned: usize,
+    fin: bool,
+    back: Vec<Box<dyn slimtcp::tcp::TxPayload>>,
+}
+
+impl LoanSender {
+    pub fn new(h: slimtcp::iface::SocketHandle, total: usize, chunk: usize) -> Self {
+        LoanSender { h, next: 0, total, chunk, loaned: 0, returned: 0, fin: false, back: Vec::new() }
+    }
+
+    pub fn loaned(&self) -> usize {
+        self.loaned
+    }
+
+    pub fn returned(&self) -> usize {
+        self.returned
+    }
+
+    /// One round; `Err` on a connection failure.
+    pub fn step<N: slimtcp::nic::Nic>(
+        &mut self,
+        iface: &mut slimtcp::iface::Interface<N>,
+        region: &MemfdRegion,
+    ) -> Result<bool, String> {
+        use slimtcp::tcp::State;
+        let info = iface.tcp_info(self.h).map_err(|e| format!("tcp_info: {e}"))?;
+        if let Some(e) = info.error {
+            return Err(format!("connection failed: {e}"));
+        }
+        if matches!(info.state, State::SynSent | State::SynReceived) {
+            return Ok(false);
+        }
+        while self.next < self.total {
+            let len = self.chunk.min(self.total - self.next);
+            let loan = Box::new(RegionLoan::new(region, self.next, len));
+            match iface.tcp_send_loaned(self.h, loan).map_err(|e| format!("send_loaned: {e}"))? {
+                Ok(()) => {
+                    self.next += len;
+                    self.loaned += 1;
+                }
+                Err(_) => break,
+            }
+        }
+        iface.tcp_take_completed(self.h, &mut self.back).map_err(|e| format!("take_completed: {e}"))?;
+        self.returned += self.back.drain(..).count();
+        if self.next == self.total && !self.fin {
+            iface.tcp_shutdown(self.h).map_err(|e| format!("shutdown: {e}"))?;
+            self.fin = true;
+        }
+        Ok(self.fin
+            && self.returned == self.loaned
+            && matches!(info.state, State::TimeWait | State::Closed | State::FinWait2))
+    }
 }

@@ -154,6 +154,20 @@ pub struct MbufStorage {
     len: usize,
 }
 
+// SAFETY: an MbufStorage owns its mbuf exclusively (one segment, a direct mbuf with refcnt 1,
+// checked in `new`), and `base..base+len` is that mbuf's own buffer: moving the storage to
+// another thread moves the only access to those bytes. Freeing it there (drop) is allowed by
+// DPDK 22.11: SlimTCP's pools use the default multi-producer/multi-consumer ring, and
+// `rte_mempool_default_cache()` returns NULL for an unregistered non-EAL thread (its lcore id is
+// LCORE_ID_ANY, >= RTE_MAX_LCORE), which then puts the mbuf straight into the shared ring
+// without a per-lcore cache (rte_mempool.h: "unregistered non-EAL threads"); a registered thread
+// (`Eal::register_thread`) uses its own lcore cache. The mbuf's metadata is only touched through
+// `&mut self` / by value, never from two threads at once.
+unsafe impl Send for MbufStorage {}
+// SAFETY: `&MbufStorage` only reads the buffer (`bytes`); writing needs `&mut`. No interior
+// mutability, so sharing a reference between threads is as safe as sharing a `&[u8]`.
+unsafe impl Sync for MbufStorage {}
+
 impl MbufStorage {
     /// Wraps `mbuf` if it is a single segment nobody else references; gives it back otherwise.
     /// Also returns its metadata (read once).

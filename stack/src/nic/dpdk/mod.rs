@@ -15,13 +15,15 @@
 //! copy and reported back by [`Nic::poll_tx_completions`].
 //!
 //! Parts: [`eal`] (start once per process), [`mempool`], [`port`] (configuration, `net_ring`
-//! pairs), [`mbuf`] (owned mbufs), [`extmem`] (external memory).
+//! pairs), [`vdev`] (virtual devices created after start), [`mbuf`] (owned mbufs), [`extmem`]
+//! (external memory).
 
 pub mod eal;
 pub mod extmem;
 pub mod mbuf;
 pub mod mempool;
 pub mod port;
+pub mod vdev;
 
 use std::ptr::NonNull;
 use std::sync::Arc;
@@ -33,6 +35,7 @@ pub use extmem::{ExtMemError, ExtMemRegion};
 pub use mbuf::Mbuf;
 pub use mempool::{Mempool, MempoolConfig, MempoolError};
 pub use port::{create_ring_pair, port_names, Offloads, PortConfig, PortError, PortInfo};
+pub use vdev::{create_vdev, remove_vdev, VdevError};
 
 use self::extmem::ExtSlots;
 use self::mbuf::MbufStorage;
@@ -528,6 +531,10 @@ impl Nic for DpdkNic {
             frames.splice(0..0, unsent);
         }
         Ok(sent)
+    }
+
+    fn supports_external(&self) -> bool {
+        true
     }
 
     fn poll_tx_completions(&mut self, out: &mut Vec<u64>) -> usize {

@@ -1,0 +1,101 @@
+//! Zero-copy transmit of loaned payloads that may be sent by reference (`TxPayload::by_reference`,
+//! e.g. guest memory): the frame is the connection's headers plus an [`ExternalPayload`] the NIC
+//! sends from where it lies ([`Nic::transmit_external`]).
+//!
+//! Every such transmission (first send or retransmission) gets a token; the loan counts it as in
+//! flight until the NIC reports the token complete ([`Nic::poll_tx_completions`]). A loan is handed
+//! back to the application only when all its bytes are acknowledged AND none of its transmissions
+//! is in flight. A connection freed with transmissions in flight leaves its loans here
+//! ("orphans") until their last completion, so no payload is released while the NIC reads it.
+
+use std::collections::HashMap;
+
+use super::socket_set::{SocketHandle, SocketSet};
+use super::Counters;
+use crate::nic::{ExternalFrame, Nic, NicError};
+use crate::tcp::{Loan, LoanId};
+use crate::time::Instant;
+
+/// External-payload frames queued for the NIC and the transmissions it has not completed.
+#[derive(Debug, Default)]
+pub(super) struct ExternalTx {
+    /// Frames not yet taken by the NIC, in order.
+    pub(super) queue: Vec<ExternalFrame>,
+    /// Token of each transmission in flight -> the loan it references.
+    tokens: HashMap<u64, (SocketHandle, LoanId)>,
+    next_token: u64,
+    /// Loans of freed connections, kept until their transmissions complete.
+    orphans: HashMap<LoanId, Loan>,
+    done: Vec<u64>,
+}
+
+impl ExternalTx {
+    /// A token for a new transmission referencing `loan` of the connection `h`.
+    pub(super) fn register(&mut self, h: SocketHandle, loan: LoanId) -> u64 {
+        let token = self.next_token;
+        self.next_token = self.next_token.wrapping_add(1);
+        self.tokens.insert(token, (h, loan));
+        token
+    }
+
+    /// Transmissions handed to the NIC (or queued for it) whose completion is still due.
+    pub(super) fn in_flight(&self) -> usize {
+        self.tokens.len()
+    }
+
+    /// Loans still referenced by transmissions, taken from a connection being freed.
+    pub(super) fn adopt(&mut self, loans: Vec<Loan>) {
+        for loan in loans {
+            self.orphans.insert(loan.id(), loan);
+        }
+    }
+
+    /// Hands queued frames to the NIC; returns how many it took.
+    pub(super) fn flush<N: Nic>(
+        &mut self,
+        nic: &mut N,
+        counters: &mut Counters,
+        now: Instant,
+    ) -> Result<usize, NicError> {
+        if self.queue.is_empty() {
+            return Ok(0);
+        }
+        let bytes = |q: &[ExternalFrame]| -> (u64, u64) {
+            q.iter().fold((0, 0), |(h, p), f| (h + f.headers.len() as u64, p + f.payload.len() as u64))
+        };
+        let (h0, p0) = bytes(&self.queue);
+        let result = nic.transmit_external(now, &mut self.queue);
+        let (h1, p1) = bytes(&self.queue);
+        let sent = result?;
+        counters.tx_frames += sent as u64;
+        counters.tx_external_frames += sent as u64;
+        counters.tx_bytes += (h0 - h1) + (p0 - p1);
+        counters.tx_external_bytes += p0 - p1;
+        Ok(sent)
+    }
+
+    /// Collects the NIC's completions and credits them to the loans they referenced.
+    pub(super) fn poll_completions<N: Nic>(&mut self, nic: &mut N, sockets: &mut SocketSet) {
+        if self.tokens.is_empty() {
+            return;
+        }
+        nic.poll_tx_completions(&mut self.done);
+        for token in self.done.drain(..) {
+            let Some((h, loan)) = self.tokens.remove(&token) else {
+                log::error!("completion of unknown external transmission {token}");
+                continue;
+            };
+            if let Some(orphan) = self.orphans.get_mut(&loan) {
+                if orphan.complete_one() {
+                    // Released (dropped) only now that the NIC no longer reads it.
+                    self.orphans.remove(&loan);
+                }
+                continue;
+            }
+            let credited = sockets.tcp_mut(h).is_some_and(|s| s.conn.transmission_completed(loan));
+            if !credited {
+                log::error!("external transmission {token} completed for a loan nobody holds");
+            }
+        }
+    }
+}
