@@ -349,7 +349,6 @@ impl Request {
     /// ignored). `frame` must hold at least [`Request::wire_len`] bytes; any bytes beyond are
     /// payload, which the caller checks with [`Request::check_chain_len`]. Never panics.
     pub fn parse(frame: &[u8]) -> Result<Request, AbiError> {
-        VirtioNetHdr::check_tx(frame)?;
         let hdr = RequestHeader::parse(frame)?;
         let f = Fields::new(frame, VIRTIO_NET_HDR_LEN, h::SIZE)?;
         let op = Op::from_code(hdr.op).ok_or(AbiError::UnknownOp(hdr.op))?;
