@@ -70,7 +70,9 @@ impl AbiError {
 impl core::fmt::Display for AbiError {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         match *self {
-            AbiError::Truncated { needed, got } => write!(f, "message truncated: needs {needed} bytes, got {got}"),
+            AbiError::Truncated { needed, got } => {
+                write!(f, "message truncated: needs {needed} bytes, got {got}")
+            }
             AbiError::BufferTooSmall { needed, got } => {
                 write!(f, "buffer too small: the message needs {needed} bytes, the buffer has {got}")
             }

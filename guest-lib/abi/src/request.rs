@@ -397,7 +397,10 @@ impl Request {
                 use layout::send_to as l;
                 b.reserved(l::RESERVED)?;
                 b.reserved(l::RESERVED2)?;
-                RequestBody::SendTo { remote: nonzero_port(sockaddr(&b, l::ADDR, l::PORT))?, len: b.u32(l::LEN) }
+                RequestBody::SendTo {
+                    remote: nonzero_port(sockaddr(&b, l::ADDR, l::PORT))?,
+                    len: b.u32(l::LEN),
+                }
             }
             Op::Shutdown => {
                 use layout::shutdown as l;
@@ -424,7 +427,9 @@ impl Request {
                 use layout::getsockopt as l;
                 b.reserved(l::RESERVED)?;
                 let code = b.u32(l::OPTION);
-                RequestBody::GetSockOpt { option: SockOpt::from_code(code).ok_or(AbiError::UnknownOption(code))? }
+                RequestBody::GetSockOpt {
+                    option: SockOpt::from_code(code).ok_or(AbiError::UnknownOption(code))?,
+                }
             }
             Op::Credit => {
                 use layout::credit as l;

@@ -293,7 +293,10 @@ impl RxMessage {
                 b.reserved(l::RESERVED)?;
                 b.reserved(l::RESERVED2)?;
                 let result = match errno_field(&b, l::ERRNO)? {
-                    None => Ok(Done { value: b.u64(l::VALUE), addr: SocketAddrV4::new(b.ipv4(l::ADDR), b.u16(l::PORT)) }),
+                    None => Ok(Done {
+                        value: b.u64(l::VALUE),
+                        addr: SocketAddrV4::new(b.ipv4(l::ADDR), b.u16(l::PORT)),
+                    }),
                     Some(e) => {
                         b.reserved(l::VALUE)?;
                         b.reserved(l::ADDR)?;
@@ -315,7 +318,10 @@ impl RxMessage {
                         b.reserved(l::RESERVED2)?;
                         let prefix_len = b.u8(l::PREFIX_LEN);
                         if prefix_len > 32 {
-                            return Err(AbiError::BadValue { field: "prefix_len", value: u64::from(prefix_len) });
+                            return Err(AbiError::BadValue {
+                                field: "prefix_len",
+                                value: u64::from(prefix_len),
+                            });
                         }
                         Ok(HelloInfo {
                             addr: b.ipv4(l::ADDR),
@@ -356,7 +362,12 @@ impl RxMessage {
                 if orig_len < len || (flags & DATAGRAM_TRUNCATED != 0) != (orig_len > len) {
                     return Err(AbiError::BadValue { field: "orig_len", value: u64::from(orig_len) });
                 }
-                RxMessage::Datagram { socket, from: SocketAddrV4::new(b.ipv4(l::ADDR), b.u16(l::PORT)), len, orig_len }
+                RxMessage::Datagram {
+                    socket,
+                    from: SocketAddrV4::new(b.ipv4(l::ADDR), b.u16(l::PORT)),
+                    len,
+                    orig_len,
+                }
             }
             RxKind::Accepted => {
                 use layout::accepted as l;

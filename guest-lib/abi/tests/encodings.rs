@@ -19,7 +19,9 @@ fn spec_bytes(name: &str) -> Vec<u8> {
         .lines()
         .skip(1)
         .take_while(|l| l.len() > 6 && l.as_bytes()[4] == b' ')
-        .flat_map(|l| l[6..].split(' ').map(|h| u8::from_str_radix(h, 16).expect("hex byte")).collect::<Vec<_>>())
+        .flat_map(|l| {
+            l[6..].split(' ').map(|h| u8::from_str_radix(h, 16).expect("hex byte")).collect::<Vec<_>>()
+        })
         .collect()
 }
 
@@ -27,7 +29,11 @@ fn spec_bytes(name: &str) -> Vec<u8> {
 fn every_request_example_in_the_spec_is_what_the_code_emits_and_parses() {
     for (name, req) in example_requests() {
         let frame = request_frame(&req);
-        assert!(SPEC.contains(&render(name, &frame)), "docs/protocol.md example {name} differs:\n{}", render(name, &frame));
+        assert!(
+            SPEC.contains(&render(name, &frame)),
+            "docs/protocol.md example {name} differs:\n{}",
+            render(name, &frame)
+        );
         assert_eq!(Request::parse(&spec_bytes(name)), Ok(req), "{name}");
     }
 }
@@ -36,7 +42,11 @@ fn every_request_example_in_the_spec_is_what_the_code_emits_and_parses() {
 fn every_rx_example_in_the_spec_is_what_the_code_emits_and_parses() {
     for (name, msg) in example_rx() {
         let frame = rx_frame(&msg);
-        assert!(SPEC.contains(&render(name, &frame)), "docs/protocol.md example {name} differs:\n{}", render(name, &frame));
+        assert!(
+            SPEC.contains(&render(name, &frame)),
+            "docs/protocol.md example {name} differs:\n{}",
+            render(name, &frame)
+        );
         assert_eq!(RxMessage::parse(&spec_bytes(name)), Ok(msg), "{name}");
     }
 }
@@ -74,7 +84,8 @@ fn a_hello_request_spelled_out_byte_by_byte() {
     expected.extend_from_slice(&0u32.to_le_bytes()); // socket: none
     expected.extend_from_slice(&[0x01, 0x00, 0x00, 0x00]); // major 1, minor 0
     expected.extend_from_slice(&[0; 4]); // reserved
-    let hello = Request::new(COOKIE, SocketId::NONE, RequestBody::Hello { version: Version { major: 1, minor: 0 } });
+    let hello =
+        Request::new(COOKIE, SocketId::NONE, RequestBody::Hello { version: Version { major: 1, minor: 0 } });
     assert_eq!(request_frame(&hello), expected);
     assert_eq!(Request::parse(&expected), Ok(hello));
 }

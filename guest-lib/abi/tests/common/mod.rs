@@ -95,7 +95,11 @@ pub fn example_rx() -> Vec<(&'static str, RxMessage)> {
     vec![
         (
             "hello_done",
-            RxMessage::HelloDone { cookie: COOKIE, version: Version { major: 1, minor: 0 }, result: Ok(hello_info()) },
+            RxMessage::HelloDone {
+                cookie: COOKIE,
+                version: Version { major: 1, minor: 0 },
+                result: Ok(hello_info()),
+            },
         ),
         (
             "hello_done_refused",
@@ -105,20 +109,34 @@ pub fn example_rx() -> Vec<(&'static str, RxMessage)> {
                 result: Err(Errno::EPROTONOSUPPORT),
             },
         ),
-        ("complete_socket", RxMessage::Complete { cookie: COOKIE, socket: SOCK, op: 0x02, result: Ok(Done::value(0)) }),
+        (
+            "complete_socket",
+            RxMessage::Complete { cookie: COOKIE, socket: SOCK, op: 0x02, result: Ok(Done::value(0)) },
+        ),
         (
             "complete_connect",
-            RxMessage::Complete { cookie: COOKIE, socket: SOCK, op: 0x05, result: Ok(Done { value: 0, addr: local() }) },
+            RxMessage::Complete {
+                cookie: COOKIE,
+                socket: SOCK,
+                op: 0x05,
+                result: Ok(Done { value: 0, addr: local() }),
+            },
         ),
         (
             "complete_error",
             RxMessage::Complete { cookie: COOKIE, socket: SOCK, op: 0x05, result: Err(Errno::ECONNREFUSED) },
         ),
-        ("complete_unknown_op", RxMessage::Complete { cookie: COOKIE, socket: SOCK, op: 0x7f, result: Err(Errno::EOPNOTSUPP) }),
+        (
+            "complete_unknown_op",
+            RxMessage::Complete { cookie: COOKIE, socket: SOCK, op: 0x7f, result: Err(Errno::EOPNOTSUPP) },
+        ),
         ("data", RxMessage::Data { socket: SOCK, len: 5 }),
         ("datagram", RxMessage::Datagram { socket: SOCK, from: peer(), len: 4, orig_len: 4 }),
         ("datagram_truncated", RxMessage::Datagram { socket: SOCK, from: peer(), len: 4, orig_len: 1472 }),
-        ("accepted", RxMessage::Accepted { listener: SOCK, socket: SocketId(0x2b), remote: peer(), local: local() }),
+        (
+            "accepted",
+            RxMessage::Accepted { listener: SOCK, socket: SocketId(0x2b), remote: peer(), local: local() },
+        ),
         ("writable", RxMessage::Writable { socket: SOCK, available: 65536 }),
         ("peer_closed", RxMessage::PeerClosed { socket: SOCK }),
         ("reset", RxMessage::Reset { socket: SOCK, errno: Errno::ECONNRESET }),
@@ -166,7 +184,10 @@ pub fn random_request(rng: &mut Rng) -> Request {
         3 => RequestBody::Listen { backlog: rng.u32() },
         4 => RequestBody::Connect { remote: SocketAddrV4::new(*rng.addr().ip(), rng.u16().max(1)) },
         5 => RequestBody::Send { len: rng.u32().max(1) },
-        6 => RequestBody::SendTo { remote: SocketAddrV4::new(*rng.addr().ip(), rng.u16().max(1)), len: rng.u32() },
+        6 => RequestBody::SendTo {
+            remote: SocketAddrV4::new(*rng.addr().ip(), rng.u16().max(1)),
+            len: rng.u32(),
+        },
         7 => RequestBody::Shutdown { how: rng.pick(ShutdownHow::ALL) },
         8 => RequestBody::Close { abort: rng.below(2) == 1 },
         9 => RequestBody::SetSockOpt { option: rng.pick(SockOpt::ALL), value: rng.next() },
@@ -187,7 +208,11 @@ pub fn random_rx(rng: &mut Rng) -> RxMessage {
             cookie: rng.next(),
             socket: SocketId(rng.u32()),
             op: rng.next() as u8,
-            result: if rng.below(2) == 0 { Ok(Done { value: rng.next(), addr: rng.addr() }) } else { Err(errno) },
+            result: if rng.below(2) == 0 {
+                Ok(Done { value: rng.next(), addr: rng.addr() })
+            } else {
+                Err(errno)
+            },
         },
         1 => RxMessage::HelloDone {
             cookie: rng.next(),
