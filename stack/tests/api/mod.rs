@@ -116,6 +116,7 @@ impl Default for PairConfig {
 
 /// Builds a pair in `mode`.
 pub fn pair(mode: Mode, cfg: PairConfig) -> Pair {
+    let _ = env_logger::builder().is_test(true).try_init();
     let (na, nb) = memwire::link(cfg.link).expect("memwire link");
     let (client_gate, server_gate) = (Gate::default(), Gate::default());
     let ifaces = vec![

@@ -85,6 +85,7 @@ impl<N: Nic> Worker<N> {
     }
 
     fn emit(&mut self, event: Event) {
+        log::trace!("event {event:?}");
         if !self.overflow.is_empty() {
             self.overflow.push_back(event);
             return;
@@ -125,6 +126,7 @@ impl<N: Nic> Worker<N> {
     }
 
     fn execute(&mut self, req: Request) {
+        log::trace!("request {req:?}");
         let now = self.clock.now();
         match req {
             Request::Listen { fd, port, backlog, config } => {
