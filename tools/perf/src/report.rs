@@ -48,7 +48,7 @@ impl Summary {
             s,
             "\"stack\":{},\"nic\":{},\"runtime\":{},\"role\":{},\"zero_copy\":{},\"mss\":{},\
              \"connections\":{},\"duration_s\":{:.6},\"bytes\":{},\"goodput_bps\":{:.0},\
-             \"segments_per_s\":{:.0},\"drained\":{}",
+             \"segments_per_s\":{:.0},\"drained\":{},\"connect_retries\":{}",
             json_str(self.stack),
             json_str(&self.nic),
             json_str(self.runtime),
@@ -61,6 +61,7 @@ impl Summary {
             self.goodput_bps(),
             self.segments_per_s(),
             m.drained,
+            m.connect_retries,
         );
         s.push('}');
         s
@@ -123,6 +124,7 @@ mod tests {
                 elapsed: Duration::from_secs(2),
                 connections: 4,
                 drained: true,
+                connect_retries: 0,
             },
         }
     }

@@ -29,6 +29,8 @@ pub struct Measurement {
     pub connections: usize,
     /// True when every connection drained and closed cleanly in time.
     pub drained: bool,
+    /// Connects the sender abandoned and issued again (a host-runtime race; 0 when healthy).
+    pub connect_retries: u64,
 }
 
 /// Receives each progress interval.
@@ -96,9 +98,10 @@ pub fn run_both<A: SocketApi>(
             rx.active()
         );
     }
+    let connect_retries = tx.connect_retries();
     tx.abandon(tx_api);
     rx.shut(rx_api);
-    Ok(Measurement { bytes, elapsed, connections, drained })
+    Ok(Measurement { bytes, elapsed, connections, drained, connect_retries })
 }
 
 /// A lone sender: counts bytes the stack accepted, then drains (the peer reads to end of
@@ -146,8 +149,9 @@ pub fn run_sender<A: SocketApi>(
     if !drained {
         log::warn!("drain incomplete: {} connections still open", tx.open_connections());
     }
+    let connect_retries = tx.connect_retries();
     tx.abandon(api);
-    Ok(Measurement { bytes, elapsed, connections, drained })
+    Ok(Measurement { bytes, elapsed, connections, drained, connect_retries })
 }
 
 /// A lone receiver: measures from the first connection until `duration` passes or (with
@@ -186,5 +190,5 @@ pub fn run_receiver<A: SocketApi>(
     let drained = rx.active() == 0;
     let connections = rx.accepted();
     rx.shut(api);
-    Ok(Measurement { bytes, elapsed, connections, drained })
+    Ok(Measurement { bytes, elapsed, connections, drained, connect_retries: 0 })
 }
