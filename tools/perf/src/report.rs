@@ -47,7 +47,7 @@ impl Summary {
         let _ = write!(
             s,
             "\"stack\":{},\"nic\":{},\"runtime\":{},\"role\":{},\"zero_copy\":{},\"mss\":{},\
-             \"connections\":{},\"duration_s\":{:.6},\"bytes\":{},\"goodput_bps\":{:.0},\
+             \"connections\":{},\"duration_s\":{:.6},\"bytes\":{},\"total_bytes\":{},\"goodput_bps\":{:.0},\
              \"segments_per_s\":{:.0},\"drained\":{},\"connect_retries\":{}",
             json_str(self.stack),
             json_str(&self.nic),
@@ -58,6 +58,7 @@ impl Summary {
             m.connections,
             m.elapsed.as_secs_f64(),
             m.bytes,
+            m.total_bytes,
             self.goodput_bps(),
             self.segments_per_s(),
             m.drained,
@@ -121,6 +122,7 @@ mod tests {
             mss: 1000,
             measurement: Measurement {
                 bytes: 2_000_000,
+                total_bytes: 2_500_000,
                 elapsed: Duration::from_secs(2),
                 connections: 4,
                 drained: true,

@@ -23,6 +23,8 @@ const IDLE_WAIT_MS: i32 = 1;
 pub struct Measurement {
     /// Bytes counted in the measured window (read by the receiver, or accepted by a lone sender).
     pub bytes: u64,
+    /// Bytes counted over the whole run, setup and drain included.
+    pub total_bytes: u64,
     /// Length of the measured window.
     pub elapsed: Duration,
     /// Connections that took part.
@@ -99,9 +101,10 @@ pub fn run_both<A: SocketApi>(
         );
     }
     let connect_retries = tx.connect_retries();
+    let total_bytes = rx.bytes();
     tx.abandon(tx_api);
     rx.shut(rx_api);
-    Ok(Measurement { bytes, elapsed, connections, drained, connect_retries })
+    Ok(Measurement { bytes, total_bytes, elapsed, connections, drained, connect_retries })
 }
 
 /// A lone sender: counts bytes the stack accepted, then drains (the peer reads to end of
@@ -150,8 +153,9 @@ pub fn run_sender<A: SocketApi>(
         log::warn!("drain incomplete: {} connections still open", tx.open_connections());
     }
     let connect_retries = tx.connect_retries();
+    let total_bytes = tx.bytes_sent();
     tx.abandon(api);
-    Ok(Measurement { bytes, elapsed, connections, drained, connect_retries })
+    Ok(Measurement { bytes, total_bytes, elapsed, connections, drained, connect_retries })
 }
 
 /// A lone receiver: measures from the first connection until `duration` passes or (with
@@ -189,6 +193,7 @@ pub fn run_receiver<A: SocketApi>(
     let (bytes, elapsed) = meter.finish(Instant::now(), rx.bytes());
     let drained = rx.active() == 0;
     let connections = rx.accepted();
+    let total_bytes = rx.bytes();
     rx.shut(api);
-    Ok(Measurement { bytes, elapsed, connections, drained, connect_retries: 0 })
+    Ok(Measurement { bytes, total_bytes, elapsed, connections, drained, connect_retries: 0 })
 }
