@@ -71,6 +71,7 @@ pub fn run_both<A: SocketApi>(
             });
         }
     }
+    tx.start_sending(tx_api)?;
     let mut meter = Meter::start(Instant::now(), rx.bytes());
     let end = meter.started() + duration;
     loop {
@@ -130,6 +131,7 @@ pub fn run_sender<A: SocketApi>(
             });
         }
     }
+    tx.start_sending(api)?;
     let mut meter = Meter::start(Instant::now(), tx.bytes_sent());
     let end = meter.started() + duration;
     loop {
@@ -158,8 +160,9 @@ pub fn run_sender<A: SocketApi>(
     Ok(Measurement { bytes, total_bytes, elapsed, connections, drained, connect_retries })
 }
 
-/// A lone receiver: measures from the first connection until `duration` passes or (with
-/// `expect`, after that many were accepted; else after the first) every connection ended.
+/// A lone receiver: waits for the first connection (and, with `expect`, for that many), then
+/// measures until `duration` passes or every connection ended; after a timed window it keeps
+/// reading until the senders close, so they can drain.
 pub fn run_receiver<A: SocketApi>(
     api: &mut A,
     port: u16,
@@ -177,20 +180,36 @@ pub fn run_receiver<A: SocketApi>(
             return Err(WorkloadError::NoConnection { seconds: ACCEPT_LIMIT.as_secs() });
         }
     }
-    let mut meter = Meter::start(Instant::now(), 0);
-    let end = duration.map(|d| meter.started() + d);
     let wanted = expect.unwrap_or(1);
+    let t1 = Instant::now();
+    while rx.accepted() < wanted && rx.active() > 0 {
+        busy = rx.step(api, timeout_for(busy))?;
+        if t1.elapsed() > CONNECT_LIMIT {
+            return Err(WorkloadError::ConnectTimeout {
+                established: rx.accepted(),
+                wanted,
+                seconds: CONNECT_LIMIT.as_secs(),
+            });
+        }
+    }
+    let mut meter = Meter::start(Instant::now(), rx.bytes());
+    let end = duration.map(|d| meter.started() + d);
+    let all_ended = |rx: &Receiver| rx.accepted() >= wanted && rx.active() == 0;
     loop {
         busy = rx.step(api, timeout_for(busy))?;
         let now = Instant::now();
         if let Some(i) = meter.tick(now, rx.bytes(), rx.active()) {
             progress(&i);
         }
-        if end.is_some_and(|e| now >= e) || (rx.accepted() >= wanted && rx.active() == 0) {
+        if end.is_some_and(|e| now >= e) || all_ended(&rx) {
             break;
         }
     }
     let (bytes, elapsed) = meter.finish(Instant::now(), rx.bytes());
+    let linger = Instant::now() + LINGER_LIMIT;
+    while !all_ended(&rx) && Instant::now() < linger {
+        busy = rx.step(api, timeout_for(busy))?;
+    }
     let drained = rx.active() == 0;
     let connections = rx.accepted();
     let total_bytes = rx.bytes();

@@ -82,7 +82,7 @@ impl<A: SocketApi> Sender<A> {
             chunk: vec![0x5a; COPY_CHUNK],
             scratch: vec![0; 64 << 10],
             zc_len: (ZC_BUFFER / mss).max(1) * mss,
-            sending: true,
+            sending: false,
             established: 0,
             sent: 0,
             retries: 0,
@@ -128,7 +128,11 @@ impl<A: SocketApi> Sender<A> {
     /// Re-opens connections stuck connecting for longer than [`CONNECT_RETRY_AFTER`].
     fn retry_stalled(&mut self, api: &mut A) -> Result<(), WorkloadError> {
         let now = Instant::now();
-        if now < self.next_retry_check || !self.sending || self.established == self.conns.len() {
+        if !self.settings.retry_stalled_connects
+            || now < self.next_retry_check
+            || self.sending
+            || self.established == self.conns.len()
+        {
             return Ok(());
         }
         self.next_retry_check = now + RETRY_CHECK_EVERY;
@@ -275,6 +279,18 @@ impl<A: SocketApi> Sender<A> {
                 drop(buf);
             }
             api.close(fd).map_err(|e| sock_err(format!("close({fd})"), e))?;
+        }
+        Ok(())
+    }
+
+    /// Starts sending on every established connection (call once all are up, so the
+    /// handshakes are not slowed down by data).
+    pub fn start_sending(&mut self, api: &mut A) -> Result<(), WorkloadError> {
+        self.sending = true;
+        let fds: Vec<Fd> =
+            self.conns.iter().filter(|(_, c)| c.state == ConnState::Established).map(|(fd, _)| *fd).collect();
+        for fd in fds {
+            self.fill(api, fd)?;
         }
         Ok(())
     }
