@@ -218,7 +218,8 @@ fn parse_ip(option: &'static str, s: &str) -> Result<Ipv4Addr, ConfigError> {
 }
 
 fn parse_mac(option: &'static str, s: &str) -> Result<EthernetAddress, ConfigError> {
-    let mac = EthernetAddress::from_str(s).map_err(|_| bad(option, s, "not a MAC address (aa:bb:cc:dd:ee:ff)"))?;
+    let mac =
+        EthernetAddress::from_str(s).map_err(|_| bad(option, s, "not a MAC address (aa:bb:cc:dd:ee:ff)"))?;
     if !mac.is_unicast() {
         return Err(bad(option, s, "not a unicast MAC address"));
     }
@@ -229,7 +230,9 @@ fn parse_local(args: &Args, nic: &NicChoice) -> Result<Option<LocalAddr>, Config
     let Some(text) = args.bind_ip.as_deref() else {
         return match nic {
             NicChoice::Memwire => Ok(None),
-            other => Err(ConfigError::Missing { what: format!("--nic {}", other.label()), needs: "--bind-ip" }),
+            other => {
+                Err(ConfigError::Missing { what: format!("--nic {}", other.label()), needs: "--bind-ip" })
+            }
         };
     };
     let (ip, prefix_len) = match text.split_once('/') {
@@ -314,7 +317,9 @@ impl TryFrom<(Vec<String>, Args)> for Config {
             return Err(bad("connections", connections, format!("must be 1..={MAX_CONNECTIONS}")));
         }
         if args.kernel && args.zero_copy {
-            return Err(ConfigError::Conflict("--zero-copy is SlimTCP's API; the kernel path copies".to_owned()));
+            return Err(ConfigError::Conflict(
+                "--zero-copy is SlimTCP's API; the kernel path copies".to_owned(),
+            ));
         }
         let connect_ip = args.connect_ip.as_deref().map(|ip| parse_ip("connect-ip", ip)).transpose()?;
         let memwire = nic == NicChoice::Memwire && !args.kernel;
@@ -339,7 +344,9 @@ impl TryFrom<(Vec<String>, Args)> for Config {
             }
         };
         let listen_port = match role {
-            Role::Receiver => args.bind_port.ok_or(ConfigError::Missing { what: "--listen".into(), needs: "--bind-port" })?,
+            Role::Receiver => args
+                .bind_port
+                .ok_or(ConfigError::Missing { what: "--listen".into(), needs: "--bind-port" })?,
             _ => args.bind_port.or(args.connect_port).unwrap_or(DEFAULT_PORT),
         };
         if listen_port == 0 {

@@ -49,7 +49,10 @@ pub enum HostError {
 /// Runs `cfg` (not `--kernel`) and returns what it measured.
 pub fn run(cfg: &Config, progress: workload::Progress<'_>) -> Result<Measurement, HostError> {
     if !cfg.arp.is_empty() {
-        log::warn!("--arp: SlimTCP resolves neighbours with ARP; the {} static entries are not installed", cfg.arp.len());
+        log::warn!(
+            "--arp: SlimTCP resolves neighbours with ARP; the {} static entries are not installed",
+            cfg.arp.len()
+        );
     }
     match &cfg.nic {
         NicChoice::Memwire => run_memwire(cfg, progress),
@@ -125,7 +128,11 @@ fn run_one<N: Nic + Send + 'static>(
     }
 }
 
-fn one_role(api: &mut HostSockets, cfg: &Config, progress: workload::Progress<'_>) -> Result<Measurement, WorkloadError> {
+fn one_role(
+    api: &mut HostSockets,
+    cfg: &Config,
+    progress: workload::Progress<'_>,
+) -> Result<Measurement, WorkloadError> {
     let s = settings(cfg);
     match cfg.role {
         Role::Receiver => {
@@ -153,7 +160,9 @@ fn run_memwire(cfg: &Config, progress: workload::Progress<'_>) -> Result<Measure
     let ifaces = vec![Interface::new(na, ca), Interface::new(nb, cb)];
     let duration = cfg.duration.unwrap_or(crate::config::DEFAULT_DURATION);
     let s = settings(cfg);
-    let run = |apps: &mut Vec<HostSockets>, progress: workload::Progress<'_>| -> Result<Measurement, WorkloadError> {
+    let run = |apps: &mut Vec<HostSockets>,
+               progress: workload::Progress<'_>|
+     -> Result<Measurement, WorkloadError> {
         let [tx, rx] = apps.as_mut_slice() else { unreachable!("two interfaces give two sides") };
         workload::run_both(tx, rx, cfg.connect, cfg.connections, s, duration, progress)
     };

@@ -32,7 +32,8 @@ fn missing_and_conflicting_roles_are_one_line() {
     assert!(one_line_error("--nic tap:slimtx --bind-ip 10.1.0.2").contains("--listen"));
     assert!(one_line_error("--nic tap:slimtx --listen --bind-port 5").contains("--bind-ip"));
     assert!(one_line_error("--nic tap:slimtx --bind-ip 10.1.0.2 --listen").contains("--bind-port"));
-    assert!(one_line_error("--nic tap:slimtx --bind-ip 10.1.0.2 --connect-ip 10.1.0.1").contains("--connect-port"));
+    assert!(one_line_error("--nic tap:slimtx --bind-ip 10.1.0.2 --connect-ip 10.1.0.1")
+        .contains("--connect-port"));
     assert!(one_line_error("--kernel --zero-copy --listen --bind-port 5").contains("--zero-copy"));
     assert!(one_line_error("--nic memwire --tcp --udp").contains("--udp"));
 }

@@ -14,7 +14,10 @@ fn point(args: &str, mss: u16, connections: usize) -> String {
     assert!(number(&json, "duration_s") > 0.0, "no time: {json}");
     assert_eq!(number(&json, "mss"), f64::from(mss), "{json}");
     assert_eq!(number(&json, "connections"), connections as f64, "{json}");
-    assert!(boolean(&json, "drained"), "every byte sent must be delivered and every connection closed: {json}");
+    assert!(
+        boolean(&json, "drained"),
+        "every byte sent must be delivered and every connection closed: {json}"
+    );
     json
 }
 
@@ -56,7 +59,11 @@ fn without_json_a_paper_line_per_second_and_a_summary_are_printed() {
     for line in paper {
         let fields: Vec<&str> = line.split("; ").collect();
         assert_eq!(fields.len(), 3, "{line}");
-        assert!(fields[0].starts_with("pps=") && fields[1].starts_with("bps=") && fields[2].starts_with("connections="));
+        assert!(
+            fields[0].starts_with("pps=")
+                && fields[1].starts_with("bps=")
+                && fields[2].starts_with("connections=")
+        );
         assert!(line.ends_with(';'), "{line}");
     }
     assert!(stdout.lines().last().is_some_and(|l| l.contains("Gb/s")), "{stdout}");

@@ -37,9 +37,27 @@ fn slimtcp_sender_to_a_linux_receiver_delivers_every_byte_it_reports() {
     let nic = format!("tap:{ifname}");
     let out = ns
         .command(&[
-            BIN, "--nic", &nic, "--bind-ip", "10.77.1.2", "--bind-eth", "02:00:00:00:77:02", "--tcp", "--mss", "1460",
-            "--connect-ip", "10.77.1.1", "--connect-port", "5001", "--connections", "1", "--duration", "1", "--runtime",
-            "single", "--json",
+            BIN,
+            "--nic",
+            &nic,
+            "--bind-ip",
+            "10.77.1.2",
+            "--bind-eth",
+            "02:00:00:00:77:02",
+            "--tcp",
+            "--mss",
+            "1460",
+            "--connect-ip",
+            "10.77.1.1",
+            "--connect-port",
+            "5001",
+            "--connections",
+            "1",
+            "--duration",
+            "1",
+            "--runtime",
+            "single",
+            "--json",
         ])
         .output()
         .expect("slimtcp-perf runs");
@@ -63,8 +81,24 @@ fn linux_sender_to_a_slimtcp_listener_is_counted_exactly() {
     // reported on issue 4).
     let child = ns
         .command(&[
-            BIN, "--nic", &nic, "--bind-ip", "10.77.2.2", "--bind-eth", "02:00:00:00:77:03", "--tcp", "--listen",
-            "--bind-port", "5002", "--connections", "1", "--duration", "30", "--runtime", "single", "--json",
+            BIN,
+            "--nic",
+            &nic,
+            "--bind-ip",
+            "10.77.2.2",
+            "--bind-eth",
+            "02:00:00:00:77:03",
+            "--tcp",
+            "--listen",
+            "--bind-port",
+            "5002",
+            "--connections",
+            "1",
+            "--duration",
+            "30",
+            "--runtime",
+            "single",
+            "--json",
         ])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

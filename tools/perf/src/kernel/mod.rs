@@ -158,8 +158,12 @@ impl SocketApi for KernelSockets {
                 log::debug!("Linux refuses TCP_MAXSEG {mss}; the path MTU sets the MSS");
                 Ok(())
             }
-            SockOpt::Mss(mss) => sys::set_int(raw, libc::IPPROTO_TCP, libc::TCP_MAXSEG, i32::from(mss)).map_err(os),
-            SockOpt::NoDelay(on) => sys::set_int(raw, libc::IPPROTO_TCP, libc::TCP_NODELAY, i32::from(on)).map_err(os),
+            SockOpt::Mss(mss) => {
+                sys::set_int(raw, libc::IPPROTO_TCP, libc::TCP_MAXSEG, i32::from(mss)).map_err(os)
+            }
+            SockOpt::NoDelay(on) => {
+                sys::set_int(raw, libc::IPPROTO_TCP, libc::TCP_NODELAY, i32::from(on)).map_err(os)
+            }
             SockOpt::RecvBuffer(_) | SockOpt::SendBuffer(_) | SockOpt::WindowScale(_) => Ok(()),
             SockOpt::Burst(_) | SockOpt::Error(_) => Err(SocketError::InvalidInput),
         }
@@ -241,7 +245,12 @@ impl SocketApi for KernelSockets {
         sys::epoll_ctl(self.epoll_raw(ep)?, op, self.raw(fd)?, event.events.0, event.data).map_err(os)
     }
 
-    fn epoll_wait(&mut self, ep: EpollFd, events: &mut [EpollEvent], timeout_ms: i32) -> Result<usize, SocketError> {
+    fn epoll_wait(
+        &mut self,
+        ep: EpollFd,
+        events: &mut [EpollEvent],
+        timeout_ms: i32,
+    ) -> Result<usize, SocketError> {
         if events.is_empty() {
             return Err(SocketError::InvalidInput);
         }

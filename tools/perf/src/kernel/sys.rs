@@ -48,7 +48,13 @@ pub fn socket(kind: libc::c_int) -> io::Result<OwnedFd> {
 pub fn set_int(fd: RawFd, level: libc::c_int, name: libc::c_int, value: libc::c_int) -> io::Result<()> {
     // SAFETY: `value` is a live c_int and the length passed is its size.
     let rc = unsafe {
-        libc::setsockopt(fd, level, name, (&value as *const libc::c_int).cast(), size_of::<libc::c_int>() as u32)
+        libc::setsockopt(
+            fd,
+            level,
+            name,
+            (&value as *const libc::c_int).cast(),
+            size_of::<libc::c_int>() as u32,
+        )
     };
     check(rc).map(|_| ())
 }
@@ -167,7 +173,12 @@ pub fn epoll_ctl(ep: RawFd, op: libc::c_int, fd: RawFd, events: u32, data: u64) 
 }
 
 /// `epoll_wait` into `out` (reused between calls); returns how many are ready.
-pub fn epoll_wait(ep: RawFd, out: &mut Vec<libc::epoll_event>, max: usize, timeout_ms: i32) -> io::Result<usize> {
+pub fn epoll_wait(
+    ep: RawFd,
+    out: &mut Vec<libc::epoll_event>,
+    max: usize,
+    timeout_ms: i32,
+) -> io::Result<usize> {
     out.resize(max.max(1), libc::epoll_event { events: 0, u64: 0 });
     let n = libc::c_int::try_from(out.len()).unwrap_or(libc::c_int::MAX);
     // SAFETY: `out` holds at least `n` writable epoll_event slots.

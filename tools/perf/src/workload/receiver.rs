@@ -78,7 +78,8 @@ impl Receiver {
     /// Handles ready sockets once; `timeout_ms` as in `epoll_wait`. Returns whether anything
     /// was ready.
     pub fn step<A: SocketApi>(&mut self, api: &mut A, timeout_ms: i32) -> Result<bool, WorkloadError> {
-        let n = api.epoll_wait(self.ep, &mut self.events, timeout_ms).map_err(|e| sock_err("epoll_wait", e))?;
+        let n =
+            api.epoll_wait(self.ep, &mut self.events, timeout_ms).map_err(|e| sock_err("epoll_wait", e))?;
         for i in 0..n {
             let fd = Fd(u32::try_from(self.events[i].data).unwrap_or(u32::MAX));
             if fd == self.listener {
@@ -97,7 +98,8 @@ impl Receiver {
                 Err(SocketError::WouldBlock) => return Ok(()),
                 Err(e) => return Err(sock_err("accept", e)),
             };
-            api.setsockopt(fd, SockOpt::NonBlocking(true)).map_err(|e| sock_err("setsockopt(O_NONBLOCK)", e))?;
+            api.setsockopt(fd, SockOpt::NonBlocking(true))
+                .map_err(|e| sock_err("setsockopt(O_NONBLOCK)", e))?;
             api.epoll_ctl(self.ep, EpollOp::Add, fd, interest(Ready::IN | Ready::RDHUP, fd))
                 .map_err(|e| sock_err("epoll_ctl(ADD)", e))?;
             self.conns.insert(fd);

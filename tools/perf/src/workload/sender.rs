@@ -18,8 +18,9 @@ const ZC_BUFFER: usize = 16 << 10;
 /// A connect still in progress after this long is abandoned and opened again. Works around
 /// a host-runtime race (reported on issue 4): when the handshake completes before the
 /// application has seen the connect's reply, the `Connected` event is dropped and the
-/// socket stays "connecting" forever. Every retry is counted and logged.
-const CONNECT_RETRY_AFTER: Duration = Duration::from_secs(1);
+/// socket stays "connecting" forever. Longer than the SYN retransmissions a full SYN backlog
+/// causes (1 s, then 3 s). Every retry is counted and logged.
+const CONNECT_RETRY_AFTER: Duration = Duration::from_secs(5);
 /// How often connecting sockets are checked for [`CONNECT_RETRY_AFTER`].
 const RETRY_CHECK_EVERY: Duration = Duration::from_millis(100);
 
@@ -91,6 +92,13 @@ impl<A: SocketApi> Sender<A> {
         for _ in 0..connections {
             sender.open_one(api)?;
         }
+        // Opening thousands of sockets takes a while and their readiness is only collected by
+        // `step`: age them from here, not from their own connect call.
+        let now = Instant::now();
+        for c in sender.conns.values_mut() {
+            c.opened = now;
+        }
+        sender.next_retry_check = now + RETRY_CHECK_EVERY;
         Ok(sender)
     }
 
@@ -139,7 +147,9 @@ impl<A: SocketApi> Sender<A> {
         let stalled: Vec<Fd> = self
             .conns
             .iter()
-            .filter(|(_, c)| c.state == ConnState::Connecting && now.duration_since(c.opened) > CONNECT_RETRY_AFTER)
+            .filter(|(_, c)| {
+                c.state == ConnState::Connecting && now.duration_since(c.opened) > CONNECT_RETRY_AFTER
+            })
             .map(|(fd, _)| *fd)
             .collect();
         for fd in stalled {
@@ -178,7 +188,8 @@ impl<A: SocketApi> Sender<A> {
     /// Handles ready connections once; `timeout_ms` as in `epoll_wait`. Returns whether
     /// anything was ready.
     pub fn step(&mut self, api: &mut A, timeout_ms: i32) -> Result<bool, WorkloadError> {
-        let n = api.epoll_wait(self.ep, &mut self.events, timeout_ms).map_err(|e| sock_err("epoll_wait", e))?;
+        let n =
+            api.epoll_wait(self.ep, &mut self.events, timeout_ms).map_err(|e| sock_err("epoll_wait", e))?;
         for i in 0..n {
             let ev = self.events[i];
             let fd = Fd(u32::try_from(ev.data).unwrap_or(u32::MAX));
@@ -216,7 +227,8 @@ impl<A: SocketApi> Sender<A> {
 
     /// Sends until the stack takes no more.
     fn fill(&mut self, api: &mut A, fd: Fd) -> Result<(), WorkloadError> {
-        let result = if self.settings.zero_copy { self.fill_zero_copy(api, fd) } else { self.fill_copy(api, fd) };
+        let result =
+            if self.settings.zero_copy { self.fill_zero_copy(api, fd) } else { self.fill_copy(api, fd) };
         match result {
             Ok(()) | Err(SocketError::WouldBlock) => Ok(()),
             Err(e) => Err(WorkloadError::Connection { peer: self.target, source: e }),
@@ -307,7 +319,8 @@ impl<A: SocketApi> Sender<A> {
                 ConnState::Established => {
                     conn.state = ConnState::Draining;
                     conn.unsent.clear();
-                    api.shutdown(fd, Shutdown::Write).map_err(|e| sock_err(format!("shutdown({fd}, WR)"), e))?;
+                    api.shutdown(fd, Shutdown::Write)
+                        .map_err(|e| sock_err(format!("shutdown({fd}, WR)"), e))?;
                     api.epoll_ctl(self.ep, EpollOp::Modify, fd, interest(Ready::IN | Ready::RDHUP, fd))
                         .map_err(|e| sock_err("epoll_ctl(MOD)", e))?;
                 }

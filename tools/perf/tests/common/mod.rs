@@ -84,11 +84,7 @@ fn read_string(chars: &mut std::iter::Peekable<std::str::Chars<'_>>) -> bool {
     }
     while let Some(c) = chars.next() {
         match c {
-            '\\' => {
-                if chars.next().is_none() {
-                    return false;
-                }
-            }
+            '\\' if chars.next().is_none() => return false,
             '"' => return true,
             _ => {}
         }
