@@ -30,9 +30,12 @@ lint:
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 
+# Criterion benchmarks of the stack, then the paper's experiments 1 and 2 (SlimTCP over memwire,
+# two-core runtime, beside Linux over a veth pair): target/bench/experiments.{md,json}.
 bench: deps
 	mkdir -p target/bench
 	$(CARGO) bench -p slimtcp 2>&1 | tee target/bench/bench.txt
+	./scripts/bench-experiments.sh
 
 demo: deps
 	$(CARGO) build --release -p slimtcp --example tap_echo

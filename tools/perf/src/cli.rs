@@ -1,0 +1,156 @@
+//! The command line as typed: DPDK EAL arguments, `--`, then the paper's `eqds-tcp-perf`
+//! options plus SlimTCP's extensions. [`crate::config`] turns it into a validated run.
+
+use clap::Parser;
+
+/// The text after the option list in `--help`.
+const AFTER_HELP: &str = "\
+Command line: [DPDK EAL ARGS --] OPTIONS. Everything before the first `--` goes to the DPDK EAL
+unchanged (as with the paper's eqds-tcp-perf, e.g. `-l 0,1 -a 0000:3b:00.0 --`); without a `--`
+all arguments are options and the EAL gets none.
+
+Roles: `--listen --bind-port P` receives; `--connect-ip IP --connect-port P` sends over
+`--connections N` connections. `--nic memwire` runs both in one process on an in-memory link
+(sender 10.0.0.1, receiver 10.0.0.2, both SlimTCP). Goodput is counted by the receiver (bytes
+read x 8 / time); a sender alone counts bytes the stack accepted.
+
+Output: `pps=<bps/8/mss>; bps=<bps>; connections=<n>;` once a second (on stderr with --json), then
+a summary line, or with --json one JSON object on stdout.";
+
+/// slimtcp-perf: bulk TCP goodput between SlimTCP stacks (or the Linux kernel), accepting the
+/// paper's eqds-tcp-perf arguments.
+#[derive(Debug, Parser)]
+#[command(name = "slimtcp-perf", version, after_help = AFTER_HELP)]
+pub struct Args {
+    /// DPDK port (number or device name) for `--nic dpdk`.
+    #[arg(long, value_name = "N")]
+    pub iface: Option<String>,
+    /// This stack's IPv4 address (optionally ADDR/PREFIX; default prefix /24).
+    #[arg(long, value_name = "IP")]
+    pub bind_ip: Option<String>,
+    /// This stack's MAC address.
+    #[arg(long, value_name = "MAC")]
+    pub bind_eth: Option<String>,
+    /// Frames per receive/transmit burst of the worker.
+    #[arg(long, value_name = "N", default_value_t = 32)]
+    pub burst: usize,
+    /// TCP workload (the default).
+    #[arg(long, conflicts_with = "udp")]
+    pub tcp: bool,
+    /// UDP workload (not supported yet: an error).
+    #[arg(long)]
+    pub udp: bool,
+    /// A neighbour, IP:MAC (repeatable). SlimTCP resolves neighbours with ARP; entries are checked
+    /// and used to warn only.
+    #[arg(long, value_name = "IP:MAC")]
+    pub arp: Vec<String>,
+    /// MSS to advertise and send (1..=1460; SlimTCP needs at least 64).
+    #[arg(long, value_name = "BYTES", default_value_t = 1460)]
+    pub mss: u32,
+    /// Window-scale shift to offer (0..=14; default: the stack's).
+    #[arg(long, value_name = "SHIFT")]
+    pub win_scale: Option<u32>,
+    /// Receive: listen for connections.
+    #[arg(long)]
+    pub listen: bool,
+    /// Port to listen on (receiver).
+    #[arg(long, value_name = "PORT")]
+    pub bind_port: Option<u16>,
+    /// Address to connect to (sender).
+    #[arg(long, value_name = "IP")]
+    pub connect_ip: Option<String>,
+    /// Port to connect to (sender).
+    #[arg(long, value_name = "PORT")]
+    pub connect_port: Option<u16>,
+    /// Connections to open (sender; a receiver given it stops once that many have ended).
+    #[arg(long, value_name = "N")]
+    pub connections: Option<usize>,
+    /// Run time in seconds (the paper's name; same as --duration).
+    #[arg(long, value_name = "SECONDS")]
+    pub timeout: Option<f64>,
+
+    /// Extension: the NIC: `dpdk` (default, as in the paper; needs the `dpdk` build feature),
+    /// `tap:IFNAME`, or `memwire` (sender and receiver in this process).
+    #[arg(long, value_name = "NIC", default_value = "dpdk")]
+    pub nic: String,
+    /// Extension: `two-core` (an application thread and a worker thread) or `single` (one thread
+    /// runs both). Default: two-core when this machine has at least 3 cores, else single.
+    #[arg(long, value_name = "MODE")]
+    pub runtime: Option<String>,
+    /// Extension: send with alloc_tx/send_zc and receive with recv_zc instead of copying.
+    #[arg(long)]
+    pub zero_copy: bool,
+    /// Extension: measured run time in seconds (default 10 for a sender; a receiver alone runs
+    /// until its connections end).
+    #[arg(long, value_name = "SECONDS")]
+    pub duration: Option<f64>,
+    /// Extension: print one JSON object at the end (progress lines go to stderr).
+    #[arg(long)]
+    pub json: bool,
+    /// Extension: the same workload over the Linux kernel's sockets.
+    #[arg(long)]
+    pub kernel: bool,
+}
+
+/// Splits the process arguments (without the program name) at the first `--`: the EAL's
+/// arguments, then ours. Without a `--`, everything is ours.
+pub fn split_eal(args: Vec<String>) -> (Vec<String>, Vec<String>) {
+    match args.iter().position(|a| a == "--") {
+        Some(i) => {
+            let mut eal = args;
+            let ours = eal.split_off(i + 1);
+            eal.pop();
+            (eal, ours)
+        }
+        None => (Vec::new(), args),
+    }
+}
+
+/// clap's multi-line message (`error: ...`, tips, usage) as one line.
+pub fn one_line(text: &str) -> String {
+    let lines: Vec<&str> = text
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .take_while(|l| !l.starts_with("Usage:") && !l.starts_with("For more information"))
+        .collect();
+    let joined = lines.join(" ");
+    let joined = joined.trim_start_matches("error: ").trim();
+    if joined.is_empty() {
+        "invalid arguments".to_owned()
+    } else {
+        joined.to_owned()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn strings(v: &[&str]) -> Vec<String> {
+        v.iter().map(|s| (*s).to_owned()).collect()
+    }
+
+    #[test]
+    fn arguments_before_the_first_double_dash_belong_to_the_eal() {
+        let (eal, ours) = split_eal(strings(&["-l", "0,1", "--", "--tcp", "--", "x"]));
+        assert_eq!(eal, strings(&["-l", "0,1"]));
+        assert_eq!(ours, strings(&["--tcp", "--", "x"]));
+    }
+
+    #[test]
+    fn without_a_double_dash_everything_is_ours() {
+        let (eal, ours) = split_eal(strings(&["--nic", "memwire"]));
+        assert!(eal.is_empty());
+        assert_eq!(ours, strings(&["--nic", "memwire"]));
+    }
+
+    #[test]
+    fn clap_errors_become_one_line() {
+        let text = "error: unexpected argument '--x' found\n\n  tip: to pass '--x' as a value, use '-- --x'\n\nUsage: slimtcp-perf [OPTIONS]\n\nFor more information, try '--help'.\n";
+        let line = one_line(text);
+        assert!(!line.contains('\n'));
+        assert!(line.starts_with("unexpected argument '--x' found"), "{line}");
+        assert!(!line.contains("Usage"));
+    }
+}

@@ -1,0 +1,186 @@
+//! The workload over SlimTCP's host runtime: builds the interface(s) on the chosen NIC, starts
+//! the runtime (two-core or single) and hands the resulting `HostSockets` to the workload.
+
+use slimtcp::api::host::{HostSockets, RuntimeConfig, RuntimeError};
+use slimtcp::iface::{Interface, InterfaceConfig};
+use slimtcp::nic::memwire::{self, LinkConfig, MemwireError};
+use slimtcp::nic::tap::{TapError, TapNic};
+use slimtcp::nic::Nic;
+use slimtcp::time::Clock;
+
+use crate::config::{Config, LocalAddr, NicChoice, Role, RuntimeMode};
+use crate::meter::Interval;
+use crate::workload::{self, Measurement, Settings, WorkloadError};
+
+/// Frames in flight per direction of the memwire link: deep enough that the link, not a
+/// small queue, is never what drops segments (the stack has no congestion control).
+const MEMWIRE_CAPACITY: usize = 1 << 17;
+
+/// Why a SlimTCP run failed.
+#[derive(Debug, thiserror::Error)]
+pub enum HostError {
+    /// The in-memory link could not be built.
+    #[error("building the memwire link")]
+    Link(#[source] MemwireError),
+    /// The TAP interface could not be opened or brought up.
+    #[error("opening TAP interface {ifname}")]
+    Tap {
+        /// The interface.
+        ifname: String,
+        /// Why.
+        #[source]
+        source: TapError,
+    },
+    /// The worker thread could not start.
+    #[error("starting the two-core runtime")]
+    Runtime(#[source] RuntimeError),
+    /// The worker thread panicked.
+    #[error("the worker thread failed")]
+    WorkerPanicked,
+    /// The workload failed.
+    #[error("workload")]
+    Workload(#[from] WorkloadError),
+    /// The DPDK NIC failed to start.
+    #[cfg(feature = "dpdk")]
+    #[error("DPDK")]
+    Dpdk(#[from] crate::dpdk::DpdkSetupError),
+}
+
+/// Runs `cfg` (not `--kernel`) and returns what it measured.
+pub fn run(cfg: &Config, progress: workload::Progress<'_>) -> Result<Measurement, HostError> {
+    if !cfg.arp.is_empty() {
+        log::warn!(
+            "--arp: SlimTCP resolves neighbours with ARP; the {} static entries are not installed",
+            cfg.arp.len()
+        );
+    }
+    match &cfg.nic {
+        NicChoice::Memwire => run_memwire(cfg, progress),
+        NicChoice::Tap { ifname } => {
+            let tap = open_tap(ifname)?;
+            run_one(iface(tap, local(cfg), cfg.burst), cfg, progress)
+        }
+        #[cfg(feature = "dpdk")]
+        NicChoice::Dpdk { port } => {
+            let nic = crate::dpdk::open(&cfg.eal_args, port, cfg.burst)?;
+            run_one(iface(nic, local(cfg), cfg.burst), cfg, progress)
+        }
+        #[cfg(not(feature = "dpdk"))]
+        NicChoice::Dpdk { .. } => unreachable!("rejected by Config::try_from without the dpdk feature"),
+    }
+}
+
+/// The socket settings of `cfg`.
+pub fn settings(cfg: &Config) -> Settings {
+    Settings {
+        mss: cfg.mss,
+        win_scale: cfg.win_scale,
+        buffer: workload::buffer_per_connection(cfg.connections),
+        zero_copy: cfg.zero_copy,
+        retry_stalled_connects: !cfg.kernel,
+    }
+}
+
+fn local(cfg: &Config) -> LocalAddr {
+    cfg.local.unwrap_or(LocalAddr {
+        ip: slimtcp::sim::A_IP,
+        prefix_len: crate::config::DEFAULT_PREFIX,
+        mac: crate::config::DEFAULT_MAC,
+    })
+}
+
+fn iface<N: Nic>(nic: N, local: LocalAddr, burst: usize) -> Interface<N> {
+    let mut c = InterfaceConfig::new(local.mac, local.ip, local.prefix_len);
+    c.burst = burst;
+    Interface::new(nic, c)
+}
+
+fn open_tap(ifname: &str) -> Result<TapNic, HostError> {
+    let err = |source| HostError::Tap { ifname: ifname.to_owned(), source };
+    let tap = TapNic::open(ifname).map_err(err)?;
+    tap.set_up().map_err(err)?;
+    Ok(tap)
+}
+
+fn runtime_config() -> RuntimeConfig {
+    RuntimeConfig { name: "slimtcp-perf-worker".into(), ..RuntimeConfig::default() }
+}
+
+/// One role over one interface.
+fn run_one<N: Nic + Send + 'static>(
+    iface: Interface<N>,
+    cfg: &Config,
+    progress: workload::Progress<'_>,
+) -> Result<Measurement, HostError> {
+    match cfg.runtime {
+        RuntimeMode::Single => {
+            let mut api = HostSockets::single(iface, Clock::real());
+            Ok(one_role(&mut api, cfg, progress)?)
+        }
+        RuntimeMode::TwoCore => {
+            let (mut api, worker) =
+                HostSockets::two_core(iface, Clock::real(), &runtime_config()).map_err(HostError::Runtime)?;
+            let result = one_role(&mut api, cfg, progress);
+            drop(api);
+            worker.join().map_err(|_| HostError::WorkerPanicked)?;
+            Ok(result?)
+        }
+    }
+}
+
+fn one_role(
+    api: &mut HostSockets,
+    cfg: &Config,
+    progress: workload::Progress<'_>,
+) -> Result<Measurement, WorkloadError> {
+    let s = settings(cfg);
+    match cfg.role {
+        Role::Receiver => {
+            let expect = cfg.connections_given.then_some(cfg.connections);
+            workload::run_receiver(api, cfg.listen_port, s, cfg.duration, expect, progress)
+        }
+        Role::Sender | Role::Both => workload::run_sender(
+            api,
+            cfg.connect,
+            cfg.connections,
+            s,
+            cfg.duration.unwrap_or(crate::config::DEFAULT_DURATION),
+            progress,
+        ),
+    }
+}
+
+/// Sender (side A) and receiver (side B) on the two ends of one memwire link.
+fn run_memwire(cfg: &Config, progress: workload::Progress<'_>) -> Result<Measurement, HostError> {
+    let link = LinkConfig { capacity: MEMWIRE_CAPACITY, ..LinkConfig::default() };
+    let (na, nb) = memwire::link(link).map_err(HostError::Link)?;
+    let (mut ca, mut cb) = slimtcp::sim::default_configs();
+    ca.burst = cfg.burst;
+    cb.burst = cfg.burst;
+    let ifaces = vec![Interface::new(na, ca), Interface::new(nb, cb)];
+    let duration = cfg.duration.unwrap_or(crate::config::DEFAULT_DURATION);
+    let s = settings(cfg);
+    let run = |apps: &mut Vec<HostSockets>,
+               progress: workload::Progress<'_>|
+     -> Result<Measurement, WorkloadError> {
+        let [tx, rx] = apps.as_mut_slice() else { unreachable!("two interfaces give two sides") };
+        workload::run_both(tx, rx, cfg.connect, cfg.connections, s, duration, progress)
+    };
+    match cfg.runtime {
+        RuntimeMode::Single => {
+            let mut apps = HostSockets::single_group(ifaces, Clock::real());
+            Ok(run(&mut apps, progress)?)
+        }
+        RuntimeMode::TwoCore => {
+            let (mut apps, worker) = HostSockets::two_core_group(ifaces, Clock::real(), &runtime_config())
+                .map_err(HostError::Runtime)?;
+            let result = run(&mut apps, progress);
+            drop(apps);
+            worker.join().map_err(|_| HostError::WorkerPanicked)?;
+            Ok(result?)
+        }
+    }
+}
+
+/// Prints nothing: for callers that want no progress.
+pub fn no_progress(_: &Interval) {}

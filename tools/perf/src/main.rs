@@ -1,0 +1,70 @@
+//! `slimtcp-perf` (see `slimtcp-perf --help` and the crate documentation). Exit codes: 0 done,
+//! 1 the run failed, 2 bad arguments; errors are one line on stderr.
+
+use std::io::Write;
+use std::process::ExitCode;
+
+use clap::Parser;
+use slimtcp_perf::cli::{one_line, split_eal, Args};
+use slimtcp_perf::config::Config;
+use slimtcp_perf::meter::Interval;
+
+/// Exit code for bad arguments.
+const EXIT_USAGE: u8 = 2;
+/// Exit code for a failed run.
+const EXIT_FAILURE: u8 = 1;
+
+/// `error: cause: cause...` on one line.
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        text.push_str(": ");
+        text.push_str(&s.to_string());
+        source = s.source();
+    }
+    text
+}
+
+fn main() -> ExitCode {
+    let (eal, ours) = split_eal(std::env::args().skip(1).collect());
+    let args = match Args::try_parse_from(std::iter::once("slimtcp-perf".to_owned()).chain(ours)) {
+        Ok(args) => args,
+        Err(e) if !e.use_stderr() => {
+            let _ = e.print();
+            return ExitCode::SUCCESS;
+        }
+        Err(e) => {
+            eprintln!("slimtcp-perf: error: {} (see --help)", one_line(&e.to_string()));
+            return ExitCode::from(EXIT_USAGE);
+        }
+    };
+    let cfg = match Config::try_from((eal, args)) {
+        Ok(cfg) => cfg,
+        Err(e) => {
+            eprintln!("slimtcp-perf: error: {e}");
+            return ExitCode::from(EXIT_USAGE);
+        }
+    };
+    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn")).init();
+    let json = cfg.json;
+    let mss = cfg.mss;
+    let mut progress = |i: &Interval| {
+        let line = i.paper_line(mss);
+        if json {
+            let _ = writeln!(std::io::stderr(), "{line}");
+        } else {
+            let _ = writeln!(std::io::stdout(), "{line}");
+        }
+    };
+    match slimtcp_perf::run::run(&cfg, &mut progress) {
+        Ok(summary) => {
+            println!("{}", if json { summary.to_json() } else { summary.human() });
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("slimtcp-perf: error: {}", error_chain(&e));
+            ExitCode::from(EXIT_FAILURE)
+        }
+    }
+}
