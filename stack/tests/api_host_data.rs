@@ -181,7 +181,9 @@ fn epoll_many_sockets(mode: Mode) {
         s.spawn(move || {
             server.setsockopt(l, SockOpt::NonBlocking(true)).expect("nonblocking");
             let ep = server.epoll_create().expect("epoll");
-            server.epoll_ctl(ep, EpollOp::Add, l, EpollEvent { events: Ready::IN, data: u64::MAX }).expect("add");
+            server
+                .epoll_ctl(ep, EpollOp::Add, l, EpollEvent { events: Ready::IN, data: u64::MAX })
+                .expect("add");
             // Per connection: (fd, its stream id once known, bytes seen, header bytes).
             let mut conns: Vec<(Fd, Option<u64>, u64, Vec<u8>)> = Vec::new();
             let mut finished = 0;
@@ -196,7 +198,8 @@ fn epoll_many_sockets(mode: Mode) {
                                 Ok((c, _)) => {
                                     server.setsockopt(c, SockOpt::NonBlocking(true)).expect("nonblocking");
                                     let data = conns.len() as u64;
-                                    let reg = EpollEvent { events: Ready::IN | Ready::RDHUP | Ready::ET, data };
+                                    let reg =
+                                        EpollEvent { events: Ready::IN | Ready::RDHUP | Ready::ET, data };
                                     server.epoll_ctl(ep, EpollOp::Add, c, reg).expect("add conn");
                                     conns.push((c, None, 0, Vec::new()));
                                 }
@@ -223,7 +226,9 @@ fn epoll_many_sockets(mode: Mode) {
                                     header.extend_from_slice(&data[..take]);
                                     data = &data[take..];
                                     if header.len() == 8 {
-                                        *id = Some(u64::from_le_bytes(header[..8].try_into().expect("8 bytes")));
+                                        *id = Some(u64::from_le_bytes(
+                                            header[..8].try_into().expect("8 bytes"),
+                                        ));
                                     }
                                 }
                                 if let Some(seed) = *id {
@@ -244,7 +249,9 @@ fn epoll_many_sockets(mode: Mode) {
             let c = client.socket(Proto::Tcp).expect("socket");
             client.setsockopt(c, SockOpt::NonBlocking(true)).expect("nonblocking");
             assert_eq!(client.connect(c, SocketAddrV4::new(B_IP, 5003)), Err(SocketError::InProgress));
-            client.epoll_ctl(ep, EpollOp::Add, c, EpollEvent { events: Ready::OUT, data: i as u64 }).expect("add");
+            client
+                .epoll_ctl(ep, EpollOp::Add, c, EpollEvent { events: Ready::OUT, data: i as u64 })
+                .expect("add");
             let mut header = (1000 + i as u64).to_le_bytes().to_vec();
             let mut body = vec![0u8; PER_CONN as usize];
             pattern(1000 + i as u64, 0, &mut body);
@@ -257,7 +264,11 @@ fn epoll_many_sockets(mode: Mode) {
             let n = client.epoll_wait(ep, &mut events, -1).expect("epoll_wait");
             for ev in &events[..n] {
                 let (c, data, sent) = &mut state[ev.data as usize];
-                assert!(!ev.events.contains(Ready::ERR), "connect failed: {:?}", client.getsockopt(*c, SockOptName::Error));
+                assert!(
+                    !ev.events.contains(Ready::ERR),
+                    "connect failed: {:?}",
+                    client.getsockopt(*c, SockOptName::Error)
+                );
                 loop {
                     match client.send(*c, &data[*sent..]) {
                         Ok(n) => *sent += n,
@@ -321,7 +332,11 @@ fn nonblocking_connect_reports_through_epoll(mode: Mode) {
     assert!(reported.contains(Ready::ERR | Ready::HUP), "reported {reported:?}");
     let err = client.getsockopt(refused, SockOptName::Error).expect("SO_ERROR");
     assert_eq!(err, SockOpt::Error(Some(SocketError::Connection(slimtcp::tcp::ConnError::Refused))));
-    assert_eq!(client.getsockopt(refused, SockOptName::Error), Ok(SockOpt::Error(None)), "SO_ERROR reads once");
+    assert_eq!(
+        client.getsockopt(refused, SockOptName::Error),
+        Ok(SockOpt::Error(None)),
+        "SO_ERROR reads once"
+    );
 }
 
 fn udp_with_addresses(mode: Mode) {

@@ -356,7 +356,7 @@ impl<N: Nic> Interface<N> {
         }
         let Some(sock) = self.sockets.tcp_mut(h) else { return };
         if let Some(t) = sock.conn.poll_at() {
-            if sock.scheduled.map_or(true, |s| t < s) {
+            if sock.scheduled.is_none_or(|s| t < s) {
                 sock.scheduled = Some(t);
                 self.timers.schedule(h, t.max(now));
             }
@@ -365,7 +365,7 @@ impl<N: Nic> Interface<N> {
 
     /// Resends ARP requests that are due and fails what could not be resolved.
     pub(super) fn retry_neighbors(&mut self, now: Instant) {
-        if self.pending.is_empty() || self.arp.next_deadline().map_or(true, |t| t > now) {
+        if self.pending.is_empty() || self.arp.next_deadline().is_none_or(|t| t > now) {
             return;
         }
         for ip in self.pending.addresses() {

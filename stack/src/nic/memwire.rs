@@ -233,7 +233,7 @@ impl Queue {
     fn push(&mut self, entry: Entry) {
         match self {
             Queue::Fifo(q) => {
-                debug_assert!(q.back().map_or(true, |last| last.at <= entry.at));
+                debug_assert!(q.back().is_none_or(|last| last.at <= entry.at));
                 q.push_back(entry);
             }
             Queue::Ordered(h) => h.push(entry),

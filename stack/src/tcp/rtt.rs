@@ -40,7 +40,7 @@ impl RttEstimator {
                 self.rttvar = r / 2;
             }
             Some(srtt) => {
-                let delta = if srtt > r { srtt - r } else { r - srtt };
+                let delta = srtt.abs_diff(r);
                 // RTTVAR = 3/4 RTTVAR + 1/4 |SRTT - R|; SRTT = 7/8 SRTT + 1/8 R
                 self.rttvar = (self.rttvar * 3 + delta) / 4;
                 self.srtt = Some((srtt * 7 + r) / 8);

@@ -1,7 +1,7 @@
 //! Harness of the API tests: two SlimTCP stacks over memwire, each behind the host runtime in
 //! either mode, so the same application code runs over both.
 
-#![allow(dead_code)]
+#![allow(dead_code, unused_imports)]
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;

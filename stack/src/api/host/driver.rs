@@ -124,6 +124,19 @@ pub(super) struct AppEnd {
 }
 
 impl AppEnd {
+    /// `StackDown` when the worker has stopped (cheap: no stepping).
+    pub(super) fn check_alive(&self) -> Result<(), SocketError> {
+        let down = match &self.driver {
+            Driver::Thread => self.requests.is_abandoned(),
+            Driver::Inline(group) => group.lock().unwrap_or_else(PoisonError::into_inner).failed,
+        };
+        if down {
+            Err(SocketError::StackDown)
+        } else {
+            Ok(())
+        }
+    }
+
     /// Lets the worker make progress; `StackDown` once it cannot any more.
     pub(super) fn drive(&mut self) -> Result<bool, SocketError> {
         match &self.driver {

@@ -239,6 +239,7 @@ impl HostSockets {
 
     /// Queues a request, pumping while the ring is full.
     fn submit(&mut self, mut req: Request) -> Result<(), SocketError> {
+        self.end.check_alive()?;
         let mut idle = 0u32;
         loop {
             match self.end.requests.push(req) {
