@@ -77,7 +77,6 @@ pub fn settings(cfg: &Config) -> Settings {
         win_scale: cfg.win_scale,
         buffer: workload::buffer_per_connection(cfg.connections),
         zero_copy: cfg.zero_copy,
-        retry_stalled_connects: !cfg.kernel,
     }
 }
 

@@ -48,7 +48,7 @@ impl Summary {
             s,
             "\"stack\":{},\"nic\":{},\"runtime\":{},\"role\":{},\"zero_copy\":{},\"mss\":{},\
              \"connections\":{},\"duration_s\":{:.6},\"bytes\":{},\"total_bytes\":{},\"goodput_bps\":{:.0},\
-             \"segments_per_s\":{:.0},\"drained\":{},\"connect_retries\":{}",
+             \"segments_per_s\":{:.0},\"drained\":{}",
             json_str(self.stack),
             json_str(&self.nic),
             json_str(self.runtime),
@@ -62,7 +62,6 @@ impl Summary {
             self.goodput_bps(),
             self.segments_per_s(),
             m.drained,
-            m.connect_retries,
         );
         s.push('}');
         s
@@ -126,7 +125,6 @@ mod tests {
                 elapsed: Duration::from_secs(2),
                 connections: 4,
                 drained: true,
-                connect_retries: 0,
             },
         }
     }

@@ -31,8 +31,6 @@ pub struct Measurement {
     pub connections: usize,
     /// True when every connection drained and closed cleanly in time.
     pub drained: bool,
-    /// Connects the sender abandoned and issued again (a host-runtime race; 0 when healthy).
-    pub connect_retries: u64,
 }
 
 /// Receives each progress interval.
@@ -101,11 +99,10 @@ pub fn run_both<A: SocketApi>(
             rx.active()
         );
     }
-    let connect_retries = tx.connect_retries();
     let total_bytes = rx.bytes();
     tx.abandon(tx_api);
     rx.shut(rx_api);
-    Ok(Measurement { bytes, total_bytes, elapsed, connections, drained, connect_retries })
+    Ok(Measurement { bytes, total_bytes, elapsed, connections, drained })
 }
 
 /// A lone sender: counts bytes the stack accepted, then drains (the peer reads to end of
@@ -154,10 +151,9 @@ pub fn run_sender<A: SocketApi>(
     if !drained {
         log::warn!("drain incomplete: {} connections still open", tx.open_connections());
     }
-    let connect_retries = tx.connect_retries();
     let total_bytes = tx.bytes_sent();
     tx.abandon(api);
-    Ok(Measurement { bytes, total_bytes, elapsed, connections, drained, connect_retries })
+    Ok(Measurement { bytes, total_bytes, elapsed, connections, drained })
 }
 
 /// A lone receiver: waits for the first connection (and, with `expect`, for that many), then
@@ -214,5 +210,5 @@ pub fn run_receiver<A: SocketApi>(
     let connections = rx.accepted();
     let total_bytes = rx.bytes();
     rx.shut(api);
-    Ok(Measurement { bytes, total_bytes, elapsed, connections, drained, connect_retries: 0 })
+    Ok(Measurement { bytes, total_bytes, elapsed, connections, drained })
 }

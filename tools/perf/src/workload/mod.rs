@@ -47,8 +47,6 @@ pub struct Settings {
     pub buffer: usize,
     /// Zero-copy data path.
     pub zero_copy: bool,
-    /// Re-issue connects stuck in progress (works around a host-runtime race; off for Linux).
-    pub retry_stalled_connects: bool,
 }
 
 /// Why the workload failed.

@@ -2,7 +2,6 @@
 
 use std::collections::HashMap;
 use std::net::SocketAddrV4;
-use std::time::{Duration, Instant};
 
 use slimtcp::api::{
     EpollEvent, EpollFd, EpollOp, Fd, Proto, Ready, Shutdown, SockOpt, SockOptName, SocketApi, SocketError,
@@ -15,14 +14,6 @@ use super::{sock_err, Settings, WorkloadError, COPY_CHUNK, EVENTS_PER_WAIT};
 const ZC_BATCH: usize = 32;
 /// Target bytes of one zero-copy buffer (rounded down to whole segments).
 const ZC_BUFFER: usize = 16 << 10;
-/// A connect still in progress after this long is abandoned and opened again. Works around
-/// a host-runtime race (reported on issue 4): when the handshake completes before the
-/// application has seen the connect's reply, the `Connected` event is dropped and the
-/// socket stays "connecting" forever. Longer than the SYN retransmissions a full SYN backlog
-/// causes (1 s, then 3 s). Every retry is counted and logged.
-const CONNECT_RETRY_AFTER: Duration = Duration::from_secs(5);
-/// How often connecting sockets are checked for [`CONNECT_RETRY_AFTER`].
-const RETRY_CHECK_EVERY: Duration = Duration::from_millis(100);
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum ConnState {
@@ -35,8 +26,6 @@ enum ConnState {
 #[derive(Debug)]
 struct Conn<B> {
     state: ConnState,
-    /// When the connect was issued.
-    opened: Instant,
     /// Zero-copy buffers filled but not yet accepted.
     unsent: Vec<B>,
 }
@@ -55,8 +44,6 @@ pub struct Sender<A: SocketApi> {
     sending: bool,
     established: usize,
     sent: u64,
-    retries: u64,
-    next_retry_check: Instant,
 }
 
 fn interest(ready: Ready, fd: Fd) -> EpollEvent {
@@ -86,19 +73,10 @@ impl<A: SocketApi> Sender<A> {
             sending: false,
             established: 0,
             sent: 0,
-            retries: 0,
-            next_retry_check: Instant::now() + RETRY_CHECK_EVERY,
         };
         for _ in 0..connections {
             sender.open_one(api)?;
         }
-        // Opening thousands of sockets takes a while and their readiness is only collected by
-        // `step`: age them from here, not from their own connect call.
-        let now = Instant::now();
-        for c in sender.conns.values_mut() {
-            c.opened = now;
-        }
-        sender.next_retry_check = now + RETRY_CHECK_EVERY;
         Ok(sender)
     }
 
@@ -124,44 +102,7 @@ impl<A: SocketApi> Sender<A> {
         }
         api.epoll_ctl(self.ep, EpollOp::Add, fd, interest(Ready::OUT, fd))
             .map_err(|e| sock_err("epoll_ctl(ADD)", e))?;
-        self.conns.insert(fd, Conn { state, opened: Instant::now(), unsent: Vec::new() });
-        Ok(())
-    }
-
-    /// Connects abandoned and issued again (see [`CONNECT_RETRY_AFTER`]).
-    pub fn connect_retries(&self) -> u64 {
-        self.retries
-    }
-
-    /// Re-opens connections stuck connecting for longer than [`CONNECT_RETRY_AFTER`].
-    fn retry_stalled(&mut self, api: &mut A) -> Result<(), WorkloadError> {
-        let now = Instant::now();
-        if !self.settings.retry_stalled_connects
-            || now < self.next_retry_check
-            || self.sending
-            || self.established == self.conns.len()
-        {
-            return Ok(());
-        }
-        self.next_retry_check = now + RETRY_CHECK_EVERY;
-        let stalled: Vec<Fd> = self
-            .conns
-            .iter()
-            .filter(|(_, c)| {
-                c.state == ConnState::Connecting && now.duration_since(c.opened) > CONNECT_RETRY_AFTER
-            })
-            .map(|(fd, _)| *fd)
-            .collect();
-        for fd in stalled {
-            log::warn!(
-                "connect of {fd} to {} still in progress after {:?}: closing it and connecting again",
-                self.target,
-                CONNECT_RETRY_AFTER
-            );
-            self.close(api, fd)?;
-            self.retries += 1;
-            self.open_one(api)?;
-        }
+        self.conns.insert(fd, Conn { state, unsent: Vec::new() });
         Ok(())
     }
 
@@ -195,7 +136,6 @@ impl<A: SocketApi> Sender<A> {
             let fd = Fd(u32::try_from(ev.data).unwrap_or(u32::MAX));
             self.on_ready(api, fd, ev.events)?;
         }
-        self.retry_stalled(api)?;
         Ok(n > 0)
     }
 
