@@ -108,6 +108,12 @@ impl ArpCache {
         self.put(ip, State::Resolved { mac, expires });
     }
 
+    /// Installs a static entry (operator-given): it never expires. It can still be evicted when
+    /// the cache is full, like any entry, so keep static entries below the capacity.
+    pub fn insert_static(&mut self, ip: Ipv4Addr, mac: EthernetAddress) {
+        self.put(ip, State::Resolved { mac, expires: Instant::from_micros(u64::MAX) });
+    }
+
     /// Decides how to reach `ip` at `now`, tracking outstanding requests (see [`Resolution`]).
     pub fn resolve(&mut self, ip: Ipv4Addr, now: Instant) -> Resolution {
         match self.entries.get(&ip).map(|e| e.state) {
@@ -215,6 +221,14 @@ mod tests {
         assert_eq!(c.request_interval, Duration::from_secs(1));
         assert_eq!(c.max_requests, 3);
         assert_eq!(c.capacity, 1024);
+    }
+
+    #[test]
+    fn a_static_mapping_never_expires_and_needs_no_request() {
+        let mut c = cache();
+        c.insert_static(ip(9), MAC_A);
+        assert_eq!(c.lookup(ip(9), secs(1_000_000)), Some(MAC_A));
+        assert_eq!(c.resolve(ip(9), secs(1_000_000)), Resolution::Known(MAC_A));
     }
 
     #[test]

@@ -29,6 +29,8 @@ pub struct InterfaceConfig {
     pub udp_queue: usize,
     /// Frames held while their next hop is being resolved, per address.
     pub arp_hold: usize,
+    /// Neighbours known in advance (never expire, never resolved with ARP).
+    pub static_neighbors: Vec<(Ipv4Addr, EthernetAddress)>,
 }
 
 impl InterfaceConfig {
@@ -45,6 +47,7 @@ impl InterfaceConfig {
             max_sockets: 65_536,
             udp_queue: 256,
             arp_hold: 8,
+            static_neighbors: Vec::new(),
         }
     }
 

@@ -100,8 +100,12 @@ impl<N: Nic> Interface<N> {
             std::net::SocketAddrV4::new(cfg.ip, 0),
             Instant::ZERO,
         );
+        let mut arp = ArpCache::new(cfg.arp);
+        for &(ip, mac) in &cfg.static_neighbors {
+            arp.insert_static(ip, mac);
+        }
         Interface {
-            arp: ArpCache::new(cfg.arp),
+            arp,
             pending: PendingNeighbors::new(cfg.arp_hold),
             timers: TimerWheel::new(TIMER_GRANULARITY, TIMER_SLOTS),
             nic,

@@ -7,6 +7,8 @@ use slimtcp::nic::memwire::{self, LinkConfig, MemwireError};
 use slimtcp::nic::tap::{TapError, TapNic};
 use slimtcp::nic::Nic;
 use slimtcp::time::Clock;
+use slimtcp::wire::EthernetAddress;
+use std::net::Ipv4Addr;
 
 use crate::config::{Config, LocalAddr, NicChoice, Role, RuntimeMode};
 use crate::meter::Interval;
@@ -48,22 +50,16 @@ pub enum HostError {
 
 /// Runs `cfg` (not `--kernel`) and returns what it measured.
 pub fn run(cfg: &Config, progress: workload::Progress<'_>) -> Result<Measurement, HostError> {
-    if !cfg.arp.is_empty() {
-        log::warn!(
-            "--arp: SlimTCP resolves neighbours with ARP; the {} static entries are not installed",
-            cfg.arp.len()
-        );
-    }
     match &cfg.nic {
         NicChoice::Memwire => run_memwire(cfg, progress),
         NicChoice::Tap { ifname } => {
             let tap = open_tap(ifname)?;
-            run_one(iface(tap, local(cfg), cfg.burst), cfg, progress)
+            run_one(iface(tap, local(cfg), cfg.burst, &cfg.arp), cfg, progress)
         }
         #[cfg(feature = "dpdk")]
         NicChoice::Dpdk { port } => {
             let nic = crate::dpdk::open(&cfg.eal_args, port, cfg.burst)?;
-            run_one(iface(nic, local(cfg), cfg.burst), cfg, progress)
+            run_one(iface(nic, local(cfg), cfg.burst, &cfg.arp), cfg, progress)
         }
         #[cfg(not(feature = "dpdk"))]
         NicChoice::Dpdk { .. } => unreachable!("rejected by Config::try_from without the dpdk feature"),
@@ -88,9 +84,10 @@ fn local(cfg: &Config) -> LocalAddr {
     })
 }
 
-fn iface<N: Nic>(nic: N, local: LocalAddr, burst: usize) -> Interface<N> {
+fn iface<N: Nic>(nic: N, local: LocalAddr, burst: usize, arp: &[(Ipv4Addr, EthernetAddress)]) -> Interface<N> {
     let mut c = InterfaceConfig::new(local.mac, local.ip, local.prefix_len);
     c.burst = burst;
+    c.static_neighbors = arp.to_vec();
     Interface::new(nic, c)
 }
 
