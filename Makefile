@@ -22,7 +22,8 @@ test: deps
 	@status=0; \
 	$(CARGO) build --release --workspace --all-targets && \
 	$(CARGO) test --release --workspace && \
-	$(CARGO) build --release -p slimtcp --features dpdk --example tap_echo && $(CARGO) test --release -p slimtcp --features dpdk --test 'dpdk_*' --test 'interop_dpdk_*' || status=$$?; \
+	$(CARGO) build --release -p slimtcp --features dpdk --example tap_echo && $(CARGO) test --release -p slimtcp --features dpdk --test 'dpdk_*' --test 'interop_dpdk_*' && \
+	./scripts/fuzz.sh 20 || status=$$?; \
 	./scripts/cleanup-netns.sh; \
 	exit $$status
 
@@ -41,8 +42,10 @@ demo: deps
 	$(CARGO) build --release -p slimtcp --example tap_echo
 	./scripts/demo.sh
 
+# Long fuzzing runs (FUZZ_SECONDS per target); `make test` runs each target briefly.
+FUZZ_SECONDS ?= 300
 fuzz:
-	@echo "fuzz: not yet"
+	./scripts/fuzz.sh $(FUZZ_SECONDS)
 
 clean:
 	$(CARGO) clean
