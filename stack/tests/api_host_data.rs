@@ -371,7 +371,46 @@ fn udp_with_addresses(mode: Mode) {
     assert_eq!(client.send(cli, &[0u8; 2000]), Err(SocketError::MessageTooLong));
 }
 
+/// Non-blocking calls alone (no epoll, no blocking call) see what arrived meanwhile.
+fn nonblocking_calls_make_progress_without_epoll(mode: Mode) {
+    let p = pair(mode, PairConfig::default());
+    let (mut client, mut server) = (p.client, p.server);
+    let l = listener(&mut server, 6000);
+    server.setsockopt(l, SockOpt::NonBlocking(true)).expect("nonblocking");
+    let c = client.socket(Proto::Tcp).expect("socket");
+    client.setsockopt(c, SockOpt::NonBlocking(true)).expect("nonblocking");
+    assert_eq!(client.connect(c, SocketAddrV4::new(B_IP, 6000)), Err(SocketError::InProgress));
+    let conn = loop {
+        match server.accept(l) {
+            Ok((conn, _)) => break conn,
+            Err(SocketError::WouldBlock) => {}
+            Err(e) => panic!("accept: {e}"),
+        }
+    };
+    server.setsockopt(conn, SockOpt::NonBlocking(true)).expect("nonblocking");
+    let data = vec![0x5a_u8; 10_000];
+    let mut sent = 0;
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    while got.len() < data.len() {
+        if sent < data.len() {
+            match client.send(c, &data[sent..]) {
+                Ok(n) => sent += n,
+                Err(SocketError::WouldBlock) => {}
+                Err(e) => panic!("send: {e}"),
+            }
+        }
+        match server.recv(conn, &mut buf) {
+            Ok(n) => got.extend_from_slice(&buf[..n]),
+            Err(SocketError::WouldBlock) => {}
+            Err(e) => panic!("recv: {e}"),
+        }
+    }
+    assert_eq!(got, data);
+}
+
 both_modes! {
+    nonblocking_calls_make_progress_without_epoll => nonblocking_calls_make_progress_without_epoll;
     echo_returns_every_byte => echo;
     bulk_transfer_copy_both_directions => bulk_copy_both_ways;
     bulk_transfer_zero_copy => bulk_zero_copy;

@@ -84,7 +84,12 @@ fn local(cfg: &Config) -> LocalAddr {
     })
 }
 
-fn iface<N: Nic>(nic: N, local: LocalAddr, burst: usize, arp: &[(Ipv4Addr, EthernetAddress)]) -> Interface<N> {
+fn iface<N: Nic>(
+    nic: N,
+    local: LocalAddr,
+    burst: usize,
+    arp: &[(Ipv4Addr, EthernetAddress)],
+) -> Interface<N> {
     let mut c = InterfaceConfig::new(local.mac, local.ip, local.prefix_len);
     c.burst = burst;
     c.static_neighbors = arp.to_vec();

@@ -78,6 +78,7 @@ impl HostSockets {
     }
 
     pub(super) fn do_accept(&mut self, fd: Fd) -> Result<(Fd, SocketAddrV4), SocketError> {
+        let mut pumped = false;
         loop {
             let s = self.entry(fd)?;
             if s.proto != Proto::Tcp || s.phase != Phase::Listening {
@@ -115,7 +116,12 @@ impl HostSockets {
                 continue;
             }
             if s.nonblocking {
-                return Err(SocketError::WouldBlock);
+                if pumped {
+                    return Err(SocketError::WouldBlock);
+                }
+                pumped = true;
+                self.pump()?;
+                continue;
             }
             self.wait_for(fd, |s| s.acceptable || s.phase != Phase::Listening)?;
         }

@@ -45,6 +45,7 @@ impl HostSockets {
             let peer = self.entry(fd)?.peer.ok_or(SocketError::NotConnected)?;
             return self.do_send_to(fd, data, peer);
         }
+        let mut pumped = false;
         loop {
             let s = self.entry(fd)?;
             stream_send_check(s)?;
@@ -62,7 +63,13 @@ impl HostSockets {
                 return Ok(n);
             }
             if s.nonblocking {
-                return Err(SocketError::WouldBlock);
+                // Non-blocking: look at what the worker reported meanwhile, once.
+                if pumped {
+                    return Err(SocketError::WouldBlock);
+                }
+                pumped = true;
+                self.pump()?;
+                continue;
             }
             self.wait_for(fd, |s| s.writable())?;
         }
@@ -72,6 +79,7 @@ impl HostSockets {
         if self.entry(fd)?.proto == Proto::Udp {
             return self.do_recv_from(fd, buf).map(|(n, _)| n);
         }
+        let mut pumped = false;
         loop {
             let s = self.entry_mut(fd)?;
             if buf.is_empty() || s.rd_shut {
@@ -95,6 +103,11 @@ impl HostSockets {
             match stream_recv_empty(s) {
                 Ok(()) => return Ok(0),
                 Err(SocketError::WouldBlock) if !s.nonblocking => {}
+                Err(SocketError::WouldBlock) if !pumped => {
+                    pumped = true;
+                    self.pump()?;
+                    continue;
+                }
                 Err(e) => return Err(e),
             }
             self.wait_for(fd, |s| s.readable())?;
@@ -131,6 +144,7 @@ impl HostSockets {
         fd: Fd,
         buf: &mut [u8],
     ) -> Result<(usize, SocketAddrV4), SocketError> {
+        let mut pumped = false;
         loop {
             let s = self.entry_mut(fd)?;
             if s.proto == Proto::Tcp {
@@ -146,7 +160,12 @@ impl HostSockets {
                 return Err(SocketError::NotConnected);
             }
             if s.nonblocking {
-                return Err(SocketError::WouldBlock);
+                if pumped {
+                    return Err(SocketError::WouldBlock);
+                }
+                pumped = true;
+                self.pump()?;
+                continue;
             }
             self.wait_for(fd, |s| s.readable())?;
         }
@@ -176,6 +195,7 @@ impl HostSockets {
             }
             return Ok(sent);
         }
+        let mut pumped = false;
         loop {
             let s = self.entry(fd)?;
             stream_send_check(s)?;
@@ -208,7 +228,12 @@ impl HostSockets {
                 }
             }
             if s.nonblocking {
-                return Err(SocketError::WouldBlock);
+                if pumped {
+                    return Err(SocketError::WouldBlock);
+                }
+                pumped = true;
+                self.pump()?;
+                continue;
             }
             let need = first.len();
             self.wait_for(fd, |s| {
@@ -220,6 +245,7 @@ impl HostSockets {
     }
 
     pub(super) fn do_recv_zc(&mut self, fd: Fd) -> Result<Option<RxBuf>, SocketError> {
+        let mut pumped = false;
         loop {
             let s = self.entry_mut(fd)?;
             if s.proto == Proto::Udp {
@@ -227,7 +253,12 @@ impl HostSockets {
                     return Ok(Some(dgram));
                 }
                 if s.nonblocking {
-                    return Err(SocketError::WouldBlock);
+                    if pumped {
+                        return Err(SocketError::WouldBlock);
+                    }
+                    pumped = true;
+                    self.pump()?;
+                    continue;
                 }
             } else {
                 if s.rd_shut {
@@ -239,6 +270,11 @@ impl HostSockets {
                 match stream_recv_empty(s) {
                     Ok(()) => return Ok(None),
                     Err(SocketError::WouldBlock) if !s.nonblocking => {}
+                    Err(SocketError::WouldBlock) if !pumped => {
+                        pumped = true;
+                        self.pump()?;
+                        continue;
+                    }
                     Err(e) => return Err(e),
                 }
             }
