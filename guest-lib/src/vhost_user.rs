@@ -144,6 +144,16 @@ pub fn create_memory(size: usize) -> Result<Arc<GuestMemoryMmap>, GuestError> {
     Ok(Arc::new(mem))
 }
 
+/// The whole of a memory made by [`create_memory`] as one [`DmaRegion`] (GPA = host base +
+/// offset translation), `None` if it has no region.
+pub fn memory_region(mem: &Arc<GuestMemoryMmap>) -> Option<DmaRegion> {
+    let region = mem.iter().next()?;
+    let keep: crate::mem::KeepAlive = mem.clone();
+    // SAFETY: the region is `len()` bytes mapped read-write at `as_ptr()`, kept mapped by
+    // `keep` (the `GuestMemoryMmap`), and the device sees it at its guest address.
+    Some(unsafe { DmaRegion::new(region.as_ptr(), region.start_addr().0, region.len() as usize, keep) })
+}
+
 impl VhostUserTransport {
     /// Connects to the backend at `path` and sets up `cfg.queue_pairs` queue pairs (0: as many
     /// as the device has).
@@ -179,11 +189,7 @@ impl VhostUserTransport {
         let info =
             VhostUserMemoryRegionInfo::from_guest_region(region).map_err(vhost_err("memory region"))?;
         fe.set_mem_table(&[info]).map_err(vhost_err("set_mem_table"))?;
-        let host = region.as_ptr();
-        let keep: crate::mem::KeepAlive = mem.clone();
-        // SAFETY: the region is `len()` bytes mapped read-write at `host`, kept mapped by `keep`
-        // (the `GuestMemoryMmap`), and the backend sees it at its guest address.
-        let whole = unsafe { DmaRegion::new(host, region.start_addr().0, region.len() as usize, keep) };
+        let whole = memory_region(&mem).ok_or(GuestError::Config("no memory region"))?;
 
         let event_idx = features & features::EVENT_IDX != 0;
         let mut alloc = BumpAllocator::new(whole);
