@@ -39,8 +39,9 @@ fn out_of_order_completions_free_the_right_descriptors() {
     let (mem, mut alloc) = common::memory(4 << 20);
     let mut ring = common::ring(&mut alloc, 8, true);
     let mut q = common::device_queue(&ring, true);
-    let heads: Vec<u16> =
-        (0..4).map(|i| ring.add(&[rd(0x1_0010_0000 + i * 64, 40), rd(0x1_0020_0000, 100)]).expect("add")).collect();
+    let heads: Vec<u16> = (0..4)
+        .map(|i| ring.add(&[rd(0x1_0010_0000 + i * 64, 40), rd(0x1_0020_0000, 100)]).expect("add"))
+        .collect();
     assert_eq!(ring.num_free(), 0);
     assert_eq!(ring.add(&[rd(0x1_0010_0000, 1)]), Err(RingError::Full(1)));
     ring.publish();

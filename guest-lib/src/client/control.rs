@@ -66,6 +66,7 @@ impl GuestSockets {
     }
 
     pub(super) fn do_accept(&mut self, fd: Fd) -> Result<(Fd, SocketAddrV4), SocketError> {
+        let mut pumped = false;
         loop {
             let s = self.entry_mut(fd)?;
             if s.proto != Proto::Tcp || s.phase != Phase::Listening {
@@ -75,6 +76,9 @@ impl GuestSockets {
                 return Ok(conn);
             }
             if s.nonblocking {
+                if !std::mem::replace(&mut pumped, true) && self.pump()? {
+                    continue;
+                }
                 return Err(SocketError::WouldBlock);
             }
             self.wait_for(fd, |s| !s.accept_q.is_empty() || s.phase != Phase::Listening)?;

@@ -74,6 +74,7 @@ impl GuestSockets {
             let peer = self.entry(fd)?.peer.ok_or(SocketError::NotConnected)?;
             return self.do_send_to(fd, data, peer);
         }
+        let mut pumped = false;
         loop {
             let s = self.entry(fd)?;
             stream_send_check(s)?;
@@ -98,6 +99,9 @@ impl GuestSockets {
                 return Ok(sent);
             }
             if nonblocking {
+                if !std::mem::replace(&mut pumped, true) && self.pump()? {
+                    continue;
+                }
                 return Err(SocketError::WouldBlock);
             }
             self.wait_for(fd, |s| s.writable())?;
@@ -108,6 +112,7 @@ impl GuestSockets {
         if self.entry(fd)?.proto == Proto::Udp {
             return self.do_recv_from(fd, buf).map(|(n, _)| n);
         }
+        let mut pumped = false;
         loop {
             let s = self.entry_mut(fd)?;
             if buf.is_empty() || s.rd_shut {
@@ -131,6 +136,10 @@ impl GuestSockets {
             match stream_recv_empty(s) {
                 Ok(()) => return Ok(0),
                 Err(SocketError::WouldBlock) if !s.nonblocking => {}
+                Err(SocketError::WouldBlock) if !std::mem::replace(&mut pumped, true) => {
+                    self.pump()?;
+                    continue;
+                }
                 Err(e) => return Err(e),
             }
             self.wait_for(fd, |s| s.readable())?;
@@ -178,6 +187,7 @@ impl GuestSockets {
         fd: Fd,
         buf: &mut [u8],
     ) -> Result<(usize, SocketAddrV4), SocketError> {
+        let mut pumped = false;
         loop {
             let s = self.entry_mut(fd)?;
             if s.proto == Proto::Tcp {
@@ -193,6 +203,9 @@ impl GuestSockets {
                 return Err(SocketError::NotConnected);
             }
             if s.nonblocking {
+                if !std::mem::replace(&mut pumped, true) && self.pump()? {
+                    continue;
+                }
                 return Err(SocketError::WouldBlock);
             }
             self.wait_for(fd, |s| s.readable())?;
@@ -219,6 +232,7 @@ impl GuestSockets {
             }
             return Ok(sent);
         }
+        let mut pumped = false;
         loop {
             let s = self.entry(fd)?;
             stream_send_check(s)?;
@@ -248,6 +262,9 @@ impl GuestSockets {
                 }
             }
             if s.nonblocking {
+                if !std::mem::replace(&mut pumped, true) && self.pump()? {
+                    continue;
+                }
                 return Err(SocketError::WouldBlock);
             }
             let need = first.len();
@@ -260,6 +277,7 @@ impl GuestSockets {
     }
 
     pub(super) fn do_recv_zc(&mut self, fd: Fd) -> Result<Option<RxBuf>, SocketError> {
+        let mut pumped = false;
         loop {
             let s = self.entry_mut(fd)?;
             if s.proto == Proto::Udp {
@@ -267,6 +285,9 @@ impl GuestSockets {
                     return Ok(Some(dgram));
                 }
                 if s.nonblocking {
+                    if !std::mem::replace(&mut pumped, true) && self.pump()? {
+                        continue;
+                    }
                     return Err(SocketError::WouldBlock);
                 }
             } else {
