@@ -159,7 +159,7 @@ impl VhostUserTransport {
     /// as the device has).
     pub fn connect(path: impl AsRef<Path>, cfg: &GuestConfig) -> Result<VhostUserTransport, GuestError> {
         cfg.validate()?;
-        let mut fe = Frontend::connect(path.as_ref(), 1).map_err(vhost_err("connect"))?;
+        let mut fe = Frontend::connect(path.as_ref(), 3).map_err(vhost_err("connect"))?;
         fe.set_owner().map_err(vhost_err("set_owner"))?;
         let offered = fe.get_features().map_err(vhost_err("get_features"))?;
         if offered & features::REQUIRED != features::REQUIRED {

@@ -144,7 +144,7 @@ fn echoed_data_is_read_in_place_and_credit_is_returned_when_consumed() {
     let buf = api.recv_zc(fd).expect("recv_zc").expect("data");
     assert_eq!(buf.as_ref(), &payload[..]);
     let credits = |dev: &FakeDevice| {
-        dev.frames().iter().filter(|f| f[16] == Op::Credit.code()).map(|f| f.clone()).collect::<Vec<_>>()
+        dev.frames().iter().filter(|f| f[16] == Op::Credit.code()).cloned().collect::<Vec<_>>()
     };
     api.progress().expect("progress");
     assert!(credits(&dev).is_empty(), "no credit while the application holds the bytes");
@@ -193,7 +193,7 @@ fn sends_beyond_the_in_flight_limit_wait_for_returned_chains() {
     // max_send_in_flight is 8192.
     assert_eq!(api.send(fd, &[7u8; 10_000]), Ok(8192));
     assert_eq!(api.send(fd, b"x"), Err(SocketError::WouldBlock));
-    while dev.held.lock().expect("held").len() < 1 {
+    while dev.held.lock().expect("held").is_empty() {
         api.progress().expect("progress");
     }
     dev.release.store(true, std::sync::atomic::Ordering::Relaxed);

@@ -56,6 +56,8 @@ pub mod fake {
         pub hold: bool,
     }
 
+    pub type Injected = Arc<Mutex<VecDeque<(RxMessage, Vec<u8>)>>>;
+
     pub type Handler = Box<dyn FnMut(&Request, &[u8]) -> Answer + Send>;
 
     #[derive(Debug)]
@@ -82,7 +84,7 @@ pub mod fake {
         /// Every transmit frame (all readable bytes of the chain), in order.
         pub frames: Arc<Mutex<Vec<Vec<u8>>>>,
         /// Messages the test injects (events), written as buffers allow.
-        pub inject: Arc<Mutex<VecDeque<(RxMessage, Vec<u8>)>>>,
+        pub inject: Injected,
         /// Chains currently held.
         pub held: Arc<Mutex<Vec<u16>>>,
         pub link: Arc<Alive>,
