@@ -1,0 +1,234 @@
+//! Zero-copy buffers in shared (DMA) memory.
+//!
+//! [`TxBuf`]: cut from the pair's transmit pool; the application fills it in place and
+//! `send_zc` puts its GPA in the send chain. The library holds it while the device holds the
+//! chain, and it goes back to the pool (on drop) only when the device returned the chain, i.e.
+//! after the peer acknowledged its bytes. [`RxBuf`]: the payload of a `data` or `datagram`
+//! message, read in place inside the posted receive buffer; dropping it queues the buffer for
+//! reposting and its bytes for a credit return.
+
+use std::sync::{Arc, Mutex, PoisonError};
+
+use slimtcp::api::{Fd, ZeroCopyTx};
+
+use crate::mem::DmaRegion;
+
+/// Transmit buffers up to this size come from the small class.
+pub const SMALL_TX: usize = 2048;
+/// The largest transmit buffer (and copy-send chunk).
+pub const LARGE_TX: usize = 64 * 1024;
+
+#[derive(Debug, Default)]
+struct PoolLists {
+    small: Vec<usize>,
+    large: Vec<usize>,
+    /// Next uncarved offset.
+    bump: usize,
+    outstanding: usize,
+}
+
+/// The transmit pool of one queue pair: two size classes carved on demand from a region.
+#[derive(Debug)]
+pub(crate) struct TxPool {
+    region: DmaRegion,
+    lists: Mutex<PoolLists>,
+}
+
+impl TxPool {
+    pub(crate) fn new(region: DmaRegion) -> Arc<TxPool> {
+        Arc::new(TxPool { region, lists: Mutex::new(PoolLists::default()) })
+    }
+
+    fn lists(&self) -> std::sync::MutexGuard<'_, PoolLists> {
+        self.lists.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// A buffer with room for `len` bytes (and `len` set), `None` when the pool is exhausted
+    /// or `len` is above [`LARGE_TX`].
+    pub(crate) fn alloc(self: &Arc<Self>, len: usize) -> Option<TxBuf> {
+        let cap = if len <= SMALL_TX {
+            SMALL_TX
+        } else if len <= LARGE_TX {
+            LARGE_TX
+        } else {
+            return None;
+        };
+        let mut l = self.lists();
+        let offset = match if cap == SMALL_TX { l.small.pop() } else { l.large.pop() } {
+            Some(o) => o,
+            None => {
+                let start = l.bump;
+                if start + cap > self.region.len() {
+                    return None;
+                }
+                l.bump = start + cap;
+                start
+            }
+        };
+        l.outstanding += 1;
+        drop(l);
+        Some(TxBuf { pool: self.clone(), offset, cap, len })
+    }
+
+    pub(crate) fn outstanding(&self) -> usize {
+        self.lists().outstanding
+    }
+}
+
+/// A zero-copy transmit buffer in shared memory (see the module documentation).
+pub struct TxBuf {
+    pool: Arc<TxPool>,
+    offset: usize,
+    cap: usize,
+    len: usize,
+}
+
+impl TxBuf {
+    /// Bytes that will be sent.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// True when nothing will be sent.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Room in the buffer.
+    pub fn capacity(&self) -> usize {
+        self.cap
+    }
+
+    /// The guest-physical address the device reads the payload from.
+    pub fn gpa(&self) -> u64 {
+        self.pool.region.gpa() + self.offset as u64
+    }
+
+    /// Address of the first byte (tests use it to follow a buffer's identity).
+    pub fn as_ptr(&self) -> *const u8 {
+        // SAFETY: offset + cap <= region length (checked when carved).
+        unsafe { self.pool.region.host().add(self.offset) }
+    }
+}
+
+impl std::fmt::Debug for TxBuf {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TxBuf")
+            .field("gpa", &format_args!("{:#x}", self.gpa()))
+            .field("len", &self.len)
+            .field("capacity", &self.cap)
+            .finish()
+    }
+}
+
+impl ZeroCopyTx for TxBuf {
+    fn space_mut(&mut self) -> &mut [u8] {
+        // SAFETY: the buffer's bytes belong to this TxBuf alone (the pool hands each offset out
+        // once, and the device reads it only while the library holds the TxBuf in flight, when
+        // the application cannot reach it).
+        unsafe { std::slice::from_raw_parts_mut(self.as_ptr().cast_mut(), self.cap) }
+    }
+
+    fn filled(&self) -> &[u8] {
+        // SAFETY: as in `space_mut`; len <= cap.
+        unsafe { std::slice::from_raw_parts(self.as_ptr(), self.len) }
+    }
+
+    fn set_len(&mut self, len: usize) {
+        self.len = len.min(self.cap);
+    }
+}
+
+impl Drop for TxBuf {
+    fn drop(&mut self) {
+        let mut l = self.pool.lists();
+        l.outstanding = l.outstanding.saturating_sub(1);
+        if self.cap == SMALL_TX {
+            l.small.push(self.offset);
+        } else {
+            l.large.push(self.offset);
+        }
+    }
+}
+
+/// A posted receive buffer the application let go of.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Release {
+    /// The receive-buffer slot to repost.
+    pub slot: u16,
+    /// The socket whose window the bytes count against (TCP data only).
+    pub fd: Option<Fd>,
+    /// Payload bytes to credit.
+    pub bytes: u32,
+}
+
+/// Releases queued by dropped [`RxBuf`]s (they may be dropped anywhere, even on another
+/// thread), drained by the library's poll loop.
+pub(crate) type ReleaseQueue = Mutex<Vec<Release>>;
+
+/// A received payload, read in place in shared memory (see the module documentation).
+pub struct RxBuf {
+    ptr: *const u8,
+    start: usize,
+    len: usize,
+    release: Release,
+    queue: Arc<ReleaseQueue>,
+    /// Keeps the mapping alive.
+    _mem: crate::mem::KeepAlive,
+}
+
+// SAFETY: the bytes are a posted buffer the device returned and that is not reposted before
+// this RxBuf drops (the release queue is a mutex), and the mapping is kept by `_mem`.
+unsafe impl Send for RxBuf {}
+
+impl RxBuf {
+    pub(crate) fn new(
+        ptr: *const u8,
+        len: usize,
+        release: Release,
+        queue: Arc<ReleaseQueue>,
+        mem: crate::mem::KeepAlive,
+    ) -> RxBuf {
+        RxBuf { ptr, start: 0, len, release, queue, _mem: mem }
+    }
+
+    /// The payload bytes not yet consumed.
+    pub fn as_slice(&self) -> &[u8] {
+        // SAFETY: `ptr..ptr + len` lies in a returned receive buffer (checked against the
+        // buffer size when the message was parsed) that nobody writes until this drops.
+        unsafe { std::slice::from_raw_parts(self.ptr.add(self.start), self.len - self.start) }
+    }
+
+    /// Payload bytes not yet consumed.
+    pub fn len(&self) -> usize {
+        self.len - self.start
+    }
+
+    /// True when everything was consumed.
+    pub fn is_empty(&self) -> bool {
+        self.len == self.start
+    }
+
+    /// Drops the first `n` bytes (a partial copy-out).
+    pub(crate) fn consume(&mut self, n: usize) {
+        self.start = (self.start + n).min(self.len);
+    }
+}
+
+impl std::fmt::Debug for RxBuf {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RxBuf").field("slot", &self.release.slot).field("len", &self.len()).finish()
+    }
+}
+
+impl AsRef<[u8]> for RxBuf {
+    fn as_ref(&self) -> &[u8] {
+        self.as_slice()
+    }
+}
+
+impl Drop for RxBuf {
+    fn drop(&mut self) {
+        self.queue.lock().unwrap_or_else(PoisonError::into_inner).push(self.release);
+    }
+}

@@ -1,0 +1,278 @@
+//! The vhost-user transport: this process plays the VMM.
+//!
+//! It creates the "guest memory" as a memfd, maps it, connects to the backend's unix socket
+//! with vhost's [`Frontend`] and sets the device up in the order VMMs use (set_owner,
+//! features, protocol features, queue count, set_features, memory table, then per vring
+//! num/base/addr/kick/call, then enable). From then on it drives the split rings itself; the
+//! backend sees ordinary virtio-net rings in ordinary guest memory.
+//!
+//! Memory layout (one region, at [`GUEST_MEMORY_BASE`], never at GPA 0):
+//! `[rings of pair 0..N][buffer area of pair 0][buffer area of pair 1]...`.
+
+use std::fs::File;
+use std::os::fd::{AsRawFd, FromRawFd};
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use vhost::vhost_user::{Frontend, VhostUserFrontend, VhostUserProtocolFeatures};
+use vhost::{VhostBackend, VhostUserMemoryRegionInfo, VringConfigData};
+use vm_memory::{FileOffset, GuestAddress, GuestMemoryBackend, GuestMemoryMmap, GuestMemoryRegion};
+use vmm_sys_util::eventfd::{EventFd, EFD_NONBLOCK};
+
+use crate::mem::{BumpAllocator, DmaRegion};
+use crate::ring::{alloc_ring, SplitRing};
+use crate::transport::{Interrupt, Link, Notify, QueuePair, Transport, Virtqueue};
+use crate::{GuestConfig, GuestError};
+
+/// The guest-physical address of the memfd region (rings at GPA 0 count as "not set").
+pub const GUEST_MEMORY_BASE: u64 = 0x1_0000_0000;
+
+/// virtio-net / virtio feature bits this driver negotiates.
+pub mod features {
+    /// VIRTIO_NET_F_MRG_RXBUF (the 12-byte header; this protocol never merges).
+    pub const MRG_RXBUF: u64 = 1 << 15;
+    /// VIRTIO_NET_F_CTRL_VQ (not used here: this process is the VMM and enables pairs itself).
+    pub const CTRL_VQ: u64 = 1 << 17;
+    /// VIRTIO_NET_F_MQ.
+    pub const MQ: u64 = 1 << 22;
+    /// VIRTIO_RING_F_EVENT_IDX.
+    pub const EVENT_IDX: u64 = 1 << 29;
+    /// VHOST_USER_F_PROTOCOL_FEATURES.
+    pub const PROTOCOL_FEATURES: u64 = 1 << 30;
+    /// VIRTIO_F_VERSION_1.
+    pub const VERSION_1: u64 = 1 << 32;
+    /// What the device must offer.
+    pub const REQUIRED: u64 = VERSION_1 | PROTOCOL_FEATURES;
+    /// What the driver takes when offered.
+    pub const WANTED: u64 = REQUIRED | MRG_RXBUF | MQ | EVENT_IDX;
+}
+
+#[derive(Debug)]
+struct EventKick(EventFd);
+
+impl Notify for EventKick {
+    fn notify(&self) -> std::io::Result<()> {
+        self.0.write(1)
+    }
+}
+
+#[derive(Debug)]
+struct EventCall(EventFd);
+
+impl Interrupt for EventCall {
+    fn wait(&self, timeout: Duration) -> std::io::Result<()> {
+        let mut pfd = libc::pollfd { fd: self.0.as_raw_fd(), events: libc::POLLIN, revents: 0 };
+        let ms = libc::c_int::try_from(timeout.as_millis()).unwrap_or(libc::c_int::MAX);
+        // SAFETY: one valid pollfd for the duration of the call.
+        let rc = unsafe { libc::poll(&mut pfd, 1, ms) };
+        if rc < 0 {
+            let e = std::io::Error::last_os_error();
+            return if e.kind() == std::io::ErrorKind::Interrupted { Ok(()) } else { Err(e) };
+        }
+        if rc > 0 {
+            // Clears the counter; EAGAIN (someone else read it) is fine.
+            let _ = self.0.read();
+        }
+        Ok(())
+    }
+}
+
+/// The backend connection, also the liveness probe of every pair.
+struct Connection {
+    frontend: std::sync::Mutex<Frontend>,
+    fd: libc::c_int,
+}
+
+impl std::fmt::Debug for Connection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Connection").field("fd", &self.fd).finish()
+    }
+}
+
+impl Link for Connection {
+    fn alive(&self) -> bool {
+        let mut pfd = libc::pollfd { fd: self.fd, events: libc::POLLIN | libc::POLLRDHUP, revents: 0 };
+        // SAFETY: one valid pollfd; the socket stays open while `frontend` lives (in self).
+        let rc = unsafe { libc::poll(&mut pfd, 1, 0) };
+        if rc <= 0 {
+            return rc == 0;
+        }
+        if pfd.revents & (libc::POLLHUP | libc::POLLRDHUP | libc::POLLERR | libc::POLLNVAL) != 0 {
+            return false;
+        }
+        // Readable without hang-up: the backend never sends unsolicited messages on the
+        // main socket, so this is an end of file unless a peek says otherwise.
+        let mut b = 0u8;
+        // SAFETY: peeks one byte into a valid local buffer.
+        let n = unsafe {
+            libc::recv(self.fd, (&mut b as *mut u8).cast(), 1, libc::MSG_PEEK | libc::MSG_DONTWAIT)
+        };
+        n != 0
+    }
+}
+
+/// A vhost-user device set up by this process (see the module documentation).
+#[derive(Debug)]
+pub struct VhostUserTransport {
+    conn: Arc<Connection>,
+    pairs: Vec<Option<QueuePair>>,
+    /// Features agreed with the backend.
+    pub features: u64,
+    /// Protocol features agreed with the backend.
+    pub protocol_features: VhostUserProtocolFeatures,
+}
+
+fn vhost_err(step: &'static str) -> impl FnOnce(vhost::Error) -> GuestError {
+    move |source| GuestError::VhostUser { step, source }
+}
+
+/// Creates the shared guest memory: a memfd of `size` bytes mapped at [`GUEST_MEMORY_BASE`].
+pub fn create_memory(size: usize) -> Result<Arc<GuestMemoryMmap>, GuestError> {
+    let name = c"slimtcp-guest";
+    // SAFETY: valid NUL-terminated name; the returned fd is owned by the File below.
+    let fd = unsafe { libc::memfd_create(name.as_ptr(), libc::MFD_CLOEXEC) };
+    if fd < 0 {
+        return Err(GuestError::Memory(std::io::Error::last_os_error()));
+    }
+    // SAFETY: `fd` is a fresh descriptor nobody else owns.
+    let file = unsafe { File::from_raw_fd(fd) };
+    file.set_len(size as u64).map_err(GuestError::Memory)?;
+    let ranges = [(GuestAddress(GUEST_MEMORY_BASE), size, Some(FileOffset::new(file, 0)))];
+    let mem = GuestMemoryMmap::from_ranges_with_files(&ranges)
+        .map_err(|e| GuestError::Memory(std::io::Error::other(e.to_string())))?;
+    Ok(Arc::new(mem))
+}
+
+/// The whole of a memory made by [`create_memory`] as one [`DmaRegion`] (GPA = host base +
+/// offset translation), `None` if it has no region.
+pub fn memory_region(mem: &Arc<GuestMemoryMmap>) -> Option<DmaRegion> {
+    let region = mem.iter().next()?;
+    let keep: crate::mem::KeepAlive = mem.clone();
+    // SAFETY: the region is `len()` bytes mapped read-write at `as_ptr()`, kept mapped by
+    // `keep` (the `GuestMemoryMmap`), and the device sees it at its guest address.
+    Some(unsafe { DmaRegion::new(region.as_ptr(), region.start_addr().0, region.len() as usize, keep) })
+}
+
+impl VhostUserTransport {
+    /// Connects to the backend at `path` and sets up `cfg.queue_pairs` queue pairs (0: as many
+    /// as the device has).
+    pub fn connect(path: impl AsRef<Path>, cfg: &GuestConfig) -> Result<VhostUserTransport, GuestError> {
+        cfg.validate()?;
+        let mut fe = Frontend::connect(path.as_ref(), 3).map_err(vhost_err("connect"))?;
+        fe.set_owner().map_err(vhost_err("set_owner"))?;
+        let offered = fe.get_features().map_err(vhost_err("get_features"))?;
+        if offered & features::REQUIRED != features::REQUIRED {
+            return Err(GuestError::MissingFeatures { offered, required: features::REQUIRED });
+        }
+        let features = offered & features::WANTED;
+        let pf_offered = fe.get_protocol_features().map_err(vhost_err("get_protocol_features"))?;
+        let protocol_features = pf_offered
+            & (VhostUserProtocolFeatures::MQ
+                | VhostUserProtocolFeatures::REPLY_ACK
+                | VhostUserProtocolFeatures::CONFIGURE_MEM_SLOTS);
+        fe.set_protocol_features(protocol_features).map_err(vhost_err("set_protocol_features"))?;
+        let vrings = if protocol_features.contains(VhostUserProtocolFeatures::MQ) {
+            fe.get_queue_num().map_err(vhost_err("get_queue_num"))?
+        } else {
+            2
+        };
+        let available = usize::try_from(vrings / 2).unwrap_or(usize::MAX).max(1);
+        let pairs = if cfg.queue_pairs == 0 { available } else { cfg.queue_pairs };
+        if pairs > available {
+            return Err(GuestError::TooManyQueuePairs { wanted: pairs, available });
+        }
+        fe.set_features(features).map_err(vhost_err("set_features"))?;
+
+        let mem = create_memory(cfg.memory_size)?;
+        let region = mem.iter().next().ok_or(GuestError::Config("no memory region"))?;
+        let info =
+            VhostUserMemoryRegionInfo::from_guest_region(region).map_err(vhost_err("memory region"))?;
+        fe.set_mem_table(&[info]).map_err(vhost_err("set_mem_table"))?;
+        let whole = memory_region(&mem).ok_or(GuestError::Config("no memory region"))?;
+
+        let event_idx = features & features::EVENT_IDX != 0;
+        let mut alloc = BumpAllocator::new(whole);
+        let mut rings: Vec<(SplitRing, SplitRing)> = Vec::with_capacity(pairs);
+        for _ in 0..pairs {
+            let rx = alloc_ring(&mut alloc, cfg.queue_size, event_idx).map_err(GuestError::Ring)?;
+            let tx = alloc_ring(&mut alloc, cfg.queue_size, event_idx).map_err(GuestError::Ring)?;
+            rings.push((rx, tx));
+        }
+        let per_pair = (alloc.remaining() / pairs) & !4095;
+        let mut out = Vec::with_capacity(pairs);
+        let conn_fd = fe.as_raw_fd();
+        let mut vqs = Vec::new();
+        for (k, (rx, tx)) in rings.into_iter().enumerate() {
+            let memory = alloc.alloc(per_pair, 4096).ok_or(GuestError::Config("memory_size too small"))?;
+            let mut qs = Vec::with_capacity(2);
+            for (q, ring) in [(2 * k, rx), (2 * k + 1, tx)] {
+                let kick = EventFd::new(EFD_NONBLOCK).map_err(GuestError::Notify)?;
+                let call = EventFd::new(EFD_NONBLOCK).map_err(GuestError::Notify)?;
+                let a = ring.addrs();
+                let size = ring.size();
+                fe.set_vring_num(q, size).map_err(vhost_err("set_vring_num"))?;
+                fe.set_vring_base(q, 0).map_err(vhost_err("set_vring_base"))?;
+                let cfgd = VringConfigData {
+                    queue_max_size: size,
+                    queue_size: size,
+                    flags: 0,
+                    desc_table_addr: a.desc_host,
+                    used_ring_addr: a.used_host,
+                    avail_ring_addr: a.avail_host,
+                    log_addr: None,
+                };
+                fe.set_vring_addr(q, &cfgd).map_err(vhost_err("set_vring_addr"))?;
+                fe.set_vring_kick(q, &kick).map_err(vhost_err("set_vring_kick"))?;
+                fe.set_vring_call(q, &call).map_err(vhost_err("set_vring_call"))?;
+                vqs.push(q);
+                qs.push(Virtqueue {
+                    ring,
+                    kick: Box::new(EventKick(kick)),
+                    call: Some(Box::new(EventCall(call))),
+                });
+            }
+            let tx = qs.pop().ok_or(GuestError::Config("queue pair"))?;
+            let rx = qs.pop().ok_or(GuestError::Config("queue pair"))?;
+            out.push((k, rx, tx, memory));
+        }
+        for q in vqs {
+            fe.set_vring_enable(q, true).map_err(vhost_err("set_vring_enable"))?;
+        }
+        // A round trip: the backend has handled every message above (it closes the connection
+        // on any it rejects, which this would report).
+        fe.get_features().map_err(vhost_err("setup round trip"))?;
+        let conn = Arc::new(Connection { frontend: std::sync::Mutex::new(fe), fd: conn_fd });
+        if !conn.alive() {
+            return Err(GuestError::Disconnected);
+        }
+        let link: Arc<dyn Link> = conn.clone();
+        let pairs = out
+            .into_iter()
+            .map(|(index, rx, tx, memory)| Some(QueuePair { index, rx, tx, memory, link: link.clone() }))
+            .collect();
+        log::debug!("vhost-user device set up: features {features:#x}, protocol {protocol_features:?}");
+        Ok(VhostUserTransport { conn, pairs, features, protocol_features })
+    }
+
+    /// Whether the backend is still connected.
+    pub fn alive(&self) -> bool {
+        self.conn.alive()
+    }
+
+    /// Access to the frontend (e.g. for tests that replace the memory table).
+    pub fn with_frontend<R>(&self, f: impl FnOnce(&mut Frontend) -> R) -> R {
+        let mut fe = self.conn.frontend.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        f(&mut fe)
+    }
+}
+
+impl Transport for VhostUserTransport {
+    fn queue_pairs(&self) -> usize {
+        self.pairs.len()
+    }
+
+    fn take_queue_pair(&mut self, index: usize) -> Result<QueuePair, GuestError> {
+        self.pairs.get_mut(index).and_then(Option::take).ok_or(GuestError::NoSuchQueuePair(index))
+    }
+}

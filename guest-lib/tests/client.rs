@@ -1,0 +1,304 @@
+//! The protocol client against a scripted device: byte-exact requests, event handling, zero
+//! copy ownership, credit, disconnects.
+
+mod common;
+
+use std::net::{Ipv4Addr, SocketAddrV4};
+use std::time::Duration;
+
+use common::fake::{self, Answer, FakeDevice};
+use slimtcp::api::{
+    EpollEvent, EpollOp, Proto, Ready, SockOpt, SockOptName, SocketApi, SocketError, ZeroCopyTx,
+};
+use slimtcp::tcp::ConnError;
+use slimtcp_abi::{Done, HelloInfo, Op, Request, RequestBody, RxMessage, SocketId, Version};
+use slimtcp_guest::{GuestConfig, GuestSockets};
+
+const SID: SocketId = SocketId(42);
+const LOCAL: SocketAddrV4 = SocketAddrV4::new(Ipv4Addr::new(10, 0, 0, 1), 49152);
+const PEER: SocketAddrV4 = SocketAddrV4::new(Ipv4Addr::new(10, 0, 0, 2), 5201);
+
+fn info() -> HelloInfo {
+    HelloInfo {
+        addr: Ipv4Addr::new(10, 0, 0, 1),
+        prefix_len: 24,
+        mac: [2, 0, 0, 0, 0, 1],
+        gateway: Ipv4Addr::new(10, 0, 0, 254),
+        mss: 1460,
+        max_datagram: 1472,
+        max_sockets: 4096,
+        max_send_in_flight: 8192,
+        rx_buffer: 4096,
+        max_requests: 64,
+    }
+}
+
+fn done(req: &Request, socket: SocketId, d: Done) -> (RxMessage, Vec<u8>) {
+    (RxMessage::Complete { cookie: req.cookie, socket, op: req.op().code(), result: Ok(d) }, Vec::new())
+}
+
+/// A tiny backend: one socket (42) that echoes stream data and holds send chains until the
+/// test releases them ("ACK").
+fn echo_backend(req: &Request, payload: &[u8]) -> Answer {
+    let mut messages = Vec::new();
+    let mut hold = false;
+    match req.body {
+        RequestBody::Hello { .. } => messages.push((
+            RxMessage::HelloDone { cookie: req.cookie, version: Version::CURRENT, result: Ok(info()) },
+            Vec::new(),
+        )),
+        RequestBody::Socket { .. } => messages.push(done(req, SID, Done::value(0))),
+        RequestBody::Connect { .. } => messages.push(done(req, SID, Done { value: 0, addr: LOCAL })),
+        RequestBody::Bind { local } => {
+            messages.push(done(req, SID, Done { value: 0, addr: SocketAddrV4::new(*local.ip(), 8080) }))
+        }
+        RequestBody::Send { len } => {
+            hold = true;
+            assert_eq!(payload.len(), len as usize);
+            // Split as the host does: as much as fits a 2 KiB posted buffer after 40 bytes.
+            for chunk in payload.chunks(2048 - 40) {
+                messages
+                    .push((RxMessage::Data { socket: req.socket, len: chunk.len() as u32 }, chunk.to_vec()));
+            }
+        }
+        RequestBody::Credit { .. } => {}
+        _ if req.flags.is_quiet() => {}
+        _ => messages.push(done(req, req.socket, Done::value(0))),
+    }
+    Answer { messages, hold }
+}
+
+fn start() -> (GuestSockets, FakeDevice) {
+    let (qp, dev) = fake::start(64, Box::new(echo_backend));
+    let cfg = GuestConfig { queue_size: 64, rx_buffer_size: 2048, ..GuestConfig::default() };
+    let api = GuestSockets::new(qp, &cfg).expect("hello");
+    (api, dev)
+}
+
+fn hex_frame(header: [u8; 20], body: &[u8]) -> Vec<u8> {
+    let mut v = vec![0u8; 12];
+    v.extend_from_slice(&header);
+    v.extend_from_slice(body);
+    v
+}
+
+fn req_header(op: Op, flags: u8, cookie: u64, socket: u32) -> [u8; 20] {
+    let mut h = [0u8; 20];
+    h[0..4].copy_from_slice(b"STCP");
+    h[4] = op.code();
+    h[5] = flags;
+    h[8..16].copy_from_slice(&cookie.to_le_bytes());
+    h[16..20].copy_from_slice(&socket.to_le_bytes());
+    h
+}
+
+/// Pumps until the device recorded at least `n` frames (it runs on its own thread).
+fn frames_after(api: &mut GuestSockets, dev: &FakeDevice, n: usize) -> Vec<Vec<u8>> {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        api.progress().expect("progress");
+        let f = dev.frames();
+        if f.len() >= n || std::time::Instant::now() > deadline {
+            return f;
+        }
+        std::thread::yield_now();
+    }
+}
+
+fn cookie_of(frame: &[u8]) -> u64 {
+    u64::from_le_bytes(frame[20..28].try_into().expect("8 bytes"))
+}
+
+#[test]
+fn hello_socket_connect_and_send_are_encoded_byte_for_byte() {
+    let (mut api, dev) = start();
+    assert_eq!(api.hello_info().mss, 1460);
+    let fd = api.socket(Proto::Tcp).expect("socket");
+    api.connect(fd, PEER).expect("connect");
+    assert_eq!(api.local_addr(fd), Ok(LOCAL));
+    assert_eq!(api.peer_addr(fd), Ok(PEER));
+    assert_eq!(api.send(fd, b"hello").expect("send"), 5);
+    let f = frames_after(&mut api, &dev, 4);
+    assert_eq!(f.len(), 4, "hello, socket, connect, send");
+    // The hex examples of docs/protocol.md with our cookies.
+    assert_eq!(f[0], hex_frame(req_header(Op::Hello, 0, cookie_of(&f[0]), 0), &[1, 0, 0, 0, 0, 0, 0, 0]));
+    assert_eq!(f[1], hex_frame(req_header(Op::Socket, 0, cookie_of(&f[1]), 0), &[1, 0, 0, 0, 0, 0, 0, 0]));
+    assert_eq!(
+        f[2],
+        hex_frame(req_header(Op::Connect, 0, cookie_of(&f[2]), 42), &[0x0a, 0, 0, 2, 0x51, 0x14, 0, 0])
+    );
+    let mut send = hex_frame(req_header(Op::Send, 1, cookie_of(&f[3]), 42), &[5, 0, 0, 0, 0, 0, 0, 0]);
+    send.extend_from_slice(b"hello");
+    assert_eq!(f[3], send, "QUIET send, payload in the same chain");
+    let cookies: std::collections::HashSet<u64> = f[..3].iter().map(|x| cookie_of(x)).collect();
+    assert_eq!(cookies.len(), 3, "cookies are distinct");
+}
+
+#[test]
+fn echoed_data_is_read_in_place_and_credit_is_returned_when_consumed() {
+    let (mut api, dev) = start();
+    let fd = api.socket(Proto::Tcp).expect("socket");
+    api.connect(fd, PEER).expect("connect");
+    let payload: Vec<u8> = (0..1500u32).map(|i| i as u8).collect();
+    api.send(fd, &payload).expect("send");
+    let buf = api.recv_zc(fd).expect("recv_zc").expect("data");
+    assert_eq!(buf.as_ref(), &payload[..]);
+    let credits = |dev: &FakeDevice| {
+        dev.frames().iter().filter(|f| f[16] == Op::Credit.code()).cloned().collect::<Vec<_>>()
+    };
+    api.progress().expect("progress");
+    assert!(credits(&dev).is_empty(), "no credit while the application holds the bytes");
+    let before = dev.frames().len();
+    drop(buf);
+    frames_after(&mut api, &dev, before + 1);
+    let c = credits(&dev);
+    assert_eq!(c.len(), 1, "1500 bytes >= a quarter of the 4096-byte window: one credit");
+    assert_eq!(c[0][17], 1, "QUIET");
+    assert_eq!(&c[0][28..32], &42u32.to_le_bytes());
+    assert_eq!(&c[0][32..36], &1500u32.to_le_bytes());
+}
+
+#[test]
+fn a_zero_copy_buffer_is_recycled_only_when_the_device_returns_its_chain() {
+    let (mut api, dev) = start();
+    let fd = api.socket(Proto::Tcp).expect("socket");
+    api.connect(fd, PEER).expect("connect");
+    let mut b = api.alloc_tx(1000).expect("alloc");
+    b.space_mut()[..3].copy_from_slice(b"abc");
+    b.set_len(3);
+    let mut bufs = vec![b];
+    assert_eq!(api.send_zc(fd, &mut bufs).expect("send_zc"), 1);
+    assert!(bufs.is_empty());
+    for _ in 0..100 {
+        api.progress().expect("progress");
+    }
+    assert_eq!(api.tx_buffers_outstanding(), 1, "the device holds the chain: the buffer is not free");
+    while dev.held.lock().expect("held").is_empty() {
+        api.progress().expect("progress");
+    }
+    dev.release.store(true, std::sync::atomic::Ordering::Relaxed);
+    while api.tx_buffers_outstanding() != 0 {
+        api.progress().expect("progress");
+    }
+    let data = api.recv_zc(fd).expect("recv").expect("echo");
+    assert_eq!(data.as_ref(), b"abc");
+}
+
+#[test]
+fn sends_beyond_the_in_flight_limit_wait_for_returned_chains() {
+    let (mut api, dev) = start();
+    let fd = api.socket(Proto::Tcp).expect("socket");
+    api.connect(fd, PEER).expect("connect");
+    api.setsockopt(fd, SockOpt::NonBlocking(true)).expect("nonblocking");
+    // max_send_in_flight is 8192.
+    assert_eq!(api.send(fd, &[7u8; 10_000]), Ok(8192));
+    assert_eq!(api.send(fd, b"x"), Err(SocketError::WouldBlock));
+    while dev.held.lock().expect("held").is_empty() {
+        api.progress().expect("progress");
+    }
+    dev.release.store(true, std::sync::atomic::Ordering::Relaxed);
+    let mut n = Err(SocketError::WouldBlock);
+    for _ in 0..1_000_000 {
+        n = api.send(fd, b"x");
+        if n.is_ok() {
+            break;
+        }
+    }
+    assert_eq!(n, Ok(1));
+}
+
+#[test]
+fn accepted_connections_are_queued_for_accept_with_their_data() {
+    let (mut api, dev) = start();
+    let l = api.socket(Proto::Tcp).expect("socket");
+    api.bind(l, SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0)).expect("bind");
+    assert_eq!(api.local_addr(l).map(|a| a.port()), Ok(8080));
+    api.listen(l, 16).expect("listen");
+    let ep = api.epoll_create().expect("epoll");
+    api.epoll_ctl(ep, EpollOp::Add, l, EpollEvent { events: Ready::IN, data: 1 }).expect("ctl");
+    let new = SocketId(43);
+    let local = SocketAddrV4::new(Ipv4Addr::new(10, 0, 0, 1), 8080);
+    {
+        let mut q = dev.inject.lock().expect("inject");
+        q.push_back((RxMessage::Accepted { listener: SID, socket: new, remote: PEER, local }, Vec::new()));
+        q.push_back((RxMessage::Data { socket: new, len: 2 }, b"hi".to_vec()));
+        q.push_back((RxMessage::PeerClosed { socket: new }, Vec::new()));
+    }
+    let mut ev = [EpollEvent::default(); 4];
+    assert_eq!(api.epoll_wait(ep, &mut ev, 5_000), Ok(1));
+    assert_eq!(ev[0], EpollEvent { events: Ready::IN, data: 1 });
+    let (c, from) = api.accept(l).expect("accept");
+    assert_eq!(from, PEER);
+    assert_eq!(api.local_addr(c), Ok(local));
+    let mut buf = [0u8; 16];
+    assert_eq!(api.recv(c, &mut buf), Ok(2));
+    assert_eq!(&buf[..2], b"hi");
+    assert_eq!(api.recv(c, &mut buf), Ok(0), "end of stream after peer_closed");
+}
+
+#[test]
+fn a_reset_fails_reads_and_sets_so_error() {
+    let (mut api, dev) = start();
+    let fd = api.socket(Proto::Tcp).expect("socket");
+    api.connect(fd, PEER).expect("connect");
+    dev.inject
+        .lock()
+        .expect("inject")
+        .push_back((RxMessage::Reset { socket: SID, errno: slimtcp_abi::Errno::ECONNRESET }, Vec::new()));
+    let mut buf = [0u8; 8];
+    assert_eq!(api.recv(fd, &mut buf), Err(SocketError::Connection(ConnError::Reset)));
+    assert_eq!(
+        api.getsockopt(fd, SockOptName::Error),
+        Ok(SockOpt::Error(Some(SocketError::Connection(ConnError::Reset))))
+    );
+    assert_eq!(api.getsockopt(fd, SockOptName::Error), Ok(SockOpt::Error(None)), "read once");
+}
+
+#[test]
+fn a_nonblocking_connect_reports_in_progress_then_out_readiness() {
+    let (mut api, _dev) = start();
+    let fd = api.socket(Proto::Tcp).expect("socket");
+    api.setsockopt(fd, SockOpt::NonBlocking(true)).expect("nonblocking");
+    assert_eq!(api.connect(fd, PEER), Err(SocketError::InProgress));
+    let ep = api.epoll_create().expect("epoll");
+    api.epoll_ctl(ep, EpollOp::Add, fd, EpollEvent { events: Ready::OUT | Ready::ET, data: 9 }).expect("ctl");
+    let mut ev = [EpollEvent::default(); 1];
+    assert_eq!(api.epoll_wait(ep, &mut ev, 5_000), Ok(1));
+    assert!(ev[0].events.contains(Ready::OUT));
+    assert_eq!(api.getsockopt(fd, SockOptName::Error), Ok(SockOpt::Error(None)));
+    assert_eq!(api.connect(fd, PEER), Err(SocketError::IsConnected));
+}
+
+#[test]
+fn a_backend_that_goes_away_ends_blocking_calls_with_enetdown() {
+    let (mut api, mut dev) = start();
+    let fd = api.socket(Proto::Tcp).expect("socket");
+    api.connect(fd, PEER).expect("connect");
+    let killer = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(50));
+        dev.disconnect();
+        dev
+    });
+    let mut buf = [0u8; 8];
+    assert_eq!(api.recv(fd, &mut buf), Err(SocketError::StackDown));
+    assert_eq!(api.socket(Proto::Tcp), Err(SocketError::StackDown), "and stays down");
+    drop(killer.join().expect("join"));
+}
+
+#[test]
+fn close_frees_the_descriptor_and_udp_binds_before_sending() {
+    let (mut api, dev) = start();
+    let fd = api.socket(Proto::Udp).expect("socket");
+    assert_eq!(api.send_to(fd, b"ping", PEER), Ok(4));
+    api.close(fd).expect("close");
+    assert_eq!(api.close(fd), Err(SocketError::BadHandle));
+    let ops: Vec<u8> = frames_after(&mut api, &dev, 5).iter().map(|f| f[16]).collect();
+    assert_eq!(
+        ops,
+        vec![Op::Hello.code(), Op::Socket.code(), Op::Bind.code(), Op::SendTo.code(), Op::Close.code()]
+    );
+    let f = &dev.frames()[3];
+    assert_eq!(f.len(), 48 + 4);
+    assert_eq!(&f[32..38], &[0x0a, 0, 0, 2, 0x51, 0x14]);
+    assert_eq!(&f[48..], b"ping");
+}
