@@ -7,31 +7,29 @@
 //! - 1000 concurrent connections move 64 KiB each exactly and all close on both sides;
 //! - no retransmission and no drop on this lossless link, and every mbuf goes back to its pool.
 //!
-//! The workload is that of `tests/sim/mod.rs` (written for `SimPair` on a virtual clock), driven
-//! here by a small real-time driver: every wait has a deadline and panics with the state on
-//! expiry; there are no sleeps.
+//! The workload is the one the simulations run (`tests/workload`), driven here on the real clock:
+//! every wait has a deadline and panics with the state on expiry; there are no sleeps.
 
 #![cfg(feature = "dpdk")]
 
 mod dpdk_common;
+#[path = "workload/mod.rs"]
+mod workload;
 
-use std::collections::HashMap;
-use std::net::{Ipv4Addr, SocketAddrV4};
+use std::net::Ipv4Addr;
 use std::time::Duration;
 
 use dpdk_common::*;
-use slimtcp::api::SocketError;
-use slimtcp::iface::{DropReason, Interface, InterfaceConfig, SocketHandle};
+use workload::Transfer;
+use slimtcp::iface::{DropReason, Interface, InterfaceConfig};
 use slimtcp::nic::dpdk::{create_ring_pair, DpdkNic, Eal, MempoolConfig, PortConfig};
 use slimtcp::time::Instant;
 use slimtcp::wire::EthernetAddress;
-use slimtcp_testkit::data::{hex, pattern, pattern_digest, StreamHasher};
 
 const A_IP: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 1);
 const B_IP: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 2);
 const A_MAC: EthernetAddress = EthernetAddress([0x02, 0, 0, 0, 0, 0x0a]);
 const B_MAC: EthernetAddress = EthernetAddress([0x02, 0, 0, 0, 0, 0x0b]);
-const PORT: u16 = 5001;
 /// Frames each direction of the link holds (1023).
 const RING_SIZE: u32 = 1024;
 
@@ -124,20 +122,6 @@ impl DpdkPair {
     }
 }
 
-struct Sender {
-    handle: SocketHandle,
-    seed: u64,
-    sent: u64,
-    closed: bool,
-}
-
-struct Receiver {
-    handle: SocketHandle,
-    hasher: StreamHasher,
-    seed: Option<u64>,
-    done: bool,
-}
-
 #[derive(Debug)]
 #[allow(dead_code)] // printed
 struct Report {
@@ -150,108 +134,18 @@ struct Report {
     retransmits_b: u64,
 }
 
-/// A opens `connections` connections to B and sends each `bytes` of its own seeded stream, then
-/// closes; B reads to EOF, hashing, then closes. Panics on any byte mismatch, error or hang.
+/// The shared workload (`tests/workload`) on the real clock: A sends `connections` seeded
+/// streams of `bytes` to B, both close. Panics on any byte mismatch, error, or after `limit`.
 fn bulk_transfer(p: &mut DpdkPair, connections: usize, bytes: u64, seed: u64, limit: Duration) -> Report {
     p.resolve_neighbours();
-    let listener = p.b.tcp_listen(PORT, connections + 16).expect("listen");
     let started = p.now();
-    let remote = SocketAddrV4::new(B_IP, PORT);
-    let mut senders: Vec<Sender> = (0..connections)
-        .map(|i| Sender {
-            handle: p.a.tcp_connect(started, remote).expect("connect"),
-            seed: seed.wrapping_mul(1_000_003).wrapping_add(i as u64),
-            sent: 0,
-            closed: false,
-        })
-        .collect();
-    // B learns each stream's seed from the sender's local port.
-    let seeds: HashMap<u16, u64> =
-        senders.iter().map(|s| (p.a.tcp_info(s.handle).expect("info").local.port(), s.seed)).collect();
-    let mut receivers: Vec<Receiver> = Vec::new();
-    let mut chunk = vec![0u8; 64 * 1024];
-    let mut buf = vec![0u8; 64 * 1024];
-    let state = |p: &DpdkPair, receivers: &[Receiver], senders: &[Sender]| {
-        format!(
-            "{} of {connections} sent, {} accepted, {} at EOF; sockets a={} b={}; t={}",
-            senders.iter().filter(|s| s.closed).count(),
-            receivers.len(),
-            receivers.iter().filter(|r| r.done).count(),
-            p.a.socket_count(),
-            p.b.socket_count(),
-            p.now()
-        )
-    };
+    let mut t = Transfer::start(&mut p.a, &mut p.b, started, B_IP, connections, bytes, seed);
     let deadline = std::time::Instant::now() + limit;
-    let (mut iters, mut max_iter, mut last) = (0u64, Duration::ZERO, std::time::Instant::now());
-    loop {
-        let t = std::time::Instant::now();
-        max_iter = max_iter.max(t - last);
-        last = t;
-        iters += 1;
-        for s in senders.iter_mut().filter(|s| !s.closed) {
-            while s.sent < bytes {
-                // On the real clock the driver's own time is the link's latency: generate only
-                // what the socket will take (the sim workload fills 64 KiB per attempt).
-                let space = p.a.tcp_info(s.handle).expect("info").send_space;
-                if space == 0 {
-                    break;
-                }
-                let n = ((bytes - s.sent) as usize).min(chunk.len()).min(space);
-                pattern(s.seed, s.sent, &mut chunk[..n]);
-                match p.a.tcp_send(s.handle, &chunk[..n]) {
-                    Ok(k) => s.sent += k as u64,
-                    Err(SocketError::WouldBlock) => break,
-                    Err(e) => panic!("seed {seed}: send failed: {e} ({})", e.name()),
-                }
-            }
-            if s.sent == bytes {
-                p.a.tcp_close(s.handle).expect("close");
-                s.closed = true;
-            }
-        }
-        while let Ok(h) = p.b.tcp_accept(listener) {
-            let port = p.b.tcp_info(h).expect("info").remote.port();
-            receivers.push(Receiver {
-                handle: h,
-                hasher: StreamHasher::new(),
-                seed: seeds.get(&port).copied(),
-                done: false,
-            });
-        }
-        for r in receivers.iter_mut().filter(|r| !r.done) {
-            loop {
-                match p.b.tcp_recv(r.handle, &mut buf) {
-                    Ok(0) => {
-                        r.done = true;
-                        p.b.tcp_close(r.handle).expect("close");
-                        break;
-                    }
-                    Ok(n) => r.hasher.update(&buf[..n]),
-                    Err(SocketError::WouldBlock) => break,
-                    Err(e) => panic!(
-                        "seed {seed}: recv failed: {e} ({}) at {}; a: {:?}; b: {:?}",
-                        e.name(),
-                        p.now(),
-                        p.a.counters(),
-                        p.b.counters()
-                    ),
-                }
-            }
-        }
-        // Closed on both sides: A's connections through TIME-WAIT, B's through LAST-ACK; only
-        // B's listener is left.
-        if receivers.len() == connections
-            && receivers.iter().all(|r| r.done)
-            && p.a.socket_count() == 0
-            && p.b.socket_count() == 1
-        {
-            break;
-        }
+    while !t.step(&mut p.a, &mut p.b) {
         if std::time::Instant::now() > deadline {
             panic!(
-                "seed {seed}: transfer not done after {limit:?}: {}; a: {:?}; b: {:?}",
-                state(p, &receivers, &senders),
+                "transfer not done after {limit:?}: {}; a: {:?}; b: {:?}",
+                t.describe(&p.a, &p.b),
                 p.a.counters(),
                 p.b.counters()
             );
@@ -259,16 +153,7 @@ fn bulk_transfer(p: &mut DpdkPair, connections: usize, bytes: u64, seed: u64, li
         p.poll();
     }
     let elapsed = p.now().saturating_since(started);
-    eprintln!("driver: {iters} iterations, longest {max_iter:?}");
-    let mut verified = 0;
-    for r in receivers {
-        let stream_seed = r.seed.unwrap_or_else(|| panic!("seed {seed}: a stream from an unknown port"));
-        assert_eq!(r.hasher.bytes(), bytes, "seed {seed}: stream {stream_seed} length");
-        let (got, want) = (r.hasher.finish(), pattern_digest(stream_seed, bytes));
-        assert!(got == want, "seed {seed}: stream {stream_seed}: sha256 {} != {}", hex(&got), hex(&want));
-        verified += 1;
-    }
-    p.b.tcp_close(listener).expect("close listener");
+    let verified = t.verify(&mut p.b);
     let total_bits = 8 * bytes as u128 * connections as u128;
     Report {
         connections,
