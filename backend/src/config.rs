@@ -19,7 +19,9 @@ pub enum ConfigError {
     #[error("exactly one of --tap IFNAME or --dpdk 'EAL ARGS' is required")]
     NoDevice,
     /// `--dpdk` without the `dpdk` feature.
-    #[error("--dpdk needs DPDK support: rebuild with `cargo build --release -p slimtcp-vhost --features dpdk`")]
+    #[error(
+        "--dpdk needs DPDK support: rebuild with `cargo build --release -p slimtcp-vhost --features dpdk`"
+    )]
     DpdkNotBuilt,
     /// A TAP name the kernel cannot take.
     #[error("--tap {0:?}: an interface name has 1 to 15 bytes, no '/', whitespace or ':'")]

@@ -25,7 +25,9 @@ pub const DEVICE_FEATURES: u64 = (1 << VIRTIO_F_VERSION_1)
 
 /// vhost-user protocol features the device offers: exactly the ones it implements.
 pub fn protocol_features() -> VhostUserProtocolFeatures {
-    VhostUserProtocolFeatures::MQ | VhostUserProtocolFeatures::REPLY_ACK | VhostUserProtocolFeatures::CONFIGURE_MEM_SLOTS
+    VhostUserProtocolFeatures::MQ
+        | VhostUserProtocolFeatures::REPLY_ACK
+        | VhostUserProtocolFeatures::CONFIGURE_MEM_SLOTS
 }
 
 /// Errors setting up the device.
@@ -146,7 +148,13 @@ impl VhostUserBackend for NetDevice {
         Some((c, n))
     }
 
-    fn handle_event(&self, _event: u16, _evset: EventSet, vrings: &[VringRwLock], _thread: usize) -> std::io::Result<()> {
+    fn handle_event(
+        &self,
+        _event: u16,
+        _evset: EventSet,
+        vrings: &[VringRwLock],
+        _thread: usize,
+    ) -> std::io::Result<()> {
         // The worker busy-polls every ring; a kick only tells us the rings exist.
         let mut slot = self.shared.vrings.lock().unwrap_or_else(PoisonError::into_inner);
         if slot.is_none() {

@@ -53,14 +53,22 @@ pub fn start_backend(config: &Config, stop: &StopHandle) -> Result<(), ServerErr
                     let eal = Eal::init(&eal_args).map_err(|e| error_chain(&e))?;
                     let mut port = PortConfig::new("0");
                     port.promiscuous = true;
-                    let nic = DpdkNic::open(eal, &port).map_err(|e| error_chain(&e))?.pop().ok_or("DPDK port 0 has no queue")?;
+                    let nic = DpdkNic::open(eal, &port)
+                        .map_err(|e| error_chain(&e))?
+                        .pop()
+                        .ok_or("DPDK port 0 has no queue")?;
                     if let Some(h) = host_ip {
                         let iface = eal_args
                             .iter()
                             .filter(|v| v.contains("net_tap"))
-                            .find_map(|v| v.split(',').find_map(|kv| kv.strip_prefix("iface=")).map(str::to_string))
-                            .ok_or("--host-ip needs a net_tap vdev with iface=NAME in the --dpdk arguments")?;
-                        slimtcp::nic::tap::configure_host_side(&iface, h.addr, h.prefix_len).map_err(|e| error_chain(&e))?;
+                            .find_map(|v| {
+                                v.split(',').find_map(|kv| kv.strip_prefix("iface=")).map(str::to_string)
+                            })
+                            .ok_or(
+                                "--host-ip needs a net_tap vdev with iface=NAME in the --dpdk arguments",
+                            )?;
+                        slimtcp::nic::tap::configure_host_side(&iface, h.addr, h.prefix_len)
+                            .map_err(|e| error_chain(&e))?;
                     }
                     Ok(nic)
                 },

@@ -19,7 +19,8 @@ fn main() -> ExitCode {
             return ExitCode::SUCCESS;
         }
         Err(e) => {
-            let first = e.to_string().lines().next().unwrap_or_default().trim_start_matches("error: ").to_owned();
+            let first =
+                e.to_string().lines().next().unwrap_or_default().trim_start_matches("error: ").to_owned();
             eprintln!("slimtcp-vhost: error: {first} (see --help)");
             return ExitCode::from(EXIT_USAGE);
         }

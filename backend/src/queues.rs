@@ -55,7 +55,10 @@ impl LocalRings {
     /// Rings over `queues`, index = position.
     pub fn new(queues: Vec<Queue>) -> Self {
         let n = queues.len();
-        LocalRings { queues: queues.into_iter().map(RefCell::new).collect(), notified: RefCell::new(vec![0; n]) }
+        LocalRings {
+            queues: queues.into_iter().map(RefCell::new).collect(),
+            notified: RefCell::new(vec![0; n]),
+        }
     }
 
     /// Interrupts requested per ring so far.
@@ -95,7 +98,10 @@ impl Vrings for LocalRings {
 
 /// Pops the next available chain's head index, if any (errors of a broken avail ring count as
 /// "nothing available").
-pub(crate) fn pop_head<'m>(q: &mut Queue, mem: &'m GuestMem) -> Option<virtio_queue::DescriptorChain<&'m GuestMem>> {
+pub(crate) fn pop_head<'m>(
+    q: &mut Queue,
+    mem: &'m GuestMem,
+) -> Option<virtio_queue::DescriptorChain<&'m GuestMem>> {
     q.pop_descriptor_chain(mem)
 }
 

@@ -73,7 +73,13 @@ impl TenantConfig {
     pub fn from_config(c: &Config) -> Self {
         let mut iface = InterfaceConfig::new(c.mac, c.ip.addr, c.ip.prefix_len);
         iface.gateway = c.gateway;
-        TenantConfig { socket: c.socket.clone(), iface, pairs: c.queue_pairs, core: c.core, name: "tenant0".into() }
+        TenantConfig {
+            socket: c.socket.clone(),
+            iface,
+            pairs: c.queue_pairs,
+            core: c.core,
+            name: "tenant0".into(),
+        }
     }
 }
 
@@ -106,8 +112,8 @@ where
     F: FnMut() -> Result<N, String>,
 {
     let path = cfg.socket.display().to_string();
-    let mut listener =
-        Listener::new(&cfg.socket, true).map_err(|source| ServerError::Listen { path: path.clone(), source })?;
+    let mut listener = Listener::new(&cfg.socket, true)
+        .map_err(|source| ServerError::Listen { path: path.clone(), source })?;
     let mut iface: Option<Interface<N>> = None;
     let mut served = 0usize;
     log::info!("{}: serving on {path}", cfg.name);
@@ -173,7 +179,9 @@ where
         match worker.join() {
             Ok(WorkerExit::Done(Some(i))) => iface = Some(i),
             Ok(WorkerExit::Done(None)) => log::warn!("{}: interface failed; reopening the NIC", cfg.name),
-            Ok(WorkerExit::Panicked(_)) | Err(_) => log::warn!("{}: worker lost; reopening the NIC", cfg.name),
+            Ok(WorkerExit::Panicked(_)) | Err(_) => {
+                log::warn!("{}: worker lost; reopening the NIC", cfg.name)
+            }
         }
         drop(daemon);
     }

@@ -44,7 +44,11 @@ pub fn pin_to_core(core: usize) -> std::io::Result<()> {
 }
 
 /// Spawns `f` on a thread named `name`, pinned to `core` when given.
-pub fn spawn_worker<R, F>(name: &str, core: Option<usize>, f: F) -> Result<JoinHandle<WorkerExit<R>>, WorkerError>
+pub fn spawn_worker<R, F>(
+    name: &str,
+    core: Option<usize>,
+    f: F,
+) -> Result<JoinHandle<WorkerExit<R>>, WorkerError>
 where
     R: Send + 'static,
     F: FnOnce() -> R + Send + 'static,

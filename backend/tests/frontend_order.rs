@@ -34,8 +34,12 @@ fn memfd_memory() -> GuestMem {
     // SAFETY: `fd` is a new descriptor owned by nobody else.
     let file = unsafe { File::from_raw_fd(fd) };
     file.set_len(common::RAM).expect("size memfd");
-    GuestMem::from_ranges_with_files(&[(GuestAddress(0), common::RAM as usize, Some(FileOffset::new(file, 0)))])
-        .expect("memfd guest memory")
+    GuestMem::from_ranges_with_files(&[(
+        GuestAddress(0),
+        common::RAM as usize,
+        Some(FileOffset::new(file, 0)),
+    )])
+    .expect("memfd guest memory")
 }
 
 fn regions(mem: &GuestMem) -> Vec<VhostUserMemoryRegionInfo> {
@@ -60,7 +64,14 @@ fn hva(mem: &GuestMem, gpa: GuestAddress) -> u64 {
 }
 
 /// Sets up ring `idx` of the device (num, addr, base, call, kick) from `ring`.
-fn setup_ring(f: &mut Frontend, mem: &GuestMem, idx: usize, ring: &common::Ring<'_>, call: &EventFd, kick: &EventFd) {
+fn setup_ring(
+    f: &mut Frontend,
+    mem: &GuestMem,
+    idx: usize,
+    ring: &common::Ring<'_>,
+    call: &EventFd,
+    kick: &EventFd,
+) {
     f.set_vring_num(idx, QSIZE).expect("set_vring_num");
     let cfg = VringConfigData {
         queue_max_size: 1024,
@@ -93,14 +104,20 @@ fn negotiate(f: &mut Frontend) -> u64 {
 /// A hello on pair 0, answered over the rings.
 fn hello_round_trip(pair: &mut PairDriver<'_>, kick_rx: &EventFd, kick_tx: &EventFd, cookie: u64) {
     pair.post(4, 1024);
-    pair.request(&Request::new(cookie, SocketId::NONE, RequestBody::Hello { version: Version::CURRENT }), &[]);
+    pair.request(
+        &Request::new(cookie, SocketId::NONE, RequestBody::Hello { version: Version::CURRENT }),
+        &[],
+    );
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         let _ = kick_rx.write(1);
         let _ = kick_tx.write(1);
         let msgs = pair.messages();
         if let Some((m, _)) = msgs.first() {
-            assert!(matches!(m, RxMessage::HelloDone { cookie: c, result: Ok(_), .. } if *c == cookie), "{m:?}");
+            assert!(
+                matches!(m, RxMessage::HelloDone { cookie: c, result: Ok(_), .. } if *c == cookie),
+                "{m:?}"
+            );
             return;
         }
         assert!(Instant::now() < deadline, "no hello_done");
@@ -120,7 +137,9 @@ fn start_daemon(path: &Path, connections: usize) -> (StopHandle, std::thread::Jo
     let s = stop.clone();
     let t = std::thread::spawn(move || {
         // The peer end is dropped: frames go nowhere, which this test does not need.
-        let make = || -> Result<MemwireNic, String> { Ok(link(LinkConfig::default()).map_err(|e| e.to_string())?.0) };
+        let make = || -> Result<MemwireNic, String> {
+            Ok(link(LinkConfig::default()).map_err(|e| e.to_string())?.0)
+        };
         serve_tenant(&cfg, make, &s, Some(connections)).expect("serve");
     });
     (stop, t)

@@ -91,7 +91,8 @@ fn bad_chains_get_their_errors_while_the_other_pair_keeps_working() {
     let mut p0 = PairDriver::new(&mem, 0, QSIZE, 0);
     let mut p1 = PairDriver::new(&mem, 1, QSIZE, 1 << 20);
     let ctrl = common::Ring::new(&mem, 4, QSIZE);
-    let rings = LocalRings::new(vec![p0.rx.queue(), p0.tx.queue(), p1.rx.queue(), p1.tx.queue(), ctrl.queue()]);
+    let rings =
+        LocalRings::new(vec![p0.rx.queue(), p0.tx.queue(), p1.rx.queue(), p1.tx.queue(), ctrl.queue()]);
     p0.post(64, 2048);
     p1.post(64, 2048);
 
@@ -138,7 +139,11 @@ fn bad_chains_get_their_errors_while_the_other_pair_keeps_working() {
     let (junk, jn) = p0.data(&[0xab; 64]);
     let junk_head = p0.tx.add_raw(&[(junk, jn, 0, None)]);
     // Meanwhile pair 1 keeps working: bind and listen on its socket.
-    let bind = Request::new(20, foreign, RequestBody::Bind { local: SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 7000) });
+    let bind = Request::new(
+        20,
+        foreign,
+        RequestBody::Bind { local: SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 7000) },
+    );
     p1.request(&bind, &[]);
     p1.request(&Request::new(21, foreign, RequestBody::Listen { backlog: 8 }), &[]);
 
@@ -257,8 +262,11 @@ fn zero_copy_send_returns_the_chain_only_after_the_ack_and_data_arrives_with_one
     run_until(&mut b, &rings, &mem, &mut [&mut p0], &mut seen, |s| {
         s[0].iter().any(|(m, _)| matches!(m, RxMessage::Data { .. }))
     });
-    let data: Vec<u8> =
-        seen[0].iter().filter(|(m, _)| matches!(m, RxMessage::Data { .. })).flat_map(|(_, p)| p.clone()).collect();
+    let data: Vec<u8> = seen[0]
+        .iter()
+        .filter(|(m, _)| matches!(m, RxMessage::Data { .. }))
+        .flat_map(|(_, p)| p.clone())
+        .collect();
     assert_eq!(data, b"hello guest");
     assert_eq!(b.engine.counters().rx_payload_copied, 11);
     p0.request(&Request::new(5, sock, RequestBody::Credit { bytes: 11 }), &[]);

@@ -30,7 +30,13 @@ pub struct Walked {
 /// Walks `chain`, translating each descriptor, which must all be device-writable (`writable`)
 /// or all device-readable. Stops at the first fault, keeping the slices before it (so a
 /// transmit request's header can still be read to answer it).
-pub fn walk(chain: DescriptorChain<&GuestMem>, mem: &GuestMem, writable: bool, max_descs: usize, out: &mut Walked) {
+pub fn walk(
+    chain: DescriptorChain<&GuestMem>,
+    mem: &GuestMem,
+    writable: bool,
+    max_descs: usize,
+    out: &mut Walked,
+) {
     out.slices.clear();
     out.len = 0;
     out.fault = None;

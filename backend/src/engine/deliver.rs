@@ -139,7 +139,13 @@ impl<N: Nic> Engine<N> {
         }
     }
 
-    fn deliver_stream(&mut self, id: u32, h: slimtcp::iface::SocketHandle, q: &mut Queue, mem: &GuestMem) -> Delivery {
+    fn deliver_stream(
+        &mut self,
+        id: u32,
+        h: slimtcp::iface::SocketHandle,
+        q: &mut Queue,
+        mem: &GuestMem,
+    ) -> Delivery {
         let Some(s) = self.sockets.get_mut(&id) else { return Delivery::Nothing };
         if s.rx_partial.is_none() {
             match self.iface.tcp_recv_segment_held(h) {
@@ -193,7 +199,13 @@ impl<N: Nic> Engine<N> {
         Delivery::Wrote
     }
 
-    fn deliver_datagram(&mut self, id: u32, h: slimtcp::iface::SocketHandle, q: &mut Queue, mem: &GuestMem) -> Delivery {
+    fn deliver_datagram(
+        &mut self,
+        id: u32,
+        h: slimtcp::iface::SocketHandle,
+        q: &mut Queue,
+        mem: &GuestMem,
+    ) -> Delivery {
         if !self.iface.udp_can_recv(h) {
             return Delivery::Nothing;
         }
@@ -211,7 +223,8 @@ impl<N: Nic> Engine<N> {
         w.skip(DGRAM_HDR);
         w.write(&buf.as_slice()[..n]);
         self.counters.rx_payload_copied += n as u64;
-        let msg = RxMessage::Datagram { socket: sock_id(id), from, len: n as u32, orig_len: buf.len() as u32 };
+        let msg =
+            RxMessage::Datagram { socket: sock_id(id), from, len: n as u32, orig_len: buf.len() as u32 };
         let hn = self.emit_header(&msg);
         let mut w = GuestWriter::new(&self.walked.slices);
         w.write(&self.scratch[..hn]);
@@ -272,7 +285,8 @@ impl<N: Nic> Engine<N> {
                 }
             }
             (Kind::Tcp, _) => {
-                if events.intersects(Events::READABLE | Events::PEER_CLOSED | Events::ERROR | Events::CLOSED) {
+                if events.intersects(Events::READABLE | Events::PEER_CLOSED | Events::ERROR | Events::CLOSED)
+                {
                     self.mark_readable(id);
                 }
                 if events.contains(Events::ERROR) {
@@ -400,4 +414,3 @@ fn downcast(payload: Box<dyn TxPayload>) -> Option<crate::guest_mem::SendTag> {
         }
     }
 }
-

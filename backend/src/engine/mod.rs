@@ -154,7 +154,10 @@ enum Phase {
     Fresh,
     Listening,
     /// Connect in progress; the completion is sent once established.
-    Connecting { cookie: u64, quiet: bool },
+    Connecting {
+        cookie: u64,
+        quiet: bool,
+    },
     Connected,
     /// Closed by the guest, waiting for held sends to be acknowledged (invisible to the guest).
     Zombie,
@@ -319,7 +322,9 @@ impl<N: Nic> Engine<N> {
         let Some(h) = s.handle else { return };
         self.by_handle.remove(&h);
         let r = match (s.kind, s.phase, abort) {
-            (Kind::Tcp, Phase::Connected | Phase::Connecting { .. } | Phase::Zombie, true) => self.iface.tcp_abort(h),
+            (Kind::Tcp, Phase::Connected | Phase::Connecting { .. } | Phase::Zombie, true) => {
+                self.iface.tcp_abort(h)
+            }
             _ => self.iface.tcp_close(h),
         };
         if let Err(e) = r {

@@ -11,7 +11,9 @@ use slimtcp_abi::{
 };
 
 use super::chain::walk;
-use super::{errno_of, sock_id, Engine, GSock, HeldSend, Kind, Out, Phase, Slices, MAX_BACKLOG, REQUESTS_PER_STEP};
+use super::{
+    errno_of, sock_id, Engine, GSock, HeldSend, Kind, Out, Phase, Slices, MAX_BACKLOG, REQUESTS_PER_STEP,
+};
 use crate::guest_mem::{read_into, GuestMem, GuestPayload, HostSlice, SendTag};
 use crate::queues::{self, Vrings};
 
@@ -56,7 +58,12 @@ fn payload_slices(slices: &[HostSlice], mut skip: usize) -> Slices {
 
 impl<N: Nic> Engine<N> {
     /// Takes and executes requests from pair `p`'s transmit queue.
-    pub(super) fn take_requests<V: Vrings + ?Sized>(&mut self, p: usize, rings: &V, mem: &Arc<GuestMem>) -> bool {
+    pub(super) fn take_requests<V: Vrings + ?Sized>(
+        &mut self,
+        p: usize,
+        rings: &V,
+        mem: &Arc<GuestMem>,
+    ) -> bool {
         let max_pending = self.cfg.limits.max_requests as usize;
         let taken = rings.with(2 * p + 1, |q| {
             let mut n = 0;
@@ -70,7 +77,12 @@ impl<N: Nic> Engine<N> {
         taken.unwrap_or(0) > 0
     }
 
-    fn handle_chain(&mut self, p: usize, chain: virtio_queue::DescriptorChain<&GuestMem>, mem: &Arc<GuestMem>) {
+    fn handle_chain(
+        &mut self,
+        p: usize,
+        chain: virtio_queue::DescriptorChain<&GuestMem>,
+        mem: &Arc<GuestMem>,
+    ) {
         let head = chain.head_index();
         self.counters.requests += 1;
         let mut walked = std::mem::take(&mut self.walked);
@@ -139,7 +151,9 @@ impl<N: Nic> Engine<N> {
             RequestBody::Listen { backlog } => Outcome::Now(self.listen(id, backlog)),
             RequestBody::Connect { remote } => self.connect(id, &req, remote),
             RequestBody::Send { len } => self.send(id, head, &req, len, walked, mem),
-            RequestBody::SendTo { remote, len } => Outcome::Now(self.send_datagram(id, Some(remote), len, &req, walked)),
+            RequestBody::SendTo { remote, len } => {
+                Outcome::Now(self.send_datagram(id, Some(remote), len, &req, walked))
+            }
             RequestBody::Shutdown { how } => Outcome::Now(self.shutdown(id, how)),
             RequestBody::Close { abort } => Outcome::Now(self.close(id, abort)),
             RequestBody::SetSockOpt { option, value } => Outcome::Now(self.setsockopt(id, option, value)),
@@ -150,14 +164,28 @@ impl<N: Nic> Engine<N> {
     }
 
     /// Queues the completion (unless a quiet success) and then the chain's return.
-    fn complete(&mut self, p: usize, head: u16, header: &RequestHeader, socket: SocketId, r: Result<Done, Errno>) {
+    fn complete(
+        &mut self,
+        p: usize,
+        head: u16,
+        header: &RequestHeader,
+        socket: SocketId,
+        r: Result<Done, Errno>,
+    ) {
         let quiet = header.flags & slimtcp_abi::RequestFlags::QUIET.bits() != 0;
         if r.is_err() {
             self.counters.error_completions += 1;
         }
         if r.is_err() || !quiet {
-            let socket = if r.is_err() && header.op == slimtcp_abi::Op::Socket.code() { SocketId::NONE } else { socket };
-            self.push(p, Out::Msg(RxMessage::Complete { cookie: header.cookie, socket, op: header.op, result: r }));
+            let socket = if r.is_err() && header.op == slimtcp_abi::Op::Socket.code() {
+                SocketId::NONE
+            } else {
+                socket
+            };
+            self.push(
+                p,
+                Out::Msg(RxMessage::Complete { cookie: header.cookie, socket, op: header.op, result: r }),
+            );
         }
         self.push(p, Out::Return(head));
     }
@@ -370,7 +398,10 @@ impl<N: Nic> Engine<N> {
         self.counters.tx_payload_by_reference += u64::from(len);
         let Ok(s) = self.sock(id) else { return Outcome::Held };
         s.in_flight += u64::from(len);
-        s.sends.insert(seq, HeldSend { head, cookie: req.cookie, quiet: req.flags.is_quiet(), len, loans_left: sent });
+        s.sends.insert(
+            seq,
+            HeldSend { head, cookie: req.cookie, quiet: req.flags.is_quiet(), len, loans_left: sent },
+        );
         if !self.sending.contains(&id) {
             self.sending.push(id);
         }

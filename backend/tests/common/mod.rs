@@ -1,6 +1,6 @@
 //! A minimal in-test guest driver: split rings laid out by virtio-queue's mock, descriptors
 //! written by hand (so tests can build hostile chains), messages encoded with slimtcp-abi.
-#![allow(dead_code)]
+#![allow(dead_code, missing_debug_implementations)]
 
 use std::collections::HashMap;
 
@@ -65,7 +65,8 @@ impl<'m> Ring<'m> {
         let idx = self.mock.used().idx().load();
         let mut out = Vec::new();
         while self.used_seen != idx {
-            let e = self.mock.used().ring().ref_at((self.used_seen % self.size) as usize).expect("used").load();
+            let e =
+                self.mock.used().ring().ref_at((self.used_seen % self.size) as usize).expect("used").load();
             out.push((e.id() as u16, e.len()));
             self.used_seen = self.used_seen.wrapping_add(1);
         }
@@ -78,10 +79,17 @@ pub struct Alloc {
     next: u64,
 }
 
+impl Default for Alloc {
+    fn default() -> Self {
+        Alloc::new()
+    }
+}
+
 impl Alloc {
     pub fn new() -> Self {
         Alloc { next: BUF_BASE }
     }
+
     pub fn take(&mut self, len: u64) -> u64 {
         let a = self.next;
         self.next += (len + 63) & !63;
