@@ -1,0 +1,165 @@
+//! The vhost-user control plane: a virtio-net device as the VMM sees it. It only negotiates and
+//! hands the rings and memory to the tenant's worker, which does all the data-path work.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use vhost::vhost_user::message::{VhostUserProtocolFeatures, VhostUserVirtioFeatures};
+use vhost_user_backend::{VhostUserBackend, VringRwLock};
+use virtio_bindings::virtio_config::VIRTIO_F_VERSION_1;
+use virtio_bindings::virtio_net::{VIRTIO_NET_F_CTRL_VQ, VIRTIO_NET_F_MQ, VIRTIO_NET_F_MRG_RXBUF};
+use virtio_bindings::virtio_ring::VIRTIO_RING_F_EVENT_IDX;
+use vm_memory::GuestMemoryAtomic;
+use vmm_sys_util::epoll::EventSet;
+use vmm_sys_util::event::{new_event_consumer_and_notifier, EventConsumer, EventFlag, EventNotifier};
+
+use crate::config::MAX_QUEUE_SIZE;
+use crate::guest_mem::GuestMem;
+
+/// Virtio feature bits the device offers (and nothing else).
+pub const DEVICE_FEATURES: u64 = (1 << VIRTIO_F_VERSION_1)
+    | (1 << VIRTIO_NET_F_MQ)
+    | (1 << VIRTIO_NET_F_CTRL_VQ)
+    | (1 << VIRTIO_NET_F_MRG_RXBUF)
+    | (1 << VIRTIO_RING_F_EVENT_IDX);
+
+/// vhost-user protocol features the device offers: exactly the ones it implements.
+pub fn protocol_features() -> VhostUserProtocolFeatures {
+    VhostUserProtocolFeatures::MQ
+        | VhostUserProtocolFeatures::REPLY_ACK
+        | VhostUserProtocolFeatures::CONFIGURE_MEM_SLOTS
+}
+
+/// Errors setting up the device.
+#[derive(Debug, thiserror::Error)]
+pub enum DeviceError {
+    /// The exit eventfd could not be created.
+    #[error("creating the exit eventfd")]
+    ExitEvent(#[source] std::io::Error),
+}
+
+/// What the control plane shares with the worker.
+struct Shared {
+    pairs: usize,
+    vrings: Mutex<Option<Vec<VringRwLock>>>,
+    mem: Mutex<Option<GuestMemoryAtomic<GuestMem>>>,
+    event_idx: AtomicBool,
+    acked: Mutex<u64>,
+    exit: (EventConsumer, EventNotifier),
+}
+
+impl std::fmt::Debug for Shared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Shared").field("pairs", &self.pairs).field("event_idx", &self.event_idx).finish()
+    }
+}
+
+/// The device of one connection (cheap to clone: all clones share state).
+#[derive(Debug, Clone)]
+pub struct NetDevice {
+    shared: Arc<Shared>,
+}
+
+impl NetDevice {
+    /// A device with `pairs` queue pairs (rings `2 * pairs + 1` with the control queue).
+    pub fn new(pairs: usize) -> Result<Self, DeviceError> {
+        let exit = new_event_consumer_and_notifier(EventFlag::NONBLOCK).map_err(DeviceError::ExitEvent)?;
+        Ok(NetDevice {
+            shared: Arc::new(Shared {
+                pairs,
+                vrings: Mutex::new(None),
+                mem: Mutex::new(None),
+                event_idx: AtomicBool::new(false),
+                acked: Mutex::new(0),
+                exit,
+            }),
+        })
+    }
+
+    /// The rings, once the daemon has handed them over (first ring event).
+    pub fn vrings(&self) -> Option<Vec<VringRwLock>> {
+        self.shared.vrings.lock().unwrap_or_else(PoisonError::into_inner).clone()
+    }
+
+    /// The guest memory, once a memory table was set.
+    pub fn memory(&self) -> Option<GuestMemoryAtomic<GuestMem>> {
+        self.shared.mem.lock().unwrap_or_else(PoisonError::into_inner).clone()
+    }
+
+    /// Features the driver acknowledged.
+    pub fn acked_features(&self) -> u64 {
+        *self.shared.acked.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Whether EVENT_IDX was negotiated.
+    pub fn event_idx(&self) -> bool {
+        self.shared.event_idx.load(Ordering::Relaxed)
+    }
+
+    /// Makes the daemon's ring-event thread leave its loop (needed before dropping the daemon).
+    pub fn signal_exit(&self) {
+        if let Err(e) = self.shared.exit.1.notify() {
+            log::warn!("exit event: {e}");
+        }
+    }
+
+    /// Queue pairs.
+    pub fn pairs(&self) -> usize {
+        self.shared.pairs
+    }
+}
+
+impl VhostUserBackend for NetDevice {
+    type Bitmap = ();
+    type Vring = VringRwLock;
+
+    fn num_queues(&self) -> usize {
+        2 * self.shared.pairs + 1
+    }
+
+    fn max_queue_size(&self) -> usize {
+        MAX_QUEUE_SIZE
+    }
+
+    fn features(&self) -> u64 {
+        DEVICE_FEATURES | VhostUserVirtioFeatures::PROTOCOL_FEATURES.bits()
+    }
+
+    fn acked_features(&self, features: u64) {
+        *self.shared.acked.lock().unwrap_or_else(PoisonError::into_inner) = features;
+    }
+
+    fn protocol_features(&self) -> VhostUserProtocolFeatures {
+        protocol_features()
+    }
+
+    fn set_event_idx(&self, enabled: bool) {
+        self.shared.event_idx.store(enabled, Ordering::Relaxed);
+    }
+
+    fn update_memory(&self, mem: GuestMemoryAtomic<GuestMem>) -> std::io::Result<()> {
+        *self.shared.mem.lock().unwrap_or_else(PoisonError::into_inner) = Some(mem);
+        Ok(())
+    }
+
+    fn exit_event(&self, _thread_index: usize) -> Option<(EventConsumer, EventNotifier)> {
+        let c = self.shared.exit.0.try_clone().ok()?;
+        let n = self.shared.exit.1.try_clone().ok()?;
+        Some((c, n))
+    }
+
+    fn handle_event(
+        &self,
+        _event: u16,
+        _evset: EventSet,
+        vrings: &[VringRwLock],
+        _thread: usize,
+    ) -> std::io::Result<()> {
+        // The worker busy-polls every ring; a kick only tells us the rings exist.
+        let mut slot = self.shared.vrings.lock().unwrap_or_else(PoisonError::into_inner);
+        if slot.is_none() {
+            *slot = Some(vrings.to_vec());
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,456 @@
+//! The data path of one tenant: takes requests from the transmit queues, executes them on the
+//! tenant's SlimTCP [`Interface`], and writes completions, events and received data into the
+//! buffers the guest posted on the receive queues. Single-threaded: the tenant's worker owns it.
+//!
+//! Nothing here trusts guest memory: every chain is walked and translated with range checks
+//! ([`chain`]), the fixed request bytes are copied once and parsed by `slimtcp-abi`, and a bad
+//! request gets its error completion while every other queue and socket keeps going.
+
+mod chain;
+mod deliver;
+mod requests;
+
+use std::collections::{HashMap, VecDeque};
+use std::net::{Ipv4Addr, SocketAddrV4};
+use std::sync::Arc;
+
+use slimtcp::iface::{Activity, IfaceError, Interface, SocketHandle};
+use slimtcp::nic::{Nic, PacketBuf};
+use slimtcp::tcp::{TcpConfig, TxPayload};
+use slimtcp::time::Clock;
+use slimtcp_abi::{HelloInfo, RxMessage, SocketId};
+
+use crate::guest_mem::{GuestMem, HostSlice};
+use crate::queues::{self, Vrings};
+use chain::Walked;
+
+pub use chain::ChainFault;
+
+/// Requests taken per transmit queue per step, so no queue or the NIC is starved.
+const REQUESTS_PER_STEP: usize = 64;
+/// Receive buffers filled per receive queue per step.
+const RX_PER_STEP: usize = 64;
+/// Upper bound of a TCP listener's backlog.
+const MAX_BACKLOG: u32 = 4096;
+
+/// The limits announced in hello (docs/protocol.md section 11).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Sockets open at once, all pairs together.
+    pub max_sockets: u32,
+    /// Send payload bytes in flight per socket.
+    pub max_send_in_flight: u32,
+    /// Default receive window per socket.
+    pub rx_buffer: u32,
+    /// Requests outstanding per queue pair.
+    pub max_requests: u32,
+    /// Descriptors per chain.
+    pub max_chain: u32,
+}
+
+impl Limits {
+    /// The defaults of `slimtcp-vhost` for queues of `queue_size` entries.
+    pub fn for_queue_size(queue_size: u16) -> Self {
+        Limits {
+            max_sockets: 4096,
+            max_send_in_flight: 256 * 1024,
+            rx_buffer: 256 * 1024,
+            max_requests: u32::from(queue_size),
+            max_chain: u32::from(queue_size),
+        }
+    }
+}
+
+/// Counters of the device (the stack's own are in [`Interface::counters`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DeviceCounters {
+    /// Requests taken from transmit queues.
+    pub requests: u64,
+    /// Error completions written (or queued).
+    pub error_completions: u64,
+    /// Transmit chains returned without an answer (no magic, shorter than 32 bytes).
+    pub unanswerable_chains: u64,
+    /// Posted receive buffers returned unused (too small, wrong direction, outside memory).
+    pub bad_rx_buffers: u64,
+    /// Messages written into receive buffers.
+    pub rx_messages: u64,
+    /// Stream payload bytes sent by reference from guest memory.
+    pub tx_payload_by_reference: u64,
+    /// Payload bytes the backend copied on transmit (TCP: never; a UDP datagram spread over
+    /// several descriptors is gathered once before the stack copies it into its frame).
+    pub tx_payload_copied: u64,
+    /// Payload bytes copied into guest receive buffers (the one receive copy).
+    pub rx_payload_copied: u64,
+    /// Send chains held until their bytes are acknowledged, now.
+    pub sends_held: u64,
+    /// Control-queue requests answered.
+    pub ctrl_requests: u64,
+    /// UDP datagrams dropped because the guest's buffer was too small for them whole.
+    pub datagrams_truncated: u64,
+}
+
+/// How a tenant's engine is set up.
+#[derive(Debug, Clone)]
+pub struct EngineConfig {
+    /// Queue pairs (the control queue is ring `2 * pairs`).
+    pub pairs: usize,
+    /// Limits announced in hello.
+    pub limits: Limits,
+    /// The guest's network parameters, announced in hello.
+    pub hello: HelloInfo,
+}
+
+impl EngineConfig {
+    /// A configuration for `pairs` queue pairs of `queue_size` entries over `iface`'s addresses.
+    pub fn new<N: Nic>(iface: &Interface<N>, pairs: usize, queue_size: u16) -> Self {
+        let cfg = iface.config();
+        let limits = Limits::for_queue_size(queue_size);
+        let mtu = iface.nic().capabilities().mtu;
+        let hello = HelloInfo {
+            addr: cfg.ip,
+            prefix_len: cfg.prefix_len,
+            mac: cfg.mac.0,
+            gateway: cfg.gateway.unwrap_or(Ipv4Addr::UNSPECIFIED),
+            mss: cfg.tcp.mss,
+            max_datagram: u16::try_from(mtu.saturating_sub(28)).unwrap_or(u16::MAX),
+            max_sockets: limits.max_sockets,
+            max_send_in_flight: limits.max_send_in_flight,
+            rx_buffer: limits.rx_buffer,
+            max_requests: limits.max_requests,
+        };
+        EngineConfig { pairs, limits, hello }
+    }
+}
+
+/// Something for a receive queue, or a transmit chain to return once what precedes it is out.
+#[derive(Debug)]
+enum Out {
+    Msg(RxMessage),
+    Return(u16),
+}
+
+#[derive(Debug, Default)]
+struct Pair {
+    hello: bool,
+    /// Completions, events and chain returns in the order they must reach the guest.
+    pending: VecDeque<Out>,
+    /// Messages in `pending`.
+    pending_msgs: usize,
+    /// Transmit chains taken and not yet returned.
+    taken: usize,
+    /// Sockets with data (or EOF, errors, datagrams) to deliver.
+    readable: VecDeque<u32>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Tcp,
+    Udp,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    /// Created (maybe bound), neither listening nor connected.
+    Fresh,
+    Listening,
+    /// Connect in progress; the completion is sent once established.
+    Connecting {
+        cookie: u64,
+        quiet: bool,
+    },
+    Connected,
+    /// Closed by the guest, waiting for held sends to be acknowledged (invisible to the guest).
+    Zombie,
+}
+
+#[derive(Debug)]
+struct HeldSend {
+    head: u16,
+    cookie: u64,
+    quiet: bool,
+    len: u32,
+    loans_left: usize,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Opts {
+    rcvbuf: u32,
+    sndbuf: u32,
+    mss: u16,
+    wscale: Option<u8>,
+    nodelay: bool,
+    burst: u32,
+}
+
+#[derive(Debug)]
+struct GSock {
+    pair: usize,
+    kind: Kind,
+    phase: Phase,
+    handle: Option<SocketHandle>,
+    port: Option<u16>,
+    opts: Opts,
+    /// Send payload bytes whose chains are held.
+    in_flight: u64,
+    next_seq: u64,
+    sends: HashMap<u64, HeldSend>,
+    /// Loans the stack did not take yet (never expected with the in-flight bound).
+    backlog: VecDeque<Box<dyn TxPayload>>,
+    /// Bytes delivered in data events and not yet credited back.
+    outstanding_rx: u64,
+    /// Part of a segment that did not fit the last buffer.
+    rx_partial: Option<PacketBuf>,
+    in_readable: bool,
+    write_shut: bool,
+    writable_wanted: bool,
+    eof_sent: bool,
+    reset_sent: bool,
+}
+
+/// The data path of one tenant (see the module documentation).
+#[derive(Debug)]
+pub struct Engine<N: Nic> {
+    iface: Interface<N>,
+    clock: Clock,
+    cfg: EngineConfig,
+    pairs: Vec<Pair>,
+    sockets: HashMap<u32, GSock>,
+    by_handle: HashMap<SocketHandle, u32>,
+    /// Sockets holding send chains (checked for completed loans after each poll).
+    sending: Vec<u32>,
+    next_id: u32,
+    next_port: u16,
+    counters: DeviceCounters,
+    activity: Vec<Activity>,
+    completed: Vec<Box<dyn TxPayload>>,
+    walked: Walked,
+    scratch: Vec<u8>,
+}
+
+impl<N: Nic> Engine<N> {
+    /// An engine over `iface` (which it owns from now on).
+    pub fn new(iface: Interface<N>, clock: Clock, cfg: EngineConfig) -> Self {
+        let pairs = (0..cfg.pairs).map(|_| Pair::default()).collect();
+        Engine {
+            iface,
+            clock,
+            pairs,
+            cfg,
+            sockets: HashMap::new(),
+            by_handle: HashMap::new(),
+            sending: Vec::new(),
+            next_id: 1,
+            next_port: 49_152,
+            counters: DeviceCounters::default(),
+            activity: Vec::new(),
+            completed: Vec::new(),
+            walked: Walked::default(),
+            scratch: Vec::new(),
+        }
+    }
+
+    /// The device counters.
+    pub fn counters(&self) -> DeviceCounters {
+        let mut c = self.counters.clone();
+        c.sends_held = self.sockets.values().map(|s| s.sends.len() as u64).sum();
+        c
+    }
+
+    /// The tenant's interface (its counters, its NIC).
+    pub fn iface(&self) -> &Interface<N> {
+        &self.iface
+    }
+
+    /// Guest sockets open now (including closed ones still finishing their sends).
+    pub fn socket_count(&self) -> usize {
+        self.sockets.len()
+    }
+
+    /// One round: requests from every transmit queue, the control queue, the stack's poll,
+    /// socket activity, then completions, events and data into the receive queues. Returns
+    /// true when anything happened.
+    pub fn step<V: Vrings + ?Sized>(&mut self, rings: &V, mem: &Arc<GuestMem>) -> Result<bool, IfaceError> {
+        let mut work = false;
+        for p in 0..self.pairs.len() {
+            work |= self.take_requests(p, rings, mem);
+        }
+        work |= self.serve_ctrl(rings, mem);
+        let now = self.clock.now();
+        let polled = self.iface.poll(now)?;
+        work |= polled;
+        let mut activity = std::mem::take(&mut self.activity);
+        self.iface.take_activity(&mut activity);
+        for a in activity.drain(..) {
+            work = true;
+            if let Some(&id) = self.by_handle.get(&a.handle) {
+                self.on_activity(id, a.events);
+            }
+        }
+        self.activity = activity;
+        if polled && !self.sending.is_empty() {
+            for id in std::mem::take(&mut self.sending) {
+                self.collect_completed(id);
+            }
+        }
+        for p in 0..self.pairs.len() {
+            work |= self.deliver(p, rings, mem);
+        }
+        Ok(work)
+    }
+
+    /// Ends the tenant's session: aborts every connection (the guest is gone), drops its held
+    /// chains, and hands back the interface for the next connection.
+    pub fn into_interface(mut self) -> Interface<N> {
+        let ids: Vec<u32> = self.sockets.keys().copied().collect();
+        for id in ids {
+            if let Some(s) = self.sockets.remove(&id) {
+                self.release_stack_socket(&s, true);
+            }
+        }
+        // Let the stack send the resets.
+        for _ in 0..4 {
+            let now = self.clock.now();
+            if let Err(e) = self.iface.poll(now) {
+                log::warn!("poll while closing the tenant's sockets: {e}");
+                break;
+            }
+        }
+        self.iface
+    }
+
+    fn release_stack_socket(&mut self, s: &GSock, abort: bool) {
+        let Some(h) = s.handle else { return };
+        self.by_handle.remove(&h);
+        let r = match (s.kind, s.phase, abort) {
+            (Kind::Tcp, Phase::Connected | Phase::Connecting { .. } | Phase::Zombie, true) => {
+                self.iface.tcp_abort(h)
+            }
+            _ => self.iface.tcp_close(h),
+        };
+        if let Err(e) = r {
+            log::debug!("closing stack socket: {e}");
+        }
+    }
+
+    fn new_id(&mut self) -> u32 {
+        loop {
+            let id = self.next_id;
+            self.next_id = self.next_id.checked_add(1).unwrap_or(1);
+            if id != 0 && !self.sockets.contains_key(&id) {
+                return id;
+            }
+        }
+    }
+
+    fn default_opts(&self) -> Opts {
+        let tcp = &self.iface.config().tcp;
+        Opts {
+            rcvbuf: self.cfg.limits.rx_buffer,
+            sndbuf: self.cfg.limits.max_send_in_flight,
+            mss: tcp.mss,
+            wscale: Some(TcpConfig::scale_for_buffer(self.cfg.limits.rx_buffer as usize)),
+            nodelay: tcp.nodelay,
+            burst: 0,
+        }
+    }
+
+    fn tcp_config(&self, o: &Opts) -> TcpConfig {
+        let mut c = self.iface.config().tcp.clone();
+        c.mss = o.mss;
+        c.rx_buffer = o.rcvbuf as usize;
+        // The backend bounds bytes in flight itself; the stack never refuses a loan below it.
+        c.tx_buffer = (self.cfg.limits.max_send_in_flight as usize).max(o.sndbuf as usize);
+        c.window_scale = o.wscale.map(|w| w.max(TcpConfig::scale_for_buffer(o.rcvbuf as usize)));
+        c.nodelay = o.nodelay;
+        c
+    }
+
+    fn push(&mut self, pair: usize, out: Out) {
+        let Some(p) = self.pairs.get_mut(pair) else { return };
+        if matches!(out, Out::Msg(_)) {
+            p.pending_msgs += 1;
+        }
+        p.pending.push_back(out);
+    }
+
+    fn mark_readable(&mut self, id: u32) {
+        if let Some(s) = self.sockets.get_mut(&id) {
+            if !s.in_readable && s.phase != Phase::Zombie {
+                s.in_readable = true;
+                if let Some(p) = self.pairs.get_mut(s.pair) {
+                    p.readable.push_back(id);
+                }
+            }
+        }
+    }
+
+    fn local_addr(&self, port: u16) -> SocketAddrV4 {
+        SocketAddrV4::new(self.iface.config().ip, port)
+    }
+
+    /// Answers the virtio-net control queue: every well-formed command gets VIRTIO_NET_OK (the
+    /// device has no filters to program; MQ_VQ_PAIRS_SET is accepted for any count), anything
+    /// else is returned with nothing written.
+    fn serve_ctrl<V: Vrings + ?Sized>(&mut self, rings: &V, mem: &Arc<GuestMem>) -> bool {
+        let idx = 2 * self.pairs.len();
+        if idx >= rings.count() {
+            return false;
+        }
+        let max = self.cfg.limits.max_chain as usize;
+        let walked = &mut self.walked;
+        let counters = &mut self.counters;
+        let done = rings.with(idx, |q| {
+            let mut n = 0;
+            while let Some(c) = queues::pop_head(q, mem) {
+                let head = c.head_index();
+                // A control request: [R] class, command, data... [W] ack (1 byte).
+                let mut len = 0;
+                let mut readable = Vec::new();
+                let mut ack = None;
+                for d in c {
+                    if readable.len() + 1 > max {
+                        break;
+                    }
+                    if d.is_write_only() {
+                        ack = Some(d);
+                    } else {
+                        readable.push(d);
+                    }
+                }
+                walked.slices.clear();
+                if let Some(ack) = ack {
+                    if ack.len() >= 1
+                        && crate::guest_mem::translate(mem, ack.addr().0, 1, &mut walked.slices).is_ok()
+                    {
+                        let ok = u8::from(!readable.is_empty()); // 0 = VIRTIO_NET_OK, 1 = ERR
+                        let mut w = crate::guest_mem::GuestWriter::new(&walked.slices);
+                        len = w.write(&[1 - ok]);
+                    }
+                }
+                queues::add_used(q, mem, head, len as u32);
+                counters.ctrl_requests += 1;
+                n += 1;
+            }
+            n
+        });
+        match done {
+            Some(n) if n > 0 => {
+                rings.notify(idx, mem);
+                true
+            }
+            _ => false,
+        }
+    }
+}
+
+/// The stack error of an operation, as the protocol's errno.
+fn errno_of(e: slimtcp::api::SocketError) -> slimtcp_abi::Errno {
+    slimtcp_abi::Errno::from_errno(e.errno()).unwrap_or(slimtcp_abi::Errno::EINVAL)
+}
+
+fn sock_id(id: u32) -> SocketId {
+    SocketId(id)
+}
+
+/// The host slices type, for the submodules.
+type Slices = Vec<HostSlice>;

@@ -1,0 +1,187 @@
+//! Guest memory on the data path: address translation with full range checks, the zero-copy
+//! transmit payload that points into guest memory, and writing into guest-posted buffers.
+
+use std::sync::Arc;
+
+use slimtcp::tcp::TxPayload;
+use vm_memory::{Address, GuestAddress, GuestMemoryBackend, GuestMemoryRegion};
+
+/// The guest memory type of the device (no dirty-page bitmap: LOG_SHMFD is not offered).
+pub type GuestMem = vm_memory::GuestMemoryMmap<()>;
+
+/// A descriptor range that is not entirely inside guest memory (or whose end overflows).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("guest range {addr:#x}+{len} is outside guest memory")]
+pub struct Fault {
+    /// Start guest-physical address.
+    pub addr: u64,
+    /// Length.
+    pub len: u64,
+}
+
+/// A contiguous host mapping of part of a guest buffer.
+#[derive(Debug, Clone, Copy)]
+pub struct HostSlice {
+    /// Host address.
+    pub ptr: *mut u8,
+    /// Length.
+    pub len: usize,
+}
+
+// SAFETY: a HostSlice is an address range; whoever dereferences it guarantees the mapping is
+// alive (the memory guard or the `Arc` of the memory table it was translated from).
+unsafe impl Send for HostSlice {}
+
+/// Translates `[addr, addr + len)` to host slices, one per memory region it crosses. Fails when
+/// any byte is outside guest memory or the end overflows.
+pub fn translate(mem: &GuestMem, addr: u64, len: u64, out: &mut Vec<HostSlice>) -> Result<(), Fault> {
+    let fault = Fault { addr, len };
+    addr.checked_add(len).ok_or(fault)?;
+    let mut a = addr;
+    let mut left = len;
+    while left > 0 {
+        let region = mem.find_region(GuestAddress(a)).ok_or(fault)?;
+        let off = a - region.start_addr().raw_value();
+        let n = (region.len() - off).min(left);
+        let ptr = mem.get_host_address(GuestAddress(a)).map_err(|_| fault)?;
+        out.push(HostSlice { ptr, len: usize::try_from(n).map_err(|_| fault)? });
+        a += n;
+        left -= n;
+    }
+    Ok(())
+}
+
+/// Copies up to `out.len()` bytes from the host slices, in order, starting `skip` bytes in.
+/// Returns bytes copied. Used only for the fixed request bytes, never for payload.
+pub fn read_into(slices: &[HostSlice], mut skip: usize, out: &mut [u8]) -> usize {
+    let mut done = 0;
+    for s in slices {
+        if done == out.len() {
+            break;
+        }
+        if skip >= s.len {
+            skip -= s.len;
+            continue;
+        }
+        let n = (s.len - skip).min(out.len() - done);
+        // SAFETY: `s` was produced by `translate` from the current memory table, whose mapping
+        // the caller keeps alive (it holds the memory guard); `skip + n <= s.len`. Volatile-style
+        // byte copy from shared memory into our own buffer; the guest may race, which only
+        // changes the values read (they are validated afterwards, never read twice).
+        unsafe { std::ptr::copy_nonoverlapping(s.ptr.add(skip), out[done..].as_mut_ptr(), n) };
+        done += n;
+        skip = 0;
+    }
+    done
+}
+
+/// Sequential writer over the host slices of a guest-posted (device-writable) buffer.
+#[derive(Debug)]
+pub struct GuestWriter<'a> {
+    slices: &'a [HostSlice],
+    idx: usize,
+    off: usize,
+    written: usize,
+}
+
+impl<'a> GuestWriter<'a> {
+    /// A writer at the start of the buffer.
+    pub fn new(slices: &'a [HostSlice]) -> Self {
+        GuestWriter { slices, idx: 0, off: 0, written: 0 }
+    }
+
+    /// Bytes written so far.
+    pub fn written(&self) -> usize {
+        self.written
+    }
+
+    /// Moves `n` bytes ahead without writing.
+    pub fn skip(&mut self, mut n: usize) {
+        while n > 0 && self.idx < self.slices.len() {
+            let s = self.slices[self.idx];
+            let k = (s.len - self.off).min(n);
+            n -= k;
+            self.off += k;
+            self.written += k;
+            if self.off == s.len {
+                self.idx += 1;
+                self.off = 0;
+            }
+        }
+    }
+
+    /// Writes all of `data` or as much as fits; returns bytes written.
+    pub fn write(&mut self, mut data: &[u8]) -> usize {
+        let start = self.written;
+        while !data.is_empty() && self.idx < self.slices.len() {
+            let s = self.slices[self.idx];
+            let n = (s.len - self.off).min(data.len());
+            // SAFETY: the slice comes from `translate` over the memory the caller keeps alive;
+            // `off + n <= s.len`; the buffer is device-writable and owned by the device until it
+            // is put on the used ring, and `data` is our own memory (no overlap).
+            unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), s.ptr.add(self.off), n) };
+            data = &data[n..];
+            self.off += n;
+            self.written += n;
+            if self.off == s.len {
+                self.idx += 1;
+                self.off = 0;
+            }
+        }
+        self.written - start
+    }
+}
+
+/// Identifies the send request a payload piece belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct SendTag {
+    /// The guest socket id.
+    pub socket: u32,
+    /// The request's sequence number on that socket.
+    pub seq: u64,
+}
+
+/// A piece of a `send` request's payload, transmitted by the stack straight from guest memory
+/// (by reference). It keeps the memory mapping it points into alive (`Arc` of the memory table
+/// at the time of the request), so a memory-table swap or a disconnect cannot unmap it.
+pub struct GuestPayload {
+    ptr: *const u8,
+    len: usize,
+    _mem: Arc<GuestMem>,
+    /// Which request it belongs to.
+    pub tag: SendTag,
+}
+
+// SAFETY: the payload is an address range in a mapping kept alive by the `Arc` it holds; it is
+// only read, from whichever thread owns the stack.
+unsafe impl Send for GuestPayload {}
+
+impl GuestPayload {
+    /// A payload of `slice`, a translation made from `mem`.
+    pub fn new(slice: HostSlice, mem: Arc<GuestMem>, tag: SendTag) -> Self {
+        GuestPayload { ptr: slice.ptr, len: slice.len, _mem: mem, tag }
+    }
+}
+
+impl std::fmt::Debug for GuestPayload {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GuestPayload").field("len", &self.len).field("tag", &self.tag).finish()
+    }
+}
+
+impl TxPayload for GuestPayload {
+    fn bytes(&self) -> &[u8] {
+        if self.len == 0 {
+            return &[];
+        }
+        // SAFETY: `ptr..ptr+len` was translated from `_mem`, which this value keeps mapped. The
+        // guest gave up write access to it with the avail-ring entry (docs/protocol.md section
+        // 7) until the chain is returned, which happens only after the stack handed this
+        // payload back; a guest that writes anyway changes only its own stream's bytes.
+        unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
+    }
+
+    fn by_reference(&self) -> bool {
+        true
+    }
+}

@@ -1,0 +1,43 @@
+//! `slimtcp-vhost`: see `slimtcp-vhost --help` and docs/operating.md.
+
+use std::process::ExitCode;
+
+use clap::Parser;
+use slimtcp_vhost::config::{Args, Config};
+use slimtcp_vhost::server::StopHandle;
+
+/// Exit code for bad command-line arguments.
+const EXIT_USAGE: u8 = 2;
+/// Exit code for runtime failures.
+const EXIT_FAILURE: u8 = 1;
+
+fn main() -> ExitCode {
+    let args = match Args::try_parse() {
+        Ok(a) => a,
+        Err(e) if !e.use_stderr() => {
+            let _ = e.print();
+            return ExitCode::SUCCESS;
+        }
+        Err(e) => {
+            let first =
+                e.to_string().lines().next().unwrap_or_default().trim_start_matches("error: ").to_owned();
+            eprintln!("slimtcp-vhost: error: {first} (see --help)");
+            return ExitCode::from(EXIT_USAGE);
+        }
+    };
+    let config = match Config::try_from(args) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("slimtcp-vhost: error: {e}");
+            return ExitCode::from(EXIT_USAGE);
+        }
+    };
+    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info")).init();
+    match slimtcp_vhost::start_backend(&config, &StopHandle::default()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("slimtcp-vhost: error: {}", slimtcp_vhost::error_chain(&e));
+            ExitCode::from(EXIT_FAILURE)
+        }
+    }
+}

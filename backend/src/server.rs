@@ -1,0 +1,258 @@
+//! A tenant: one vhost-user socket, served connection after connection. Each connection gets a
+//! new daemon and device (a daemon takes one connection only); the tenant's interface (and NIC)
+//! outlives connections unless a worker panic lost it, in which case it is built anew.
+
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use slimtcp::iface::{Interface, InterfaceConfig};
+use slimtcp::nic::Nic;
+use slimtcp::time::Clock;
+use vhost::vhost_user::Listener;
+use vhost_user_backend::VhostUserDaemon;
+use vm_memory::{GuestAddressSpace, GuestMemoryAtomic};
+
+use crate::config::{Config, MAX_QUEUE_SIZE};
+use crate::device::{DeviceError, NetDevice};
+use crate::engine::{Engine, EngineConfig};
+use crate::guest_mem::GuestMem;
+use crate::worker::{spawn_worker, WorkerError, WorkerExit};
+
+/// Idle polls spun before the worker starts yielding its core between polls.
+const SPIN_IDLE: u32 = 4096;
+/// Idle polls after which the worker naps between polls (a guest that went quiet).
+const NAP_IDLE: u32 = 1 << 20;
+/// The nap.
+const NAP: Duration = Duration::from_micros(50);
+
+/// Errors of a tenant.
+#[derive(Debug, thiserror::Error)]
+pub enum ServerError {
+    /// The socket could not be listened on.
+    #[error("listening on {path}")]
+    Listen {
+        /// The socket path.
+        path: String,
+        /// Why.
+        #[source]
+        source: vhost::vhost_user::Error,
+    },
+    /// The daemon failed.
+    #[error("vhost-user daemon: {0}")]
+    Daemon(vhost_user_backend::Error),
+    /// The device could not be made.
+    #[error("device")]
+    Device(#[from] DeviceError),
+    /// The worker could not be started.
+    #[error("worker")]
+    Worker(#[from] WorkerError),
+    /// The NIC could not be opened.
+    #[error("opening the NIC: {0}")]
+    Nic(String),
+}
+
+/// What a tenant needs besides its NIC.
+#[derive(Debug, Clone)]
+pub struct TenantConfig {
+    /// Socket path.
+    pub socket: std::path::PathBuf,
+    /// The interface configuration (addresses, gateway, MAC).
+    pub iface: InterfaceConfig,
+    /// Queue pairs.
+    pub pairs: usize,
+    /// Worker core.
+    pub core: Option<usize>,
+    /// A name for logs and the worker thread.
+    pub name: String,
+}
+
+impl TenantConfig {
+    /// From the command-line configuration.
+    pub fn from_config(c: &Config) -> Self {
+        let mut iface = InterfaceConfig::new(c.mac, c.ip.addr, c.ip.prefix_len);
+        iface.gateway = c.gateway;
+        TenantConfig {
+            socket: c.socket.clone(),
+            iface,
+            pairs: c.queue_pairs,
+            core: c.core,
+            name: "tenant0".into(),
+        }
+    }
+}
+
+/// A handle to stop a tenant's serve loop (between connections and during one).
+#[derive(Debug, Clone, Default)]
+pub struct StopHandle(Arc<AtomicBool>);
+
+impl StopHandle {
+    /// Asks the tenant to stop.
+    pub fn stop(&self) {
+        self.0.store(true, Ordering::Release);
+    }
+
+    /// Whether stop was asked.
+    pub fn is_stopped(&self) -> bool {
+        self.0.load(Ordering::Acquire)
+    }
+}
+
+/// Serves connections on the tenant's socket until `stop`, `max_connections` (if any) are
+/// served, or an error. `make_nic` builds the NIC when the tenant has no interface.
+pub fn serve_tenant<N, F>(
+    cfg: &TenantConfig,
+    mut make_nic: F,
+    stop: &StopHandle,
+    max_connections: Option<usize>,
+) -> Result<(), ServerError>
+where
+    N: Nic + Send + 'static,
+    F: FnMut() -> Result<N, String>,
+{
+    let path = cfg.socket.display().to_string();
+    let mut listener = Listener::new(&cfg.socket, true)
+        .map_err(|source| ServerError::Listen { path: path.clone(), source })?;
+    let mut iface: Option<Interface<N>> = None;
+    let mut served = 0usize;
+    log::info!("{}: serving on {path}", cfg.name);
+    while !stop.is_stopped() && max_connections.is_none_or(|m| served < m) {
+        let device = NetDevice::new(cfg.pairs)?;
+        let mut daemon = VhostUserDaemon::new(
+            format!("{}-ctl", cfg.name),
+            device.clone(),
+            GuestMemoryAtomic::new(GuestMem::new()),
+        )
+        .map_err(ServerError::Daemon)?;
+        daemon.start(&mut listener).map_err(ServerError::Daemon)?;
+        served += 1;
+        log::info!("{}: VMM connected (connection {served})", cfg.name);
+        let the_iface = match iface.take() {
+            Some(i) => i,
+            None => Interface::new(make_nic().map_err(ServerError::Nic)?, cfg.iface.clone()),
+        };
+        let engine_cfg = EngineConfig::new(&the_iface, cfg.pairs, MAX_QUEUE_SIZE as u16);
+        let engine = Engine::new(the_iface, Clock::real(), engine_cfg);
+        let conn_stop = StopHandle::default();
+        let worker_ended = StopHandle::default();
+        let worker = {
+            let device = device.clone();
+            let conn_stop = conn_stop.clone();
+            let tenant_stop = stop.clone();
+            let ended = EndGuard(worker_ended.clone());
+            spawn_worker(&format!("{}-worker", cfg.name), cfg.core, move || {
+                let _ended = ended;
+                run_worker(engine, &device, &conn_stop, &tenant_stop)
+            })?
+        };
+        // A worker that ends on its own (panic, NIC failure) or a tenant stop resets the device:
+        // the connection is shut down, the VMM sees the backend go away and may reconnect.
+        let watchdog = {
+            let shutdown = daemon.shutdown_handle();
+            let conn_stop = conn_stop.clone();
+            let tenant_stop = stop.clone();
+            let worker_ended = worker_ended.clone();
+            std::thread::Builder::new()
+                .name(format!("{}-watch", cfg.name))
+                .spawn(move || {
+                    while !conn_stop.is_stopped() {
+                        if worker_ended.is_stopped() || tenant_stop.is_stopped() {
+                            if let Some(s) = &shutdown {
+                                s.shutdown();
+                            }
+                            break;
+                        }
+                        std::thread::sleep(Duration::from_millis(5));
+                    }
+                })
+                .map_err(|source| WorkerError::Spawn { name: "watchdog".into(), source })?
+        };
+        let result = daemon.wait();
+        match result {
+            Ok(()) => log::info!("{}: VMM disconnected", cfg.name),
+            Err(e) => log::info!("{}: connection ended: {e}", cfg.name),
+        }
+        conn_stop.stop();
+        device.signal_exit();
+        let _ = watchdog.join();
+        match worker.join() {
+            Ok(WorkerExit::Done(Some(i))) => iface = Some(i),
+            Ok(WorkerExit::Done(None)) => log::warn!("{}: interface failed; reopening the NIC", cfg.name),
+            Ok(WorkerExit::Panicked(_)) | Err(_) => {
+                log::warn!("{}: worker lost; reopening the NIC", cfg.name)
+            }
+        }
+        drop(daemon);
+    }
+    Ok(())
+}
+
+/// Sets its flag when dropped: on a worker's return and on its unwinding alike.
+struct EndGuard(StopHandle);
+
+impl Drop for EndGuard {
+    fn drop(&mut self) {
+        self.0.stop();
+    }
+}
+
+/// The worker loop: waits for rings and memory, then busy-polls the engine until the
+/// connection ends. Returns the interface for the next connection (`None` if it failed).
+fn run_worker<N: Nic>(
+    mut engine: Engine<N>,
+    device: &NetDevice,
+    conn_stop: &StopHandle,
+    tenant_stop: &StopHandle,
+) -> Option<Interface<N>> {
+    let mut idle = 0u32;
+    let mut failed = false;
+    while !conn_stop.is_stopped() && !tenant_stop.is_stopped() {
+        let (Some(vrings), Some(mem)) = (device.vrings(), device.memory()) else {
+            std::thread::sleep(Duration::from_millis(1));
+            continue;
+        };
+        while !conn_stop.is_stopped() {
+            let m = mem.memory().into_inner();
+            match engine.step(vrings.as_slice(), &m) {
+                Ok(true) => idle = 0,
+                Ok(false) => {
+                    idle = idle.saturating_add(1);
+                    if idle >= NAP_IDLE {
+                        std::thread::sleep(NAP);
+                    } else if idle >= SPIN_IDLE {
+                        std::thread::yield_now();
+                    } else {
+                        std::hint::spin_loop();
+                    }
+                }
+                Err(e) => {
+                    log::error!("interface failed: {e}");
+                    failed = true;
+                    break;
+                }
+            }
+        }
+        break;
+    }
+    let c = engine.counters();
+    let s = engine.iface().counters();
+    log::info!(
+        "session counters: requests {}, errors {}, rx messages {}, tx by reference {} B, tx copied by backend {} B, \
+         stack tx payload copied {} B, rx copied {} B",
+        c.requests,
+        c.error_completions,
+        c.rx_messages,
+        c.tx_payload_by_reference,
+        c.tx_payload_copied,
+        s.tx_payload_copied_bytes,
+        c.rx_payload_copied
+    );
+    let iface = engine.into_interface();
+    (!failed).then_some(iface)
+}
+
+/// Removes a stale socket file (the listener replaces it anyway; kept for callers' cleanups).
+pub fn remove_socket(path: &Path) {
+    let _ = std::fs::remove_file(path);
+}

@@ -1,0 +1,277 @@
+//! Hostile-guest scenarios at the device level: descriptor chains built by hand in real guest
+//! memory, fed to the tenant engine. Each bad request gets its error (or is returned and
+//! counted), nothing panics, and the other queue pair keeps working meanwhile.
+
+mod common;
+
+use std::net::{Ipv4Addr, SocketAddrV4};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use common::{guest_memory, PairDriver, F_NEXT, F_WRITE, RAM};
+use slimtcp::iface::{Interface, InterfaceConfig};
+use slimtcp::nic::memwire::{link, LinkConfig, MemwireNic};
+use slimtcp::time::Clock;
+use slimtcp::wire::EthernetAddress;
+use slimtcp_abi::{Errno, Request, RequestBody, RxMessage, SocketId, SocketKind, Version};
+use slimtcp_vhost::engine::{Engine, EngineConfig};
+use slimtcp_vhost::queues::LocalRings;
+
+const QSIZE: u16 = 256;
+const GUEST_IP: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 1);
+const PEER_IP: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 2);
+
+struct Bench {
+    engine: Engine<MemwireNic>,
+    peer: Interface<MemwireNic>,
+    clock: Clock,
+}
+
+fn bench(pairs: usize, max_requests: Option<u32>) -> Bench {
+    let (a, b) = link(LinkConfig::default()).expect("link");
+    let guest = Interface::new(a, InterfaceConfig::new(EthernetAddress([2, 0, 0, 0, 0, 1]), GUEST_IP, 24));
+    let peer = Interface::new(b, InterfaceConfig::new(EthernetAddress([2, 0, 0, 0, 0, 2]), PEER_IP, 24));
+    let mut cfg = EngineConfig::new(&guest, pairs, QSIZE);
+    if let Some(m) = max_requests {
+        cfg.limits.max_requests = m;
+        cfg.hello.max_requests = m;
+    }
+    let clock = Clock::real();
+    Bench { engine: Engine::new(guest, clock.clone(), cfg), peer, clock }
+}
+
+impl Bench {
+    fn step(&mut self, rings: &LocalRings, mem: &Arc<slimtcp_vhost::guest_mem::GuestMem>) {
+        self.engine.step(rings, mem).expect("engine step");
+        self.peer.poll(self.clock.now()).expect("peer poll");
+    }
+}
+
+fn hello(cookie: u64) -> Request {
+    Request::new(cookie, SocketId::NONE, RequestBody::Hello { version: Version::CURRENT })
+}
+
+fn error_of(msgs: &[(RxMessage, Vec<u8>)], cookie: u64) -> Option<Errno> {
+    msgs.iter().find_map(|(m, _)| match m {
+        RxMessage::Complete { cookie: c, result: Err(e), .. } if *c == cookie => Some(*e),
+        _ => None,
+    })
+}
+
+fn socket_of(msgs: &[(RxMessage, Vec<u8>)], cookie: u64) -> Option<SocketId> {
+    msgs.iter().find_map(|(m, _)| match m {
+        RxMessage::Complete { cookie: c, socket, result: Ok(_), .. } if *c == cookie => Some(*socket),
+        _ => None,
+    })
+}
+
+/// Runs steps until `done` holds for the collected messages of pair 0 and pair 1 (5 s at most).
+fn run_until(
+    b: &mut Bench,
+    rings: &LocalRings,
+    mem: &Arc<slimtcp_vhost::guest_mem::GuestMem>,
+    drivers: &mut [&mut PairDriver<'_>],
+    seen: &mut [Vec<(RxMessage, Vec<u8>)>],
+    done: impl Fn(&[Vec<(RxMessage, Vec<u8>)>]) -> bool,
+) {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !done(seen) {
+        assert!(Instant::now() < deadline, "scenario did not complete: {seen:?}");
+        b.step(rings, mem);
+        for (d, s) in drivers.iter_mut().zip(seen.iter_mut()) {
+            s.extend(d.messages());
+        }
+    }
+}
+
+#[test]
+fn bad_chains_get_their_errors_while_the_other_pair_keeps_working() {
+    let mem = Arc::new(guest_memory());
+    let mut b = bench(2, None);
+    let mut p0 = PairDriver::new(&mem, 0, QSIZE, 0);
+    let mut p1 = PairDriver::new(&mem, 1, QSIZE, 1 << 20);
+    let ctrl = common::Ring::new(&mem, 4, QSIZE);
+    let rings =
+        LocalRings::new(vec![p0.rx.queue(), p0.tx.queue(), p1.rx.queue(), p1.tx.queue(), ctrl.queue()]);
+    p0.post(64, 2048);
+    p1.post(64, 2048);
+
+    // Before hello: EPERM. Then hello on both pairs.
+    let socket_req = Request::new(1, SocketId::NONE, RequestBody::Socket { kind: SocketKind::Tcp });
+    p0.request(&socket_req, &[]);
+    p0.request(&hello(2), &[]);
+    p1.request(&hello(3), &[]);
+    let p1_socket = Request::new(4, SocketId::NONE, RequestBody::Socket { kind: SocketKind::Tcp });
+    p1.request(&p1_socket, &[]);
+    let mut seen = vec![Vec::new(), Vec::new()];
+    run_until(&mut b, &rings, &mem, &mut [&mut p0, &mut p1], &mut seen, |s| {
+        s[0].len() >= 2 && socket_of(&s[1], 4).is_some()
+    });
+    assert_eq!(error_of(&seen[0], 1), Some(Errno::EPERM));
+    let foreign = socket_of(&seen[1], 4).expect("pair 1 socket");
+
+    // The hostile batch, all on pair 0.
+    let send = |cookie, socket| Request::new(cookie, socket, RequestBody::Send { len: 100 });
+    // 10: payload descriptor outside guest memory.
+    let (a, n) = p0.fixed(&send(10, foreign));
+    p0.tx.add_raw(&[(a, n, F_NEXT, None), (RAM + 4096, 100, 0, None)]);
+    // 11: payload address whose end overflows.
+    let (a, n) = p0.fixed(&send(11, foreign));
+    p0.tx.add_raw(&[(a, n, F_NEXT, None), (u64::MAX - 10, 100, 0, None)]);
+    // 12: device-writable descriptor on a transmit queue.
+    let (a, n) = p0.fixed(&send(12, foreign));
+    let (pa, _) = p0.data(&[0u8; 100]);
+    p0.tx.add_raw(&[(a, n, F_NEXT, None), (pa, 100, F_WRITE, None)]);
+    // 13: a chain looping back to its head.
+    let (a, n) = p0.fixed(&send(13, foreign));
+    p0.tx.add_raw(&[(a, n, F_NEXT, None), (pa, 50, F_NEXT, Some(0))]);
+    // 14: an unknown op.
+    let (a, n) = p0.fixed(&hello(14));
+    common_patch_op(&mem, a, 0x7f);
+    p0.tx.add_raw(&[(a, n, 0, None)]);
+    // 15: pair 1's socket used on pair 0.
+    p0.request(&Request::new(15, foreign, RequestBody::Listen { backlog: 1 }), &[]);
+    // 16: a closed / never-existing socket id.
+    p0.request(&Request::new(16, SocketId(999_999), RequestBody::Listen { backlog: 1 }), &[]);
+    // 17: chain length not matching the send's len.
+    p0.request(&send(17, foreign), &[&[1u8; 10]]);
+    // No magic: returned, unanswered, counted.
+    let (junk, jn) = p0.data(&[0xab; 64]);
+    let junk_head = p0.tx.add_raw(&[(junk, jn, 0, None)]);
+    // Meanwhile pair 1 keeps working: bind and listen on its socket.
+    let bind = Request::new(
+        20,
+        foreign,
+        RequestBody::Bind { local: SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 7000) },
+    );
+    p1.request(&bind, &[]);
+    p1.request(&Request::new(21, foreign, RequestBody::Listen { backlog: 8 }), &[]);
+
+    run_until(&mut b, &rings, &mem, &mut [&mut p0, &mut p1], &mut seen, |s| {
+        (10..=17).all(|c| error_of(&s[0], c).is_some()) && socket_of(&s[1], 21).is_some()
+    });
+    assert_eq!(error_of(&seen[0], 10), Some(Errno::EFAULT), "outside guest memory");
+    assert_eq!(error_of(&seen[0], 11), Some(Errno::EFAULT), "overflowing address");
+    assert_eq!(error_of(&seen[0], 12), Some(Errno::EFAULT), "writable descriptor");
+    assert_eq!(error_of(&seen[0], 13), Some(Errno::EFAULT), "looping chain");
+    assert_eq!(error_of(&seen[0], 14), Some(Errno::EOPNOTSUPP), "unknown op");
+    assert_eq!(error_of(&seen[0], 15), Some(Errno::EBADF), "other pair's socket");
+    assert_eq!(error_of(&seen[0], 16), Some(Errno::EBADF), "unknown socket");
+    assert_eq!(error_of(&seen[0], 17), Some(Errno::EINVAL), "length mismatch");
+    assert!(p0.tx_returned.contains(&junk_head), "the junk chain came back");
+    assert_eq!(b.engine.counters().unanswerable_chains, 1);
+    assert!(error_of(&seen[1], 20).is_none() && error_of(&seen[1], 21).is_none());
+}
+
+/// Overwrites the op byte of a request written at `a`.
+fn common_patch_op(mem: &slimtcp_vhost::guest_mem::GuestMem, a: u64, op: u8) {
+    use vm_memory::{Bytes, GuestAddress};
+    mem.write_slice(&[op], GuestAddress(a + 16)).expect("patch");
+}
+
+#[test]
+fn a_request_flood_without_receive_buffers_is_bounded_and_answered_later() {
+    let mem = Arc::new(guest_memory());
+    let mut b = bench(1, Some(8));
+    let mut p0 = PairDriver::new(&mem, 0, QSIZE, 0);
+    let rings = LocalRings::new(vec![p0.rx.queue(), p0.tx.queue()]);
+    for c in 0..40 {
+        p0.request(&hello(c), &[]);
+    }
+    for _ in 0..50 {
+        b.step(&rings, &mem);
+    }
+    let taken = rings.queue_mut(1, |q| virtio_queue::QueueT::next_avail(q));
+    assert_eq!(taken, 8, "the host stops taking requests at max_requests pending completions");
+    assert!(p0.messages().is_empty());
+    // Buffers arrive: everything is answered, in order.
+    p0.post(64, 256);
+    let mut seen = vec![Vec::new()];
+    run_until(&mut b, &rings, &mem, &mut [&mut p0], &mut seen, |s| s[0].len() == 40);
+    let cookies: Vec<u64> = seen[0].iter().filter_map(|(m, _)| m.cookie()).collect();
+    assert_eq!(cookies, (0..40).collect::<Vec<u64>>());
+    assert_eq!(p0.tx_returned.len(), 40);
+}
+
+#[test]
+fn small_and_misdirected_receive_buffers_are_returned_unused() {
+    let mem = Arc::new(guest_memory());
+    let mut b = bench(1, None);
+    let mut p0 = PairDriver::new(&mem, 0, QSIZE, 0);
+    let rings = LocalRings::new(vec![p0.rx.queue(), p0.tx.queue()]);
+    let (a, _) = p0.data(&[0u8; 64]);
+    p0.rx.add_raw(&[(a, 64, F_WRITE, None)]); // too small
+    p0.rx.add_raw(&[(a, 4096, 0, None)]); // device-readable
+    p0.rx.add_raw(&[(RAM - 16, 4096, F_WRITE, None)]); // runs past guest memory
+    p0.request(&hello(1), &[]);
+    for _ in 0..20 {
+        b.step(&rings, &mem);
+    }
+    assert_eq!(b.engine.counters().bad_rx_buffers, 3);
+    let used = p0.rx.take_used();
+    assert_eq!(used.len(), 3);
+    assert!(used.iter().all(|(_, len)| *len == 0));
+    p0.post(1, 2048);
+    let mut seen = vec![Vec::new()];
+    run_until(&mut b, &rings, &mem, &mut [&mut p0], &mut seen, |s| !s[0].is_empty());
+    assert!(matches!(seen[0][0].0, RxMessage::HelloDone { result: Ok(_), .. }));
+}
+
+#[test]
+fn zero_copy_send_returns_the_chain_only_after_the_ack_and_data_arrives_with_one_copy() {
+    let mem = Arc::new(guest_memory());
+    let mut b = bench(1, None);
+    let listener = b.peer.tcp_listen(5000, 4).expect("peer listen");
+    let mut p0 = PairDriver::new(&mem, 0, QSIZE, 0);
+    let rings = LocalRings::new(vec![p0.rx.queue(), p0.tx.queue()]);
+    p0.post(64, 4096);
+    p0.request(&hello(1), &[]);
+    p0.request(&Request::new(2, SocketId::NONE, RequestBody::Socket { kind: SocketKind::Tcp }), &[]);
+    let mut seen = vec![Vec::new()];
+    run_until(&mut b, &rings, &mem, &mut [&mut p0], &mut seen, |s| socket_of(&s[0], 2).is_some());
+    let sock = socket_of(&seen[0], 2).expect("socket");
+    let remote = SocketAddrV4::new(PEER_IP, 5000);
+    p0.request(&Request::new(3, sock, RequestBody::Connect { remote }), &[]);
+    run_until(&mut b, &rings, &mem, &mut [&mut p0], &mut seen, |s| socket_of(&s[0], 3).is_some());
+    let conn = b.peer.tcp_accept(listener).expect("peer accepted");
+
+    // 3000 bytes in two payload descriptors.
+    let part1: Vec<u8> = (0..1800u32).map(|i| (i % 251) as u8).collect();
+    let part2: Vec<u8> = (0..1200u32).map(|i| (i % 239) as u8).collect();
+    let head = p0.request(&Request::new(4, sock, RequestBody::Send { len: 3000 }), &[&part1, &part2]);
+    b.engine.step(&rings, &mem).expect("step");
+    assert!(!p0.tx.take_used().iter().any(|(h, _)| *h == head), "the send chain is held until ACKed");
+    let mut got = Vec::new();
+    let mut buf = vec![0u8; 8192];
+    run_until(&mut b, &rings, &mem, &mut [&mut p0], &mut seen, |s| socket_of(&s[0], 4).is_some());
+    assert!(p0.tx_returned.contains(&head), "returned after the ACK");
+    while let Ok(n) = b.peer.tcp_recv(conn, &mut buf) {
+        if n == 0 {
+            break;
+        }
+        got.extend_from_slice(&buf[..n]);
+    }
+    let want: Vec<u8> = part1.iter().chain(part2.iter()).copied().collect();
+    assert_eq!(got, want);
+    assert_eq!(b.engine.counters().tx_payload_copied, 0);
+    assert_eq!(b.engine.iface().counters().tx_payload_copied_bytes, 0, "the stack copied no payload");
+    assert_eq!(b.engine.counters().tx_payload_by_reference, 3000);
+
+    // The peer answers: one data event, one copy, then credit.
+    b.peer.tcp_send(conn, b"hello guest").expect("peer send");
+    run_until(&mut b, &rings, &mem, &mut [&mut p0], &mut seen, |s| {
+        s[0].iter().any(|(m, _)| matches!(m, RxMessage::Data { .. }))
+    });
+    let data: Vec<u8> = seen[0]
+        .iter()
+        .filter(|(m, _)| matches!(m, RxMessage::Data { .. }))
+        .flat_map(|(_, p)| p.clone())
+        .collect();
+    assert_eq!(data, b"hello guest");
+    assert_eq!(b.engine.counters().rx_payload_copied, 11);
+    p0.request(&Request::new(5, sock, RequestBody::Credit { bytes: 11 }), &[]);
+    p0.request(&Request::new(6, sock, RequestBody::Credit { bytes: 1 }), &[]);
+    run_until(&mut b, &rings, &mem, &mut [&mut p0], &mut seen, |s| socket_of(&s[0], 5).is_some());
+    run_until(&mut b, &rings, &mem, &mut [&mut p0], &mut seen, |s| error_of(&s[0], 6).is_some());
+    assert_eq!(error_of(&seen[0], 6), Some(Errno::EINVAL), "more credit than outstanding");
+}
