@@ -172,7 +172,10 @@ fn main() {
         }
     };
     let run = |api: &mut GuestSockets| -> Result<(), DemoError> {
-        println!("== 1. {} echo round trips of 64 bytes (guest -> backend -> Linux -> back)", args.round_trips);
+        println!(
+            "== 1. {} echo round trips of 64 bytes (guest -> backend -> Linux -> back)",
+            args.round_trips
+        );
         let (p50, p99) = latency(api, args.server, args.round_trips)?;
         println!("   round trip p50 {p50:.0} us, p99 {p99:.0} us");
         println!("== 2. bulk transfer of {} MB to the Linux discard server", args.bulk_mb);
@@ -181,7 +184,9 @@ fn main() {
         echo_verified(api, args.server, 4 << 20)?;
         println!("   echo verified");
         println!();
-        println!("== summary: 64 B round trip p50 {p50:.0} us / p99 {p99:.0} us; bulk goodput {gbps:.2} Gb/s");
+        println!(
+            "== summary: 64 B round trip p50 {p50:.0} us / p99 {p99:.0} us; bulk goodput {gbps:.2} Gb/s"
+        );
         Ok(())
     };
     if let Err(e) = run(&mut api) {

@@ -20,11 +20,11 @@ use std::net::Ipv4Addr;
 use std::time::Duration;
 
 use dpdk_common::*;
-use workload::Transfer;
 use slimtcp::iface::{DropReason, Interface, InterfaceConfig};
 use slimtcp::nic::dpdk::{create_ring_pair, DpdkNic, Eal, MempoolConfig, PortConfig};
 use slimtcp::time::Instant;
 use slimtcp::wire::EthernetAddress;
+use workload::Transfer;
 
 const A_IP: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 1);
 const B_IP: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 2);

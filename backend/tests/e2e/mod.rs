@@ -1,0 +1,301 @@
+//! End to end: an application on slimtcp-guest (vhost-user transport) -> slimtcp-vhost -> a NIC
+//! (TAP, or DPDK net_tap) in a namespace made by the test -> the Linux kernel's TCP there.
+//!
+//! [`Tenant`] runs the backend for one VMM connection on a thread inside the namespace (so its
+//! TAP interface is created there); the scenarios are ordinary `SocketApi` code.
+
+#![allow(dead_code)]
+
+use std::io::{Read, Write};
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, TcpListener};
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use slimtcp::api::{EpollEvent, EpollOp, Fd, Proto, Ready, Shutdown, SockOpt, SocketApi, SocketError};
+use slimtcp::iface::InterfaceConfig;
+use slimtcp::nic::Nic;
+use slimtcp::wire::EthernetAddress;
+use slimtcp_guest::{GuestConfig, GuestSockets};
+use slimtcp_testkit::data::{pattern, pattern_mismatch};
+use slimtcp_testkit::linux_peer;
+use slimtcp_testkit::netns::{Netns, NsThread};
+use slimtcp_vhost::server::{serve_tenant, ServerError, StopHandle, TenantConfig};
+
+/// The stack's (the guest's) address.
+pub const GUEST_IP: Ipv4Addr = Ipv4Addr::new(10, 61, 0, 2);
+/// The Linux side's address.
+pub const LINUX_IP: Ipv4Addr = Ipv4Addr::new(10, 61, 0, 1);
+const MAC: EthernetAddress = EthernetAddress([0x02, 0, 0, 0, 0x61, 0x02]);
+/// Every wait in these tests ends by then.
+pub const LIMIT: Duration = Duration::from_secs(120);
+
+/// One backend tenant serving one VMM connection, and the namespace it lives in.
+pub struct Tenant {
+    pub ns: Netns,
+    pub socket: PathBuf,
+    backend: Option<NsThread<Result<(), ServerError>>>,
+    _dir: TempDir,
+}
+
+/// A temporary directory removed on drop.
+struct TempDir(PathBuf);
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+impl Tenant {
+    /// Starts a backend whose NIC `make_nic` builds inside a new namespace.
+    pub fn start<N, F>(tag: &str, make_nic: F) -> Tenant
+    where
+        N: Nic + Send + 'static,
+        F: FnMut() -> Result<N, String> + Send + 'static,
+    {
+        let ns = Netns::create(tag).expect("namespace");
+        let dir = std::env::temp_dir().join(format!("slimtcp-e2e-{tag}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        let socket = dir.join("vhost.sock");
+        let mut iface = InterfaceConfig::new(MAC, GUEST_IP, 24);
+        iface.max_sockets = 4096;
+        let cfg =
+            TenantConfig { socket: socket.clone(), iface, pairs: 1, core: None, name: format!("e2e-{tag}") };
+        let stop = StopHandle::default();
+        let backend = ns
+            .spawn("backend", move || serve_tenant(&cfg, make_nic, &stop, Some(1)))
+            .expect("backend thread");
+        let t0 = Instant::now();
+        while !socket.exists() {
+            assert!(
+                t0.elapsed() < Duration::from_secs(20),
+                "the backend did not create {}",
+                socket.display()
+            );
+            assert!(!backend.is_finished(), "the backend stopped before listening");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        Tenant { ns, socket, backend: Some(backend), _dir: TempDir(dir) }
+    }
+
+    /// Attaches a guest library instance, as a VMM plus guest driver would.
+    pub fn guest(&self) -> GuestSockets {
+        GuestSockets::connect_vhost_user(&self.socket, GuestConfig::default()).expect("guest attaches")
+    }
+
+    /// Waits for the backend to finish its connection (after the guest detached).
+    pub fn finish(mut self) {
+        if let Some(b) = self.backend.take() {
+            b.join().expect("backend thread").expect("backend served cleanly");
+        }
+    }
+}
+
+/// A TAP NIC named `ifname` with the Linux side at [`LINUX_IP`].
+pub fn tap_nic(ifname: String) -> impl FnMut() -> Result<slimtcp::nic::tap::TapNic, String> + Send + 'static {
+    move || {
+        let tap = slimtcp::nic::tap::TapNic::open(&ifname).map_err(|e| e.to_string())?;
+        tap.set_up().map_err(|e| e.to_string())?;
+        tap.set_host_address(LINUX_IP, 24).map_err(|e| e.to_string())?;
+        Ok(tap)
+    }
+}
+
+fn send_all<A: SocketApi>(api: &mut A, fd: Fd, mut data: &[u8]) {
+    while !data.is_empty() {
+        let n = api.send(fd, data).expect("send");
+        data = &data[n..];
+    }
+}
+
+/// Echo: a Linux echo server; the guest sends 1 MiB in 1000-byte messages and reads each back.
+pub fn echo<A: SocketApi>(api: &mut A, ns: &Netns) {
+    let listener = ns.run(|| TcpListener::bind((LINUX_IP, 7000))).expect("listen");
+    let server = ns
+        .spawn("echo", move || {
+            let (mut s, _) = listener.accept().expect("accept");
+            let mut buf = [0u8; 65536];
+            loop {
+                let n = s.read(&mut buf).expect("read");
+                if n == 0 {
+                    break;
+                }
+                s.write_all(&buf[..n]).expect("write");
+            }
+        })
+        .expect("echo thread");
+    let fd = api.socket(Proto::Tcp).expect("socket");
+    api.connect(fd, SocketAddrV4::new(LINUX_IP, 7000)).expect("connect");
+    let mut msg = [0u8; 1000];
+    let mut back = [0u8; 1000];
+    for i in 0..1000u64 {
+        pattern(7, i * 1000, &mut msg);
+        send_all(api, fd, &msg);
+        let mut got = 0;
+        while got < back.len() {
+            got += api.recv(fd, &mut back[got..]).expect("recv");
+        }
+        assert_eq!(back, msg, "message {i}");
+    }
+    api.shutdown(fd, Shutdown::Write).expect("shutdown");
+    assert_eq!(api.recv(fd, &mut back), Ok(0));
+    api.close(fd).expect("close");
+    server.join().expect("echo server");
+}
+
+/// The guest sends `len` bytes of a seeded stream to a Linux receiver, which hashes them.
+pub fn guest_to_linux<A: SocketApi>(api: &mut A, ns: &Netns, len: u64) {
+    let (bound, peer) = linux_peer::spawn_tcp_server_recv(ns, SocketAddr::from((LINUX_IP, 5001)), LIMIT)
+        .expect("linux receiver");
+    let fd = api.socket(Proto::Tcp).expect("socket");
+    let SocketAddr::V4(bound) = bound else { unreachable!("IPv4") };
+    api.connect(fd, bound).expect("connect");
+    let mut buf = vec![0u8; 256 * 1024];
+    let mut off = 0u64;
+    while off < len {
+        let n = buf.len().min((len - off) as usize);
+        pattern(31, off, &mut buf[..n]);
+        send_all(api, fd, &buf[..n]);
+        off += n as u64;
+    }
+    api.shutdown(fd, Shutdown::Write).expect("shutdown");
+    let mut b = [0u8; 1];
+    assert_eq!(api.recv(fd, &mut b), Ok(0), "the receiver closes after reading everything");
+    api.close(fd).expect("close");
+    let t = peer.join().expect("linux receiver");
+    assert!(t.matches_pattern(31, len), "Linux received {t:?}");
+}
+
+/// A Linux sender sends `len` bytes of a seeded stream; the guest checks every byte.
+pub fn linux_to_guest<A: SocketApi>(api: &mut A, ns: &Netns, len: u64) {
+    let (bound, peer) =
+        linux_peer::spawn_tcp_server_send(ns, SocketAddr::from((LINUX_IP, 5002)), len, 32, LIMIT)
+            .expect("linux sender");
+    let SocketAddr::V4(bound) = bound else { unreachable!("IPv4") };
+    let fd = api.socket(Proto::Tcp).expect("socket");
+    api.connect(fd, bound).expect("connect");
+    let mut off = 0u64;
+    while let Some(b) = api.recv_zc(fd).expect("recv_zc") {
+        assert_eq!(pattern_mismatch(32, off, b.as_ref()), None, "corrupt near byte {off}");
+        off += b.as_ref().len() as u64;
+    }
+    assert_eq!(off, len);
+    api.close(fd).expect("close");
+    peer.join().expect("linux sender");
+}
+
+/// A Linux client connects to a guest listener and sends `len` bytes; the guest checks them.
+pub fn linux_client_to_guest_listener<A: SocketApi>(api: &mut A, ns: &Netns, len: u64) {
+    let l = api.socket(Proto::Tcp).expect("socket");
+    api.bind(l, SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 8080)).expect("bind");
+    api.listen(l, 16).expect("listen");
+    let peer = linux_peer::spawn_tcp_client_send(ns, SocketAddr::from((GUEST_IP, 8080)), len, 33, LIMIT)
+        .expect("linux client");
+    let (c, from) = api.accept(l).expect("accept");
+    assert_eq!(*from.ip(), LINUX_IP);
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut off = 0u64;
+    loop {
+        let n = api.recv(c, &mut buf).expect("recv");
+        if n == 0 {
+            break;
+        }
+        assert_eq!(pattern_mismatch(33, off, &buf[..n]), None, "corrupt near byte {off}");
+        off += n as u64;
+    }
+    assert_eq!(off, len);
+    api.close(c).expect("close");
+    api.close(l).expect("close listener");
+    peer.join().expect("linux client");
+}
+
+/// `conns` concurrent connections from the guest, each sending `per_conn` bytes of its own
+/// stream (identified by an 8-byte header) to one Linux server, which checks each.
+pub fn many_connections<A: SocketApi>(api: &mut A, ns: &Netns, conns: usize, per_conn: usize) {
+    let listener = ns.run(|| TcpListener::bind((LINUX_IP, 6000))).expect("listen");
+    listener.set_nonblocking(true).expect("nonblocking");
+    let server = ns
+        .spawn("many", move || {
+            let deadline = Instant::now() + LIMIT;
+            let mut open: Vec<(std::net::TcpStream, Vec<u8>)> = Vec::new();
+            let mut done = 0usize;
+            let mut buf = vec![0u8; 65536];
+            while done < conns {
+                assert!(Instant::now() < deadline, "{done} of {conns} streams done");
+                match listener.accept() {
+                    Ok((s, _)) => {
+                        s.set_nonblocking(true).expect("nonblocking");
+                        open.push((s, Vec::new()));
+                    }
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+                    Err(e) => panic!("accept: {e}"),
+                }
+                let mut idle = true;
+                open.retain_mut(|(s, data)| match s.read(&mut buf) {
+                    Ok(0) => {
+                        let id = u64::from_le_bytes(data[..8].try_into().expect("header"));
+                        assert_eq!(data.len(), 8 + per_conn, "stream {id}");
+                        assert_eq!(pattern_mismatch(id, 0, &data[8..]), None, "stream {id}");
+                        done += 1;
+                        idle = false;
+                        false
+                    }
+                    Ok(n) => {
+                        data.extend_from_slice(&buf[..n]);
+                        idle = false;
+                        true
+                    }
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => true,
+                    Err(e) => panic!("read: {e}"),
+                });
+                if idle {
+                    std::thread::sleep(Duration::from_micros(200));
+                }
+            }
+        })
+        .expect("server thread");
+    let ep = api.epoll_create().expect("epoll");
+    let mut socks = Vec::new();
+    for i in 0..conns {
+        let fd = api.socket(Proto::Tcp).expect("socket");
+        api.setsockopt(fd, SockOpt::NonBlocking(true)).expect("nonblocking");
+        match api.connect(fd, SocketAddrV4::new(LINUX_IP, 6000)) {
+            Err(SocketError::InProgress) | Ok(()) => {}
+            Err(e) => panic!("connect {i}: {e}"),
+        }
+        api.epoll_ctl(ep, EpollOp::Add, fd, EpollEvent { events: Ready::OUT, data: i as u64 }).expect("add");
+        let id = 5000 + i as u64;
+        let mut data = id.to_le_bytes().to_vec();
+        let mut body = vec![0u8; per_conn];
+        pattern(id, 0, &mut body);
+        data.extend_from_slice(&body);
+        socks.push((fd, data, 0usize));
+    }
+    let mut finished = 0;
+    let mut events = vec![EpollEvent::default(); 256];
+    let deadline = Instant::now() + LIMIT;
+    while finished < conns {
+        assert!(Instant::now() < deadline, "{finished} of {conns} guest streams sent");
+        let n = api.epoll_wait(ep, &mut events, 100).expect("epoll_wait");
+        for ev in &events[..n] {
+            let (fd, data, sent) = &mut socks[ev.data as usize];
+            assert!(!ev.events.contains(Ready::ERR), "connection {} failed", ev.data);
+            while *sent < data.len() {
+                match api.send(*fd, &data[*sent..]) {
+                    Ok(k) => *sent += k,
+                    Err(SocketError::WouldBlock) => break,
+                    Err(e) => panic!("send: {e}"),
+                }
+            }
+            if *sent == data.len() {
+                api.epoll_ctl(ep, EpollOp::Delete, *fd, EpollEvent::default()).expect("delete");
+                api.shutdown(*fd, Shutdown::Write).expect("shutdown");
+                finished += 1;
+            }
+        }
+    }
+    server.join().expect("linux server");
+    for (fd, _, _) in socks {
+        api.close(fd).expect("close");
+    }
+}
