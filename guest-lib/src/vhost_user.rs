@@ -95,8 +95,13 @@ impl Link for Connection {
         let mut pfd = libc::pollfd { fd: self.fd, events: libc::POLLIN | libc::POLLRDHUP, revents: 0 };
         // SAFETY: one valid pollfd; the socket stays open while `frontend` lives (in self).
         let rc = unsafe { libc::poll(&mut pfd, 1, 0) };
-        if rc <= 0 {
-            return rc == 0;
+        if rc < 0 {
+            // A signal (DPDK's net_tap uses SIGIO, for one) interrupted the check: that says
+            // nothing about the backend.
+            return std::io::Error::last_os_error().raw_os_error() == Some(libc::EINTR);
+        }
+        if rc == 0 {
+            return true;
         }
         if pfd.revents & (libc::POLLHUP | libc::POLLRDHUP | libc::POLLERR | libc::POLLNVAL) != 0 {
             return false;
@@ -108,7 +113,11 @@ impl Link for Connection {
         let n = unsafe {
             libc::recv(self.fd, (&mut b as *mut u8).cast(), 1, libc::MSG_PEEK | libc::MSG_DONTWAIT)
         };
-        n != 0
+        match n {
+            0 => false,
+            n if n > 0 => true,
+            _ => std::io::Error::last_os_error().raw_os_error() != Some(libc::ECONNRESET),
+        }
     }
 }
 

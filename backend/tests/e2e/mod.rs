@@ -53,6 +53,7 @@ impl Tenant {
         N: Nic + Send + 'static,
         F: FnMut() -> Result<N, String> + Send + 'static,
     {
+        let _ = env_logger::builder().is_test(true).try_init();
         let ns = Netns::create(tag).expect("namespace");
         let dir = std::env::temp_dir().join(format!("slimtcp-e2e-{tag}-{}", std::process::id()));
         std::fs::create_dir_all(&dir).expect("temp dir");
