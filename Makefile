@@ -6,7 +6,7 @@ export CARGO_BUILD_JOBS ?= 1
 # Under `make test`, namespace tests must run: a missing privilege fails instead of skipping.
 export SLIMTCP_REQUIRE_NETNS ?= 1
 
-.PHONY: all deps build test lint bench demo fuzz clean
+.PHONY: all deps build test lint bench demo demo-stack fuzz clean
 
 all: build
 
@@ -40,8 +40,14 @@ bench: deps
 	./scripts/bench-experiments.sh
 
 demo: deps
-	$(CARGO) build --release -p slimtcp --example tap_echo
+	$(CARGO) build --release -p slimtcp-vhost --bin slimtcp-vhost
+	$(CARGO) build --release -p slimtcp-guest --example guest_demo
 	./scripts/demo.sh
+
+# The stack alone (no backend): SlimTCP's tap_echo example serving Linux clients over TAP.
+demo-stack: deps
+	$(CARGO) build --release -p slimtcp --example tap_echo
+	./scripts/demo_stack.sh
 
 # Long fuzzing runs (FUZZ_SECONDS per target); `make test` runs each target briefly.
 FUZZ_SECONDS ?= 300

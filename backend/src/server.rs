@@ -170,8 +170,12 @@ where
         };
         let result = daemon.wait();
         match result {
-            Ok(()) => log::info!("{}: VMM disconnected", cfg.name),
-            Err(e) => log::info!("{}: connection ended: {e}", cfg.name),
+            // A hang-up is how a VMM (or guest library) normally leaves.
+            Ok(())
+            | Err(vhost_user_backend::Error::HandleRequest(
+                vhost::vhost_user::Error::Disconnected | vhost::vhost_user::Error::PartialMessage,
+            )) => log::info!("{}: VMM disconnected", cfg.name),
+            Err(e) => log::warn!("{}: connection ended: {e}", cfg.name),
         }
         conn_stop.stop();
         device.signal_exit();
