@@ -70,7 +70,8 @@ pub struct Args {
     pub timeout: Option<f64>,
 
     /// Extension: the NIC: `dpdk` (default, as in the paper; needs the `dpdk` build feature),
-    /// `tap:IFNAME`, or `memwire` (sender and receiver in this process).
+    /// `tap:IFNAME`, `memwire` (sender and receiver in this process), or `guest:SOCKET_PATH`
+    /// (the guest library attached to a slimtcp-vhost backend over vhost-user).
     #[arg(long, value_name = "NIC", default_value = "dpdk")]
     pub nic: String,
     /// Extension: `two-core` (an application thread and a worker thread) or `single` (one thread

@@ -73,6 +73,12 @@ pub enum NicChoice {
     },
     /// Both ends of an in-memory link, sender and receiver in this process.
     Memwire,
+    /// The guest library attached to a `slimtcp-vhost` backend at this vhost-user socket (the
+    /// backend's stack and NIC carry the traffic; its address comes from the backend).
+    Guest {
+        /// The backend's vhost-user socket.
+        socket: std::path::PathBuf,
+    },
 }
 
 impl NicChoice {
@@ -82,6 +88,7 @@ impl NicChoice {
             NicChoice::Dpdk { port } => format!("dpdk:{port}"),
             NicChoice::Tap { ifname } => format!("tap:{ifname}"),
             NicChoice::Memwire => "memwire".to_owned(),
+            NicChoice::Guest { socket } => format!("guest:{}", socket.display()),
         }
     }
 }
@@ -93,12 +100,16 @@ impl FromStr for NicChoice {
         match s {
             "memwire" => Ok(NicChoice::Memwire),
             "dpdk" => Ok(NicChoice::Dpdk { port: "0".to_owned() }),
+            _ if s.starts_with("guest:") => match s.strip_prefix("guest:") {
+                Some(path) if !path.is_empty() => Ok(NicChoice::Guest { socket: path.into() }),
+                _ => Err("guest:PATH needs the backend's vhost-user socket path".to_owned()),
+            },
             _ => match s.strip_prefix("tap:") {
                 Some(name) if !name.is_empty() && name.len() <= 15 && !name.contains('/') => {
                     Ok(NicChoice::Tap { ifname: name.to_owned() })
                 }
                 Some(_) => Err("tap interface names are 1..=15 bytes without '/'".to_owned()),
-                None => Err("expected dpdk, memwire or tap:IFNAME".to_owned()),
+                None => Err("expected dpdk, memwire, tap:IFNAME or guest:SOCKET_PATH".to_owned()),
             },
         }
     }
@@ -229,7 +240,7 @@ fn parse_mac(option: &'static str, s: &str) -> Result<EthernetAddress, ConfigErr
 fn parse_local(args: &Args, nic: &NicChoice) -> Result<Option<LocalAddr>, ConfigError> {
     let Some(text) = args.bind_ip.as_deref() else {
         return match nic {
-            NicChoice::Memwire => Ok(None),
+            NicChoice::Memwire | NicChoice::Guest { .. } => Ok(None),
             other => {
                 Err(ConfigError::Missing { what: format!("--nic {}", other.label()), needs: "--bind-ip" })
             }

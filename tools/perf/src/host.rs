@@ -42,6 +42,15 @@ pub enum HostError {
     /// The workload failed.
     #[error("workload")]
     Workload(#[from] WorkloadError),
+    /// The guest library could not attach to the backend.
+    #[error("attaching to the slimtcp-vhost backend at {socket}")]
+    Guest {
+        /// The socket path.
+        socket: String,
+        /// Why.
+        #[source]
+        source: slimtcp_guest::GuestError,
+    },
     /// The DPDK NIC failed to start.
     #[cfg(feature = "dpdk")]
     #[error("DPDK")]
@@ -52,6 +61,14 @@ pub enum HostError {
 pub fn run(cfg: &Config, progress: workload::Progress<'_>) -> Result<Measurement, HostError> {
     match &cfg.nic {
         NicChoice::Memwire => run_memwire(cfg, progress),
+        NicChoice::Guest { socket } => {
+            let mut api = slimtcp_guest::GuestSockets::connect_vhost_user(
+                socket,
+                slimtcp_guest::GuestConfig::default(),
+            )
+            .map_err(|source| HostError::Guest { socket: socket.display().to_string(), source })?;
+            Ok(one_role(&mut api, cfg, progress)?)
+        }
         NicChoice::Tap { ifname } => {
             let tap = open_tap(ifname)?;
             run_one(iface(tap, local(cfg), cfg.burst, &cfg.arp), cfg, progress)
@@ -129,8 +146,8 @@ fn run_one<N: Nic + Send + 'static>(
     }
 }
 
-fn one_role(
-    api: &mut HostSockets,
+fn one_role<A: slimtcp::api::SocketApi>(
+    api: &mut A,
     cfg: &Config,
     progress: workload::Progress<'_>,
 ) -> Result<Measurement, WorkloadError> {

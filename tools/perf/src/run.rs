@@ -27,7 +27,11 @@ pub fn run(cfg: &Config, progress: Progress<'_>) -> Result<Summary, RunError> {
     Ok(Summary {
         stack: if cfg.kernel { "linux" } else { "slimtcp" },
         nic: if cfg.kernel { "kernel".to_owned() } else { cfg.nic.label() },
-        runtime: if cfg.kernel { "kernel" } else { cfg.runtime.label() },
+        runtime: match (&cfg.nic, cfg.kernel) {
+            (_, true) => "kernel",
+            (crate::config::NicChoice::Guest { .. }, false) => "guest-lib",
+            _ => cfg.runtime.label(),
+        },
         role: cfg.role.label(),
         zero_copy: cfg.zero_copy,
         mss: cfg.mss,

@@ -75,10 +75,7 @@ fn linux_sender_to_a_slimtcp_listener_is_counted_exactly() {
     let (ns, ifname) = tap_namespace(2);
     let nic = format!("tap:{ifname}");
     // --connections 1: the listener ends once one connection has come and gone; --duration
-    // bounds it in case none comes. Single runtime: in two-core mode the host runtime can drop
-    // data (and the FIN) that reached the worker before the application's accept completed
-    // (events for the new descriptor drained together with the accept reply are discarded;
-    // reported on issue 4).
+    // bounds it in case none comes. Two-core runtime: the application thread and the worker.
     let child = ns
         .command(&[
             BIN,
@@ -97,7 +94,7 @@ fn linux_sender_to_a_slimtcp_listener_is_counted_exactly() {
             "--duration",
             "30",
             "--runtime",
-            "single",
+            "two-core",
             "--json",
         ])
         .stdout(Stdio::piped())
