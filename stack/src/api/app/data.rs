@@ -2,17 +2,12 @@
 
 use std::net::SocketAddrV4;
 
-use super::buffers::{RxBuf, TxBuf, LARGE_TX};
-use super::messages::Request;
 use super::state::{Phase, SockEntry};
-use super::HostSockets;
+use super::{AppSockets, Link, Request, RxPayload};
 use crate::api::{Fd, Proto, SocketError, ZeroCopyTx};
 
-/// Largest UDP payload in one Ethernet frame of 1500 bytes.
-const MAX_DATAGRAM: usize = 1472;
-
 /// Why a stream cannot send now, if it cannot.
-fn stream_send_check(s: &SockEntry) -> Result<(), SocketError> {
+fn stream_send_check<R>(s: &SockEntry<R>) -> Result<(), SocketError> {
     if let Some(e) = s.failure {
         return Err(e);
     }
@@ -26,7 +21,7 @@ fn stream_send_check(s: &SockEntry) -> Result<(), SocketError> {
 }
 
 /// What a stream read finds when its queue is empty.
-fn stream_recv_empty(s: &SockEntry) -> Result<(), SocketError> {
+fn stream_recv_empty<R>(s: &SockEntry<R>) -> Result<(), SocketError> {
     if s.eof || s.rd_shut {
         return Ok(());
     }
@@ -39,7 +34,35 @@ fn stream_recv_empty(s: &SockEntry) -> Result<(), SocketError> {
     }
 }
 
-impl HostSockets {
+impl<L: Link> AppSockets<L> {
+    /// Hands one filled buffer to the link as a stream send, counting it against the credit.
+    fn submit_send(&mut self, fd: Fd, buf: L::TxBuf) -> Result<(), SocketError> {
+        self.entry_mut(fd)?.in_flight += buf.filled().len();
+        self.request(Request::Send { fd, buf }).map(|_| ())
+    }
+
+    /// Sends one datagram, binding the socket to an ephemeral port first if needed.
+    fn submit_datagram(&mut self, fd: Fd, dst: SocketAddrV4, buf: L::TxBuf) -> Result<(), SocketError> {
+        self.ensure_bound(fd)?;
+        self.request(Request::SendTo { fd, dst, buf }).map(|_| ())
+    }
+
+    /// A transmit buffer, waiting for returned ones while the pool is exhausted (blocking) or
+    /// failing with `EAGAIN`.
+    fn alloc_waiting(&mut self, len: usize, nonblocking: bool) -> Result<L::TxBuf, SocketError> {
+        let mut idle = 0u32;
+        loop {
+            if let Some(b) = self.link.alloc(len) {
+                return Ok(b);
+            }
+            if nonblocking {
+                return Err(SocketError::WouldBlock);
+            }
+            let progressed = self.pump()?;
+            self.idle_step(progressed, &mut idle)?;
+        }
+    }
+
     pub(super) fn do_send(&mut self, fd: Fd, data: &[u8]) -> Result<usize, SocketError> {
         if self.entry(fd)?.proto == Proto::Udp {
             let peer = self.entry(fd)?.peer.ok_or(SocketError::NotConnected)?;
@@ -52,23 +75,25 @@ impl HostSockets {
             if data.is_empty() {
                 return Ok(0);
             }
-            if s.phase == Phase::Connected && s.credit > 0 {
-                let n = s.credit.min(data.len());
-                for chunk in data[..n].chunks(LARGE_TX) {
-                    let mut buf = self.pool.alloc(chunk.len()).ok_or(SocketError::NoBuffers)?;
+            let nonblocking = s.nonblocking;
+            if s.phase == Phase::Connected && s.send_room() > 0 {
+                let n = s.send_room().min(data.len());
+                let mut sent = 0;
+                for chunk in data[..n].chunks(self.limits.max_tx_len) {
+                    let mut buf = match self.alloc_waiting(chunk.len(), nonblocking || sent > 0) {
+                        Ok(b) => b,
+                        Err(SocketError::WouldBlock) if sent > 0 => break,
+                        Err(e) => return Err(e),
+                    };
                     buf.space_mut()[..chunk.len()].copy_from_slice(chunk);
-                    self.submit(Request::Send { fd, buf })?;
+                    buf.set_len(chunk.len());
+                    self.submit_send(fd, buf)?;
+                    sent += chunk.len();
                 }
-                self.entry_mut(fd)?.credit -= n;
-                return Ok(n);
+                return Ok(sent);
             }
-            if s.nonblocking {
-                // Non-blocking: look at what the worker reported meanwhile, once.
-                if pumped {
-                    return Err(SocketError::WouldBlock);
-                }
-                pumped = true;
-                self.pump()?;
+            if nonblocking {
+                self.pump_once(&mut pumped)?;
                 continue;
             }
             self.wait_for(fd, |s| s.writable())?;
@@ -89,10 +114,11 @@ impl HostSockets {
                 let mut written = 0;
                 while written < buf.len() {
                     let Some(front) = s.rxq.front_mut() else { break };
-                    let n = front.len().min(buf.len() - written);
-                    buf[written..written + n].copy_from_slice(&front.as_slice()[..n]);
+                    let bytes = front.as_ref();
+                    let n = bytes.len().min(buf.len() - written);
+                    buf[written..written + n].copy_from_slice(&bytes[..n]);
                     written += n;
-                    if n == front.len() {
+                    if n == bytes.len() {
                         s.rxq.pop_front();
                     } else {
                         front.consume(n);
@@ -103,9 +129,8 @@ impl HostSockets {
             match stream_recv_empty(s) {
                 Ok(()) => return Ok(0),
                 Err(SocketError::WouldBlock) if !s.nonblocking => {}
-                Err(SocketError::WouldBlock) if !pumped => {
-                    pumped = true;
-                    self.pump()?;
+                Err(SocketError::WouldBlock) => {
+                    self.pump_once(&mut pumped)?;
                     continue;
                 }
                 Err(e) => return Err(e),
@@ -124,18 +149,18 @@ impl HostSockets {
         if s.proto == Proto::Tcp {
             return self.do_send(fd, data);
         }
-        if data.len() > MAX_DATAGRAM {
+        if data.len() > self.limits.max_datagram {
             return Err(SocketError::MessageTooLong);
         }
         if dst.port() == 0 || dst.ip().is_unspecified() {
             return Err(SocketError::InvalidInput);
         }
-        if s.phase == Phase::Fresh {
-            self.udp_bind(fd, 0)?;
-        }
-        let mut buf = self.pool.alloc(data.len()).ok_or(SocketError::NoBuffers)?;
+        let nonblocking = s.nonblocking;
+        self.ensure_bound(fd)?;
+        let mut buf = self.alloc_waiting(data.len().max(1), nonblocking)?;
         buf.space_mut()[..data.len()].copy_from_slice(data);
-        self.submit(Request::UdpSend { fd, dst, buf })?;
+        buf.set_len(data.len());
+        self.submit_datagram(fd, dst, buf)?;
         Ok(data.len())
     }
 
@@ -152,45 +177,42 @@ impl HostSockets {
                 return self.do_recv(fd, buf).map(|n| (n, peer));
             }
             if let Some((from, dgram)) = s.datagrams.pop_front() {
-                let n = dgram.len().min(buf.len());
-                buf[..n].copy_from_slice(&dgram.as_slice()[..n]);
+                let bytes = dgram.as_ref();
+                let n = bytes.len().min(buf.len());
+                buf[..n].copy_from_slice(&bytes[..n]);
                 return Ok((n, from));
             }
-            if s.phase == Phase::Fresh {
+            if !s.bound {
                 return Err(SocketError::NotConnected);
             }
             if s.nonblocking {
-                if pumped {
-                    return Err(SocketError::WouldBlock);
-                }
-                pumped = true;
-                self.pump()?;
+                self.pump_once(&mut pumped)?;
                 continue;
             }
             self.wait_for(fd, |s| s.readable())?;
         }
     }
 
-    pub(super) fn do_alloc_tx(&mut self, len: usize) -> Result<TxBuf, SocketError> {
-        if len == 0 || len > LARGE_TX {
+    pub(super) fn do_alloc_tx(&mut self, len: usize) -> Result<L::TxBuf, SocketError> {
+        if len == 0 || len > self.limits.max_tx_len {
             return Err(SocketError::InvalidInput);
         }
-        if self.pool.outstanding() >= super::MAX_TX_BUFFERS {
+        if self.link.tx_outstanding() >= self.limits.max_tx_buffers {
             return Err(SocketError::NoBuffers);
         }
-        self.pool.alloc(len).ok_or(SocketError::NoBuffers)
+        self.link.alloc(len).ok_or(SocketError::NoBuffers)
     }
 
-    pub(super) fn do_send_zc(&mut self, fd: Fd, bufs: &mut Vec<TxBuf>) -> Result<usize, SocketError> {
+    pub(super) fn do_send_zc(&mut self, fd: Fd, bufs: &mut Vec<L::TxBuf>) -> Result<usize, SocketError> {
         if self.entry(fd)?.proto == Proto::Udp {
             let peer = self.entry(fd)?.peer.ok_or(SocketError::NotConnected)?;
             let mut sent = 0;
-            for buf in bufs.drain(..) {
-                if buf.len() > MAX_DATAGRAM {
-                    self.pool.recycle(buf);
+            for buf in bufs.drain(..).collect::<Vec<_>>() {
+                if buf.filled().len() > self.limits.max_datagram {
+                    self.link.recycle(buf);
                     return Err(SocketError::MessageTooLong);
                 }
-                self.submit(Request::UdpSend { fd, dst: peer, buf })?;
+                self.submit_datagram(fd, peer, buf)?;
                 sent += 1;
             }
             return Ok(sent);
@@ -200,51 +222,47 @@ impl HostSockets {
             let s = self.entry(fd)?;
             stream_send_check(s)?;
             let Some(first) = bufs.first() else { return Ok(0) };
-            if first.len() > s.config.tx_buffer {
+            let need = first.filled().len();
+            if need > s.sndbuf {
                 return Err(SocketError::MessageTooLong);
             }
             if s.phase == Phase::Connected {
-                let mut credit = s.credit;
+                let mut room = s.send_room();
                 let fit = bufs
                     .iter()
                     .take_while(|b| {
-                        let ok = b.len() <= credit;
+                        let len = b.filled().len();
+                        let ok = len <= room;
                         if ok {
-                            credit -= b.len();
+                            room -= len;
                         }
                         ok
                     })
                     .count();
                 if fit > 0 {
-                    self.entry_mut(fd)?.credit = credit;
-                    for buf in bufs.drain(..fit) {
-                        if buf.is_empty() {
-                            self.pool.recycle(buf);
+                    for buf in bufs.drain(..fit).collect::<Vec<_>>() {
+                        if buf.filled().is_empty() {
+                            self.link.recycle(buf);
                         } else {
-                            self.submit(Request::Send { fd, buf })?;
+                            self.submit_send(fd, buf)?;
                         }
                     }
                     return Ok(fit);
                 }
             }
             if s.nonblocking {
-                if pumped {
-                    return Err(SocketError::WouldBlock);
-                }
-                pumped = true;
-                self.pump()?;
+                self.pump_once(&mut pumped)?;
                 continue;
             }
-            let need = first.len();
             self.wait_for(fd, |s| {
-                s.credit >= need
+                s.send_room() >= need
                     || s.failure.is_some()
                     || s.phase != Phase::Connecting && s.phase != Phase::Connected
             })?;
         }
     }
 
-    pub(super) fn do_recv_zc(&mut self, fd: Fd) -> Result<Option<RxBuf>, SocketError> {
+    pub(super) fn do_recv_zc(&mut self, fd: Fd) -> Result<Option<L::RxBuf>, SocketError> {
         let mut pumped = false;
         loop {
             let s = self.entry_mut(fd)?;
@@ -253,11 +271,7 @@ impl HostSockets {
                     return Ok(Some(dgram));
                 }
                 if s.nonblocking {
-                    if pumped {
-                        return Err(SocketError::WouldBlock);
-                    }
-                    pumped = true;
-                    self.pump()?;
+                    self.pump_once(&mut pumped)?;
                     continue;
                 }
             } else {
@@ -270,9 +284,8 @@ impl HostSockets {
                 match stream_recv_empty(s) {
                     Ok(()) => return Ok(None),
                     Err(SocketError::WouldBlock) if !s.nonblocking => {}
-                    Err(SocketError::WouldBlock) if !pumped => {
-                        pumped = true;
-                        self.pump()?;
+                    Err(SocketError::WouldBlock) => {
+                        self.pump_once(&mut pumped)?;
                         continue;
                     }
                     Err(e) => return Err(e),
