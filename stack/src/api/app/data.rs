@@ -207,7 +207,7 @@ impl<L: Link> AppSockets<L> {
         if self.entry(fd)?.proto == Proto::Udp {
             let peer = self.entry(fd)?.peer.ok_or(SocketError::NotConnected)?;
             let mut sent = 0;
-            for buf in bufs.drain(..).collect::<Vec<_>>() {
+            for buf in std::mem::take(bufs) {
                 if buf.filled().len() > self.limits.max_datagram {
                     self.link.recycle(buf);
                     return Err(SocketError::MessageTooLong);
