@@ -221,6 +221,12 @@ impl std::fmt::Debug for RxBuf {
     }
 }
 
+impl slimtcp::api::app::RxPayload for RxBuf {
+    fn consume(&mut self, n: usize) {
+        RxBuf::consume(self, n);
+    }
+}
+
 impl AsRef<[u8]> for RxBuf {
     fn as_ref(&self) -> &[u8] {
         self.as_slice()

@@ -164,6 +164,12 @@ impl RxBuf {
     }
 }
 
+impl crate::api::app::RxPayload for RxBuf {
+    fn consume(&mut self, n: usize) {
+        RxBuf::consume(self, n);
+    }
+}
+
 impl AsRef<[u8]> for RxBuf {
     fn as_ref(&self) -> &[u8] {
         self.buf.as_slice()

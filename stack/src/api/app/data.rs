@@ -2,15 +2,12 @@
 
 use std::net::SocketAddrV4;
 
-use slimtcp::api::{Fd, Proto, SocketError, ZeroCopyTx};
-use slimtcp_abi::{Request, RequestBody};
-
-use super::buffers::{RxBuf, TxBuf, LARGE_TX};
 use super::state::{Phase, SockEntry};
-use super::{GuestSockets, TAG_QUIET_SEND};
+use super::{AppSockets, Link, Request, RxPayload};
+use crate::api::{Fd, Proto, SocketError, ZeroCopyTx};
 
 /// Why a stream cannot send now, if it cannot.
-fn stream_send_check(s: &SockEntry) -> Result<(), SocketError> {
+fn stream_send_check<R>(s: &SockEntry<R>) -> Result<(), SocketError> {
     if let Some(e) = s.failure {
         return Err(e);
     }
@@ -24,7 +21,7 @@ fn stream_send_check(s: &SockEntry) -> Result<(), SocketError> {
 }
 
 /// What a stream read finds when its queue is empty.
-fn stream_recv_empty(s: &SockEntry) -> Result<(), SocketError> {
+fn stream_recv_empty<R>(s: &SockEntry<R>) -> Result<(), SocketError> {
     if s.eof || s.rd_shut {
         return Ok(());
     }
@@ -37,35 +34,32 @@ fn stream_recv_empty(s: &SockEntry) -> Result<(), SocketError> {
     }
 }
 
-impl GuestSockets {
-    /// Hands one filled buffer to the device as a zero-copy stream send (QUIET).
-    fn submit_send(&mut self, fd: Fd, buf: TxBuf) -> Result<(), SocketError> {
-        let s = self.entry_mut(fd)?;
-        let sid = s.sid;
-        let len = buf.len();
-        s.in_flight += len;
-        let cookie = (u64::from(fd.0) << 8) | TAG_QUIET_SEND;
-        let req = Request::new(cookie, sid, RequestBody::Send { len: len as u32 }).quiet();
-        self.submit(req, Some(buf))
+impl<L: Link> AppSockets<L> {
+    /// Hands one filled buffer to the link as a stream send, counting it against the credit.
+    fn submit_send(&mut self, fd: Fd, buf: L::TxBuf) -> Result<(), SocketError> {
+        self.entry_mut(fd)?.in_flight += buf.filled().len();
+        self.request(Request::Send { fd, buf }).map(|_| ())
     }
 
-    /// A pool buffer, waiting for returned ones when the pool is exhausted (blocking) or
+    /// Sends one datagram, binding the socket to an ephemeral port first if needed.
+    fn submit_datagram(&mut self, fd: Fd, dst: SocketAddrV4, buf: L::TxBuf) -> Result<(), SocketError> {
+        self.ensure_bound(fd)?;
+        self.request(Request::SendTo { fd, dst, buf }).map(|_| ())
+    }
+
+    /// A transmit buffer, waiting for returned ones while the pool is exhausted (blocking) or
     /// failing with `EAGAIN`.
-    fn alloc_waiting(&mut self, len: usize, nonblocking: bool) -> Result<TxBuf, SocketError> {
+    fn alloc_waiting(&mut self, len: usize, nonblocking: bool) -> Result<L::TxBuf, SocketError> {
         let mut idle = 0u32;
         loop {
-            if let Some(b) = self.pool.alloc(len) {
+            if let Some(b) = self.link.alloc(len) {
                 return Ok(b);
             }
             if nonblocking {
                 return Err(SocketError::WouldBlock);
             }
-            if self.pump()? {
-                idle = 0;
-            } else {
-                idle = idle.saturating_add(1);
-                self.idle(idle)?;
-            }
+            let progressed = self.pump()?;
+            self.idle_step(progressed, &mut idle)?;
         }
     }
 
@@ -85,7 +79,7 @@ impl GuestSockets {
             if s.phase == Phase::Connected && s.send_room() > 0 {
                 let n = s.send_room().min(data.len());
                 let mut sent = 0;
-                for chunk in data[..n].chunks(LARGE_TX) {
+                for chunk in data[..n].chunks(self.limits.max_tx_len) {
                     let mut buf = match self.alloc_waiting(chunk.len(), nonblocking || sent > 0) {
                         Ok(b) => b,
                         Err(SocketError::WouldBlock) if sent > 0 => break,
@@ -99,10 +93,8 @@ impl GuestSockets {
                 return Ok(sent);
             }
             if nonblocking {
-                if !std::mem::replace(&mut pumped, true) && self.pump()? {
-                    continue;
-                }
-                return Err(SocketError::WouldBlock);
+                self.pump_once(&mut pumped)?;
+                continue;
             }
             self.wait_for(fd, |s| s.writable())?;
         }
@@ -122,10 +114,11 @@ impl GuestSockets {
                 let mut written = 0;
                 while written < buf.len() {
                     let Some(front) = s.rxq.front_mut() else { break };
-                    let n = front.len().min(buf.len() - written);
-                    buf[written..written + n].copy_from_slice(&front.as_slice()[..n]);
+                    let bytes = front.as_ref();
+                    let n = bytes.len().min(buf.len() - written);
+                    buf[written..written + n].copy_from_slice(&bytes[..n]);
                     written += n;
-                    if n == front.len() {
+                    if n == bytes.len() {
                         s.rxq.pop_front();
                     } else {
                         front.consume(n);
@@ -136,8 +129,8 @@ impl GuestSockets {
             match stream_recv_empty(s) {
                 Ok(()) => return Ok(0),
                 Err(SocketError::WouldBlock) if !s.nonblocking => {}
-                Err(SocketError::WouldBlock) if !std::mem::replace(&mut pumped, true) => {
-                    self.pump()?;
+                Err(SocketError::WouldBlock) => {
+                    self.pump_once(&mut pumped)?;
                     continue;
                 }
                 Err(e) => return Err(e),
@@ -156,30 +149,19 @@ impl GuestSockets {
         if s.proto == Proto::Tcp {
             return self.do_send(fd, data);
         }
-        if data.len() > usize::from(self.info.max_datagram) {
+        if data.len() > self.limits.max_datagram {
             return Err(SocketError::MessageTooLong);
         }
         if dst.port() == 0 || dst.ip().is_unspecified() {
             return Err(SocketError::InvalidInput);
         }
         let nonblocking = s.nonblocking;
+        self.ensure_bound(fd)?;
         let mut buf = self.alloc_waiting(data.len().max(1), nonblocking)?;
         buf.space_mut()[..data.len()].copy_from_slice(data);
         buf.set_len(data.len());
         self.submit_datagram(fd, dst, buf)?;
         Ok(data.len())
-    }
-
-    /// Sends one datagram (binding the socket to an ephemeral port first if needed).
-    fn submit_datagram(&mut self, fd: Fd, dst: SocketAddrV4, buf: TxBuf) -> Result<(), SocketError> {
-        if !self.entry(fd)?.bound {
-            self.do_bind(fd, SocketAddrV4::new(std::net::Ipv4Addr::UNSPECIFIED, 0))?;
-        }
-        let sid = self.entry(fd)?.sid;
-        let cookie = (u64::from(fd.0) << 8) | TAG_QUIET_SEND;
-        let req =
-            Request::new(cookie, sid, RequestBody::SendTo { remote: dst, len: buf.len() as u32 }).quiet();
-        self.submit(req, Some(buf))
     }
 
     pub(super) fn do_recv_from(
@@ -195,36 +177,39 @@ impl GuestSockets {
                 return self.do_recv(fd, buf).map(|n| (n, peer));
             }
             if let Some((from, dgram)) = s.datagrams.pop_front() {
-                let n = dgram.len().min(buf.len());
-                buf[..n].copy_from_slice(&dgram.as_slice()[..n]);
+                let bytes = dgram.as_ref();
+                let n = bytes.len().min(buf.len());
+                buf[..n].copy_from_slice(&bytes[..n]);
                 return Ok((n, from));
             }
             if !s.bound {
                 return Err(SocketError::NotConnected);
             }
             if s.nonblocking {
-                if !std::mem::replace(&mut pumped, true) && self.pump()? {
-                    continue;
-                }
-                return Err(SocketError::WouldBlock);
+                self.pump_once(&mut pumped)?;
+                continue;
             }
             self.wait_for(fd, |s| s.readable())?;
         }
     }
 
-    pub(super) fn do_alloc_tx(&mut self, len: usize) -> Result<TxBuf, SocketError> {
-        if len == 0 || len > LARGE_TX {
+    pub(super) fn do_alloc_tx(&mut self, len: usize) -> Result<L::TxBuf, SocketError> {
+        if len == 0 || len > self.limits.max_tx_len {
             return Err(SocketError::InvalidInput);
         }
-        self.pool.alloc(len).ok_or(SocketError::NoBuffers)
+        if self.link.tx_outstanding() >= self.limits.max_tx_buffers {
+            return Err(SocketError::NoBuffers);
+        }
+        self.link.alloc(len).ok_or(SocketError::NoBuffers)
     }
 
-    pub(super) fn do_send_zc(&mut self, fd: Fd, bufs: &mut Vec<TxBuf>) -> Result<usize, SocketError> {
+    pub(super) fn do_send_zc(&mut self, fd: Fd, bufs: &mut Vec<L::TxBuf>) -> Result<usize, SocketError> {
         if self.entry(fd)?.proto == Proto::Udp {
             let peer = self.entry(fd)?.peer.ok_or(SocketError::NotConnected)?;
             let mut sent = 0;
-            for buf in bufs.drain(..) {
-                if buf.len() > usize::from(self.info.max_datagram) {
+            for buf in std::mem::take(bufs) {
+                if buf.filled().len() > self.limits.max_datagram {
+                    self.link.recycle(buf);
                     return Err(SocketError::MessageTooLong);
                 }
                 self.submit_datagram(fd, peer, buf)?;
@@ -237,7 +222,8 @@ impl GuestSockets {
             let s = self.entry(fd)?;
             stream_send_check(s)?;
             let Some(first) = bufs.first() else { return Ok(0) };
-            if first.len() > s.sndbuf {
+            let need = first.filled().len();
+            if need > s.sndbuf {
                 return Err(SocketError::MessageTooLong);
             }
             if s.phase == Phase::Connected {
@@ -245,16 +231,19 @@ impl GuestSockets {
                 let fit = bufs
                     .iter()
                     .take_while(|b| {
-                        let ok = b.len() <= room;
+                        let len = b.filled().len();
+                        let ok = len <= room;
                         if ok {
-                            room -= b.len();
+                            room -= len;
                         }
                         ok
                     })
                     .count();
                 if fit > 0 {
                     for buf in bufs.drain(..fit).collect::<Vec<_>>() {
-                        if !buf.is_empty() {
+                        if buf.filled().is_empty() {
+                            self.link.recycle(buf);
+                        } else {
                             self.submit_send(fd, buf)?;
                         }
                     }
@@ -262,12 +251,9 @@ impl GuestSockets {
                 }
             }
             if s.nonblocking {
-                if !std::mem::replace(&mut pumped, true) && self.pump()? {
-                    continue;
-                }
-                return Err(SocketError::WouldBlock);
+                self.pump_once(&mut pumped)?;
+                continue;
             }
-            let need = first.len();
             self.wait_for(fd, |s| {
                 s.send_room() >= need
                     || s.failure.is_some()
@@ -276,7 +262,7 @@ impl GuestSockets {
         }
     }
 
-    pub(super) fn do_recv_zc(&mut self, fd: Fd) -> Result<Option<RxBuf>, SocketError> {
+    pub(super) fn do_recv_zc(&mut self, fd: Fd) -> Result<Option<L::RxBuf>, SocketError> {
         let mut pumped = false;
         loop {
             let s = self.entry_mut(fd)?;
@@ -285,10 +271,8 @@ impl GuestSockets {
                     return Ok(Some(dgram));
                 }
                 if s.nonblocking {
-                    if !std::mem::replace(&mut pumped, true) && self.pump()? {
-                        continue;
-                    }
-                    return Err(SocketError::WouldBlock);
+                    self.pump_once(&mut pumped)?;
+                    continue;
                 }
             } else {
                 if s.rd_shut {
@@ -300,6 +284,10 @@ impl GuestSockets {
                 match stream_recv_empty(s) {
                     Ok(()) => return Ok(None),
                     Err(SocketError::WouldBlock) if !s.nonblocking => {}
+                    Err(SocketError::WouldBlock) => {
+                        self.pump_once(&mut pumped)?;
+                        continue;
+                    }
                     Err(e) => return Err(e),
                 }
             }

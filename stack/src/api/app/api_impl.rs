@@ -1,16 +1,16 @@
-//! [`SocketApi`] for [`GuestSockets`]: the trait surface over the inherent operations.
+//! [`SocketApi`] for [`AppSockets`]: the trait surface over the inherent operations, and the
+//! epoll sets.
 
 use std::net::SocketAddrV4;
 
-use super::buffers::{RxBuf, TxBuf};
-use super::GuestSockets;
-use slimtcp::api::{
+use super::{AppSockets, Link};
+use crate::api::{
     EpollEvent, EpollFd, EpollOp, EpollSet, Fd, Proto, Shutdown, SockOpt, SockOptName, SocketApi, SocketError,
 };
 
-impl SocketApi for GuestSockets {
-    type TxBuf = TxBuf;
-    type RxBuf = RxBuf;
+impl<L: Link> SocketApi for AppSockets<L> {
+    type TxBuf = L::TxBuf;
+    type RxBuf = L::RxBuf;
 
     fn socket(&mut self, proto: Proto) -> Result<Fd, SocketError> {
         self.do_socket(proto)
@@ -72,15 +72,15 @@ impl SocketApi for GuestSockets {
         self.do_recv_from(fd, buf)
     }
 
-    fn alloc_tx(&mut self, len: usize) -> Result<TxBuf, SocketError> {
+    fn alloc_tx(&mut self, len: usize) -> Result<L::TxBuf, SocketError> {
         self.do_alloc_tx(len)
     }
 
-    fn send_zc(&mut self, fd: Fd, bufs: &mut Vec<TxBuf>) -> Result<usize, SocketError> {
+    fn send_zc(&mut self, fd: Fd, bufs: &mut Vec<L::TxBuf>) -> Result<usize, SocketError> {
         self.do_send_zc(fd, bufs)
     }
 
-    fn recv_zc(&mut self, fd: Fd) -> Result<Option<RxBuf>, SocketError> {
+    fn recv_zc(&mut self, fd: Fd) -> Result<Option<L::RxBuf>, SocketError> {
         self.do_recv_zc(fd)
     }
 
@@ -124,12 +124,7 @@ impl SocketApi for GuestSockets {
             if found > 0 || timeout_ms == 0 || deadline.is_some_and(|d| std::time::Instant::now() >= d) {
                 return Ok(found);
             }
-            if progressed {
-                idle = 0;
-            } else {
-                idle = idle.saturating_add(1);
-                self.idle(idle)?;
-            }
+            self.idle_step(progressed, &mut idle)?;
         }
     }
 

@@ -1,13 +1,11 @@
-//! The application side's view of one socket: options before it exists on the worker, then a
-//! mirror of what the worker reported (received buffers, end of stream, errors, send credit).
-//! Readiness for epoll and blocking calls is computed here, without asking the worker.
+//! The application side's view of one socket: a mirror of what the link reported (received
+//! buffers, end of stream, errors, send credit). Readiness for epoll and blocking calls is
+//! computed here, without asking the provider.
 
 use std::collections::VecDeque;
 use std::net::{Ipv4Addr, SocketAddrV4};
 
-use super::buffers::RxBuf;
-use crate::api::{EpollFd, Proto, Ready, SocketError};
-use crate::tcp::TcpConfig;
+use crate::api::{EpollFd, Fd, Proto, Ready, SocketError};
 
 /// Datagrams kept per UDP socket; newer ones are dropped beyond it (UDP semantics).
 pub const DATAGRAM_QUEUE: usize = 1024;
@@ -15,10 +13,8 @@ pub const DATAGRAM_QUEUE: usize = 1024;
 /// Where a socket is in its life.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Phase {
-    /// Created; options may change. A UDP socket stays here until bound.
+    /// Created (and perhaps bound).
     Fresh,
-    /// A UDP socket bound on the worker.
-    Bound,
     /// A TCP listener.
     Listening,
     /// A TCP connect is in progress.
@@ -31,60 +27,76 @@ pub enum Phase {
 
 /// One socket of the application side.
 #[derive(Debug)]
-pub struct SockEntry {
+pub struct SockEntry<R> {
+    /// TCP or UDP.
     pub proto: Proto,
+    /// `O_NONBLOCK`.
     pub nonblocking: bool,
-    pub config: TcpConfig,
-    pub window_scale_explicit: bool,
-    pub bound_port: Option<u16>,
-    pub local: Option<SocketAddrV4>,
-    pub peer: Option<SocketAddrV4>,
+    /// Where it is in its life.
     pub phase: Phase,
-    /// A listener has a connection waiting (as last reported).
+    /// Bound to a local address.
+    pub bound: bool,
+    /// Our address, once known.
+    pub local: Option<SocketAddrV4>,
+    /// The peer (or a UDP socket's default destination).
+    pub peer: Option<SocketAddrV4>,
+    /// A listener has a connection waiting on the link (as last reported).
     pub acceptable: bool,
-    pub rxq: VecDeque<RxBuf>,
+    /// Connections the link pushed, not yet handed out (listeners).
+    pub accept_q: VecDeque<(Fd, SocketAddrV4)>,
+    /// Received stream payload.
+    pub rxq: VecDeque<R>,
+    /// The peer closed its side.
     pub eof: bool,
+    /// Shut for reading.
     pub rd_shut: bool,
+    /// Shut for writing.
     pub wr_shut: bool,
     /// `SO_ERROR`: reported once.
     pub pending_error: Option<SocketError>,
     /// The connection's failure: every later operation reports it.
     pub failure: Option<SocketError>,
-    /// Send-buffer bytes we may still hand to the worker.
-    pub credit: usize,
-    pub datagrams: VecDeque<(SocketAddrV4, RxBuf)>,
+    /// Stream bytes handed to the link and not yet acknowledged.
+    pub in_flight: usize,
+    /// The limit of `in_flight` (`SO_SNDBUF`).
+    pub sndbuf: usize,
+    /// Received datagrams and their sources.
+    pub datagrams: VecDeque<(SocketAddrV4, R)>,
+    /// Datagrams dropped because the queue was full.
     pub datagrams_dropped: u64,
+    /// The readiness sets this socket is registered in.
     pub epolls: Vec<EpollFd>,
 }
 
-impl SockEntry {
-    pub fn new(proto: Proto, config: TcpConfig) -> Self {
+impl<R> SockEntry<R> {
+    /// A fresh socket with a send buffer of `sndbuf` bytes.
+    pub fn new(proto: Proto, sndbuf: usize) -> Self {
         SockEntry {
             proto,
             nonblocking: false,
-            config,
-            window_scale_explicit: false,
-            bound_port: None,
+            phase: Phase::Fresh,
+            bound: false,
             local: None,
             peer: None,
-            phase: Phase::Fresh,
             acceptable: false,
+            accept_q: VecDeque::new(),
             rxq: VecDeque::new(),
             eof: false,
             rd_shut: false,
             wr_shut: false,
             pending_error: None,
             failure: None,
-            credit: 0,
+            in_flight: 0,
+            sndbuf,
             datagrams: VecDeque::new(),
             datagrams_dropped: 0,
             epolls: Vec::new(),
         }
     }
 
-    /// True when the socket exists on the worker.
-    pub fn on_worker(&self) -> bool {
-        self.phase != Phase::Fresh
+    /// Send bytes that may be handed to the link now.
+    pub fn send_room(&self) -> usize {
+        self.sndbuf.saturating_sub(self.in_flight)
     }
 
     /// A read would not block.
@@ -92,7 +104,7 @@ impl SockEntry {
         match self.proto {
             Proto::Udp => !self.datagrams.is_empty(),
             Proto::Tcp => match self.phase {
-                Phase::Listening => self.acceptable,
+                Phase::Listening => self.acceptable || !self.accept_q.is_empty(),
                 Phase::Connected => {
                     !self.rxq.is_empty() || self.eof || self.rd_shut || self.failure.is_some()
                 }
@@ -107,7 +119,7 @@ impl SockEntry {
         match self.proto {
             Proto::Udp => true,
             Proto::Tcp => match self.phase {
-                Phase::Connected => self.credit > 0 || self.wr_shut || self.failure.is_some(),
+                Phase::Connected => self.send_room() > 0 || self.wr_shut || self.failure.is_some(),
                 Phase::Failed => true,
                 _ => false,
             },
@@ -139,6 +151,6 @@ impl SockEntry {
 
     /// The address `getsockname` reports.
     pub fn local_addr(&self) -> SocketAddrV4 {
-        self.local.unwrap_or_else(|| SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, self.bound_port.unwrap_or(0)))
+        self.local.unwrap_or(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0))
     }
 }

@@ -1,0 +1,391 @@
+//! [`GuestLink`]: the guest library's [`Link`]: the shared application side's requests become
+//! protocol requests on the transmit queue; completions and events on the receive queue become
+//! its events.
+
+use std::collections::HashMap;
+use std::net::Ipv4Addr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use slimtcp::api::app::{Event, Limits, Link, Reply, Request, Submitted};
+use slimtcp::api::{Fd, Proto, SockOpt, SockOptName, SocketError};
+use slimtcp_abi::{
+    Done, Errno, HelloInfo, Request as Wire, RequestBody, ShutdownHow, SocketId, SocketKind, Version,
+};
+
+use super::buffers::{ReleaseQueue, RxBuf, TxBuf, TxPool, LARGE_TX};
+use super::{HDR_SLOT, TAG_CALL, TAG_CLOSE, TAG_CONNECT, TAG_HELLO, TAG_QUIET_SEND};
+use crate::mem::{BumpAllocator, DmaRegion};
+use crate::transport::QueuePair;
+use crate::{GuestConfig, GuestError};
+
+/// What the device holds for a transmit chain.
+#[derive(Debug)]
+pub(super) enum TxSlot {
+    Free,
+    Control,
+    Send { fd: Fd, bytes: usize, _buf: TxBuf },
+    Datagram { _buf: TxBuf },
+}
+
+/// What the link keeps per socket.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct GuestSock {
+    pub sid: SocketId,
+    pub proto: Proto,
+    /// The receive window (SO_RCVBUF): credit is returned in batches of a quarter of it.
+    pub rcvbuf: usize,
+    /// Consumed received bytes not yet credited back.
+    pub credit_pending: u32,
+}
+
+/// What a blocking call's completion means.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum CallKind {
+    Open { fd: Fd, proto: Proto },
+    Bind,
+    SetOption { fd: Fd, opt: SockOpt },
+    GetOption { name: SockOptName },
+    Other,
+}
+
+/// The client over one queue pair (see the module documentation).
+#[derive(Debug)]
+pub struct GuestLink {
+    pub(super) qp: QueuePair,
+    pub(super) info: HelloInfo,
+    pub(super) version: Version,
+    /// Receive buffers: `slot i` is at `rx_area + i * rx_size`.
+    pub(super) rx_area: DmaRegion,
+    pub(super) rx_size: usize,
+    /// The slot each outstanding receive head carries.
+    pub(super) rx_slot_of_head: Vec<u16>,
+    /// Slots to (re)post.
+    pub(super) rx_to_post: Vec<u16>,
+    pub(super) releases: Arc<ReleaseQueue>,
+    /// Transmit header slots, indexed by chain head.
+    pub(super) hdr_area: DmaRegion,
+    pub(super) tx_slots: Vec<TxSlot>,
+    pub(super) tx_outstanding: usize,
+    pub(super) max_requests: usize,
+    pub(super) pool: Arc<TxPool>,
+    pub(super) socks: HashMap<Fd, GuestSock>,
+    pub(super) by_sid: HashMap<SocketId, Fd>,
+    /// Ids whose close is not yet complete: their events are dropped.
+    pub(super) closing: HashMap<SocketId, ()>,
+    pub(super) seq: u64,
+    /// Blocking calls in flight, by cookie.
+    pub(super) calls: HashMap<u64, CallKind>,
+    /// The answer to hello.
+    pub(super) hello: Option<(Version, Result<HelloInfo, Errno>)>,
+    pub(super) dead: bool,
+    pub(super) idle_checks: u32,
+}
+
+impl GuestLink {
+    /// The link over a queue pair: posts the receive buffers and negotiates the protocol
+    /// version.
+    pub fn new(mut qp: QueuePair, cfg: &GuestConfig) -> Result<GuestLink, GuestError> {
+        let q = usize::from(qp.rx.ring.size());
+        let txq = usize::from(qp.tx.ring.size());
+        let mut alloc = BumpAllocator::new(qp.memory.clone());
+        let rx_area = alloc
+            .alloc(q * cfg.rx_buffer_size, 4096)
+            .ok_or(GuestError::Config("memory too small for receive buffers"))?;
+        let hdr_area =
+            alloc.alloc(txq * HDR_SLOT, 4096).ok_or(GuestError::Config("memory too small for headers"))?;
+        let rest = alloc.remaining() & !4095;
+        let pool_area = alloc.alloc(rest, 4096).ok_or(GuestError::Config("memory too small"))?;
+        if pool_area.len() < LARGE_TX * 4 {
+            return Err(GuestError::Config("memory too small for transmit buffers"));
+        }
+        qp.rx.ring.disarm_interrupt();
+        qp.tx.ring.disarm_interrupt();
+        let mut g = GuestLink {
+            info: HelloInfo {
+                addr: Ipv4Addr::UNSPECIFIED,
+                prefix_len: 0,
+                mac: [0; 6],
+                gateway: Ipv4Addr::UNSPECIFIED,
+                mss: 0,
+                max_datagram: 0,
+                max_sockets: 0,
+                max_send_in_flight: 0,
+                rx_buffer: 0,
+                max_requests: 0,
+            },
+            version: Version::CURRENT,
+            rx_area,
+            rx_size: cfg.rx_buffer_size,
+            rx_slot_of_head: vec![0; q],
+            rx_to_post: (0..q as u16).collect(),
+            releases: Arc::new(ReleaseQueue::default()),
+            hdr_area,
+            tx_slots: (0..txq).map(|_| TxSlot::Free).collect(),
+            tx_outstanding: 0,
+            max_requests: txq,
+            pool: TxPool::new(pool_area),
+            socks: HashMap::new(),
+            by_sid: HashMap::new(),
+            closing: HashMap::new(),
+            seq: 0,
+            calls: HashMap::new(),
+            hello: None,
+            dead: false,
+            idle_checks: 0,
+            qp,
+        };
+        g.post_rx().map_err(|_| GuestError::Disconnected)?;
+        g.say_hello(cfg.hello_timeout)?;
+        Ok(g)
+    }
+
+    fn say_hello(&mut self, timeout: Duration) -> Result<(), GuestError> {
+        let req = Wire::new(TAG_HELLO, SocketId::NONE, RequestBody::Hello { version: Version::CURRENT });
+        if !self.tx_room(0) {
+            return Err(GuestError::Disconnected);
+        }
+        self.put(req, None, None).map_err(|_| GuestError::Disconnected)?;
+        let deadline = Instant::now() + timeout;
+        let mut idle = 0u32;
+        let mut events = Vec::new();
+        loop {
+            let progressed = self.pump_rings(&mut events).map_err(|_| GuestError::Disconnected)?;
+            events.clear();
+            if let Some((version, result)) = self.hello.take() {
+                return match result {
+                    Ok(info) => {
+                        self.version = version;
+                        self.info = info;
+                        if info.max_requests > 0 {
+                            self.max_requests = self.max_requests.min(info.max_requests as usize);
+                        }
+                        Ok(())
+                    }
+                    Err(_) => Err(GuestError::VersionRefused { guest: Version::CURRENT, host: version }),
+                };
+            }
+            if Instant::now() >= deadline {
+                return Err(GuestError::HelloTimeout);
+            }
+            if progressed {
+                idle = 0;
+            } else {
+                idle = idle.saturating_add(1);
+                self.idle_step(idle).map_err(|_| GuestError::Disconnected)?;
+            }
+        }
+    }
+
+    pub(super) fn next_cookie(&mut self, tag: u64) -> u64 {
+        self.seq += 1;
+        (self.seq << 8) | tag
+    }
+
+    fn default_rcvbuf(&self) -> usize {
+        self.info.rx_buffer as usize
+    }
+
+    /// Puts a blocking call on the queue; its completion comes back as a reply.
+    fn call(&mut self, sid: SocketId, body: RequestBody, kind: CallKind) -> Result<Submitted, SocketError> {
+        let cookie = self.next_cookie(TAG_CALL);
+        self.put(Wire::new(cookie, sid, body), None, None)?;
+        self.calls.insert(cookie, kind);
+        Ok(Submitted::Pending(cookie))
+    }
+
+    /// Puts a request whose completion nobody waits for.
+    fn post(&mut self, req: Wire, payload: Option<TxBuf>, fd: Option<Fd>) -> Result<Submitted, SocketError> {
+        self.put(req, payload, fd)?;
+        Ok(Submitted::Answered(Ok(Reply::Done)))
+    }
+
+    /// Closes a connection nobody will use (reset).
+    pub(super) fn refuse(&mut self, sid: SocketId) -> Result<Submitted, SocketError> {
+        self.by_sid.remove(&sid);
+        self.closing.insert(sid, ());
+        let cookie = self.next_cookie(TAG_CLOSE);
+        self.post(Wire::new(cookie, sid, RequestBody::Close { abort: true }), None, None)
+    }
+
+    /// Translates a request (the queue has room for it).
+    fn submit(&mut self, req: Request<TxBuf>) -> Result<Submitted, SocketError> {
+        use slimtcp_abi::SockOpt as W;
+        let sid_of = |g: &Self, fd: Fd| g.socks.get(&fd).map(|s| s.sid).ok_or(SocketError::BadHandle);
+        match req {
+            Request::Open { fd, proto } => {
+                let kind = match proto {
+                    Proto::Tcp => SocketKind::Tcp,
+                    Proto::Udp => SocketKind::Udp,
+                };
+                self.call(SocketId::NONE, RequestBody::Socket { kind }, CallKind::Open { fd, proto })
+            }
+            Request::Bind { fd, addr, .. } => {
+                self.call(sid_of(self, fd)?, RequestBody::Bind { local: addr }, CallKind::Bind)
+            }
+            Request::Listen { fd, backlog } => {
+                let backlog = backlog as u32;
+                self.call(sid_of(self, fd)?, RequestBody::Listen { backlog }, CallKind::Other)
+            }
+            Request::Accept { .. } => Err(SocketError::NotSupported),
+            Request::Adopt { conn, fd: None, .. } => self.refuse(SocketId(conn as u32)),
+            Request::Adopt { conn, fd: Some(fd), listener } => {
+                let sid = SocketId(conn as u32);
+                let rcvbuf = self.socks.get(&listener).map_or(self.default_rcvbuf(), |l| l.rcvbuf);
+                self.socks.insert(fd, GuestSock { sid, proto: Proto::Tcp, rcvbuf, credit_pending: 0 });
+                self.by_sid.insert(sid, fd);
+                Ok(Submitted::Answered(Ok(Reply::Done)))
+            }
+            Request::Connect { fd, remote } => {
+                let cookie = self.next_cookie(TAG_CONNECT);
+                self.post(Wire::new(cookie, sid_of(self, fd)?, RequestBody::Connect { remote }), None, None)
+            }
+            Request::UdpConnect { fd, remote } => {
+                self.call(sid_of(self, fd)?, RequestBody::Connect { remote }, CallKind::Other)
+            }
+            Request::Send { fd, buf } => {
+                let cookie = (u64::from(fd.0) << 8) | TAG_QUIET_SEND;
+                let body = RequestBody::Send { len: buf.len() as u32 };
+                self.post(Wire::new(cookie, sid_of(self, fd)?, body).quiet(), Some(buf), Some(fd))
+            }
+            Request::SendTo { fd, dst, buf } => {
+                let cookie = (u64::from(fd.0) << 8) | TAG_QUIET_SEND;
+                let body = RequestBody::SendTo { remote: dst, len: buf.len() as u32 };
+                self.post(Wire::new(cookie, sid_of(self, fd)?, body).quiet(), Some(buf), None)
+            }
+            Request::Shutdown { fd, read, write } => {
+                let how = match (read, write) {
+                    (true, true) => ShutdownHow::Both,
+                    (true, false) => ShutdownHow::Read,
+                    _ => ShutdownHow::Write,
+                };
+                self.call(sid_of(self, fd)?, RequestBody::Shutdown { how }, CallKind::Other)
+            }
+            Request::Close { fd, abort } => {
+                let sid = sid_of(self, fd)?;
+                self.socks.remove(&fd);
+                self.by_sid.remove(&sid);
+                self.closing.insert(sid, ());
+                let cookie = self.next_cookie(TAG_CLOSE);
+                self.post(Wire::new(cookie, sid, RequestBody::Close { abort }), None, None)
+            }
+            Request::SetOption { fd, opt } => {
+                let (option, value) = match opt {
+                    SockOpt::NonBlocking(_) | SockOpt::Error(_) => return Err(SocketError::InvalidInput),
+                    SockOpt::RecvBuffer(n) => (W::RcvBuf, n as u64),
+                    SockOpt::SendBuffer(n) => (W::SndBuf, n as u64),
+                    SockOpt::Mss(m) => (W::MaxSeg, u64::from(m)),
+                    SockOpt::WindowScale(Some(w)) => (W::WindowScale, u64::from(w)),
+                    // The protocol has no "offer no window scale"; shift 0 is the closest.
+                    SockOpt::WindowScale(None) => (W::WindowScale, 0),
+                    SockOpt::NoDelay(on) => (W::NoDelay, u64::from(on)),
+                    SockOpt::Burst(n) => (W::Burst, n as u64),
+                };
+                let body = RequestBody::SetSockOpt { option, value };
+                self.call(sid_of(self, fd)?, body, CallKind::SetOption { fd, opt })
+            }
+            Request::GetOption { fd, name } => {
+                let option = match name {
+                    SockOptName::NonBlocking | SockOptName::Error => return Err(SocketError::InvalidInput),
+                    SockOptName::RecvBuffer => W::RcvBuf,
+                    SockOptName::SendBuffer => W::SndBuf,
+                    SockOptName::Mss => W::MaxSeg,
+                    SockOptName::WindowScale => W::WindowScale,
+                    SockOptName::NoDelay => W::NoDelay,
+                    SockOptName::Burst => W::Burst,
+                };
+                self.call(sid_of(self, fd)?, RequestBody::GetSockOpt { option }, CallKind::GetOption { name })
+            }
+        }
+    }
+
+    /// A blocking call's completion as the application side's reply.
+    pub(super) fn on_call_done(
+        &mut self,
+        kind: CallKind,
+        sid: SocketId,
+        done: Done,
+    ) -> Result<Reply, SocketError> {
+        let sat = |v: u64| usize::try_from(v).unwrap_or(usize::MAX);
+        Ok(match kind {
+            CallKind::Open { fd, proto } => {
+                if sid.is_none() {
+                    return Err(SocketError::InvalidInput);
+                }
+                let rcvbuf = self.default_rcvbuf();
+                self.socks.insert(fd, GuestSock { sid, proto, rcvbuf, credit_pending: 0 });
+                self.by_sid.insert(sid, fd);
+                Reply::Done
+            }
+            CallKind::Bind => Reply::Addr(done.addr),
+            CallKind::SetOption { fd, opt: SockOpt::RecvBuffer(n) } => {
+                if let Some(s) = self.socks.get_mut(&fd) {
+                    s.rcvbuf = n;
+                }
+                Reply::Done
+            }
+            CallKind::GetOption { name } => {
+                let v = done.value;
+                Reply::Option(match name {
+                    SockOptName::RecvBuffer => SockOpt::RecvBuffer(sat(v)),
+                    SockOptName::SendBuffer => SockOpt::SendBuffer(sat(v)),
+                    SockOptName::Mss => SockOpt::Mss(u16::try_from(v).unwrap_or(u16::MAX)),
+                    SockOptName::WindowScale => SockOpt::WindowScale(u8::try_from(v).ok()),
+                    SockOptName::NoDelay => SockOpt::NoDelay(v != 0),
+                    SockOptName::Burst => SockOpt::Burst(sat(v)),
+                    SockOptName::NonBlocking | SockOptName::Error => return Err(SocketError::InvalidInput),
+                })
+            }
+            CallKind::SetOption { .. } | CallKind::Other => Reply::Done,
+        })
+    }
+}
+
+impl Link for GuestLink {
+    type TxBuf = TxBuf;
+    type RxBuf = RxBuf;
+
+    fn limits(&self) -> Limits {
+        Limits {
+            max_sockets: usize::MAX,
+            max_datagram: usize::from(self.info.max_datagram),
+            default_sndbuf: self.info.max_send_in_flight as usize,
+            max_sndbuf: self.info.max_send_in_flight as usize,
+            max_tx_buffers: usize::MAX,
+            max_tx_len: LARGE_TX,
+            local_ip: None,
+        }
+    }
+
+    fn try_submit(&mut self, req: Request<TxBuf>) -> Result<Submitted, Request<TxBuf>> {
+        if self.dead {
+            return Ok(Submitted::Answered(Err(SocketError::StackDown)));
+        }
+        let payload = usize::from(matches!(req, Request::Send { .. } | Request::SendTo { .. }));
+        let local = matches!(req, Request::Accept { .. } | Request::Adopt { fd: Some(_), .. });
+        if !local && !self.tx_room(payload) {
+            return Err(req);
+        }
+        Ok(self.submit(req).unwrap_or_else(|e| Submitted::Answered(Err(e))))
+    }
+
+    fn pump(&mut self, events: &mut Vec<Event<RxBuf>>) -> Result<bool, SocketError> {
+        self.pump_rings(events)
+    }
+
+    fn idle(&mut self, idle_steps: u32) -> Result<(), SocketError> {
+        self.idle_step(idle_steps)
+    }
+
+    fn alloc(&mut self, len: usize) -> Option<TxBuf> {
+        self.pool.alloc(len)
+    }
+
+    fn recycle(&mut self, buf: TxBuf) {
+        drop(buf);
+    }
+
+    fn tx_outstanding(&self) -> usize {
+        self.pool.outstanding()
+    }
+}

@@ -1,0 +1,230 @@
+//! The queue pair's mechanics: putting requests on the transmit queue, posting receive
+//! buffers, taking back used chains, returning receive credit, and idling.
+
+use std::sync::PoisonError;
+use std::time::Duration;
+
+use slimtcp::api::app::Event;
+use slimtcp::api::{Fd, Proto, SocketError};
+use slimtcp_abi::{Request, RequestBody, RxMessage};
+
+use super::buffers::{RxBuf, TxBuf};
+use super::link::{GuestLink, TxSlot};
+use super::{HDR_SLOT, TAG_QUIET_CREDIT};
+use crate::ring::Segment;
+
+impl GuestLink {
+    /// Posts the receive buffers waiting in `rx_to_post`.
+    pub(super) fn post_rx(&mut self) -> Result<(), SocketError> {
+        if self.rx_to_post.is_empty() {
+            return Ok(());
+        }
+        while let Some(&slot) = self.rx_to_post.last() {
+            let gpa = self.rx_area.gpa() + (usize::from(slot) * self.rx_size) as u64;
+            let seg = Segment { gpa, len: self.rx_size as u32, writable: true };
+            match self.qp.rx.ring.add(&[seg]) {
+                Ok(head) => {
+                    self.rx_slot_of_head[usize::from(head)] = slot;
+                    self.rx_to_post.pop();
+                }
+                Err(_) => break,
+            }
+        }
+        self.qp.rx.flush().map_err(|_| self.down())
+    }
+
+    /// Marks the backend gone.
+    pub(super) fn down(&mut self) -> SocketError {
+        if !self.dead {
+            log::error!("slimtcp-guest: the backend is gone (queue pair {})", self.qp.index);
+        }
+        self.dead = true;
+        SocketError::StackDown
+    }
+
+    /// Whether a request with `payload_segs` payload descriptors fits now.
+    pub(super) fn tx_room(&self, payload_segs: usize) -> bool {
+        self.tx_outstanding < self.max_requests && usize::from(self.qp.tx.ring.num_free()) > payload_segs
+    }
+
+    /// Puts a request (and its payload buffer) on the transmit queue; the caller checked
+    /// [`tx_room`](Self::tx_room). `fd` names the socket a stream send counts against.
+    pub(super) fn put(
+        &mut self,
+        req: Request,
+        payload: Option<TxBuf>,
+        fd: Option<Fd>,
+    ) -> Result<(), SocketError> {
+        let head = self.qp.tx.ring.next_head().ok_or(SocketError::NoBuffers)?;
+        let hdr =
+            self.hdr_area.slice(usize::from(head) * HDR_SLOT, HDR_SLOT).ok_or(SocketError::NoBuffers)?;
+        // SAFETY: the header slot of a free head is ours until the chain is returned.
+        let frame = unsafe { std::slice::from_raw_parts_mut(hdr.host(), HDR_SLOT) };
+        let n = req.emit(frame).map_err(|_| SocketError::InvalidInput)?;
+        let mut chain = [Segment { gpa: hdr.gpa(), len: n as u32, writable: false }; 2];
+        let slot = match (payload, req.body) {
+            (Some(buf), RequestBody::Send { .. }) => {
+                chain[1] = Segment { gpa: buf.gpa(), len: buf.len() as u32, writable: false };
+                TxSlot::Send { fd: fd.unwrap_or(Fd(0)), bytes: buf.len(), _buf: buf }
+            }
+            (Some(buf), _) => {
+                chain[1] = Segment { gpa: buf.gpa(), len: buf.len() as u32, writable: false };
+                TxSlot::Datagram { _buf: buf }
+            }
+            (None, _) => TxSlot::Control,
+        };
+        let used = if matches!(slot, TxSlot::Control) { 1 } else { 2 };
+        // A zero-length datagram has no payload descriptor.
+        let used = if used == 2 && chain[1].len == 0 { 1 } else { used };
+        let got = self.qp.tx.ring.add(&chain[..used]).map_err(|_| SocketError::NoBuffers)?;
+        debug_assert_eq!(got, head);
+        self.tx_slots[usize::from(head)] = slot;
+        self.tx_outstanding += 1;
+        self.qp.tx.flush().map_err(|_| self.down())
+    }
+
+    /// Lets the device progress: returned chains, received messages, released buffers.
+    pub(super) fn pump_rings(&mut self, events: &mut Vec<Event<RxBuf>>) -> Result<bool, SocketError> {
+        if self.dead {
+            return Err(SocketError::StackDown);
+        }
+        let mut progressed = self.drain_releases()?;
+        // Transmit chains back.
+        loop {
+            match self.qp.tx.ring.pop_used() {
+                Ok(Some((head, _))) => {
+                    progressed = true;
+                    self.tx_outstanding = self.tx_outstanding.saturating_sub(1);
+                    let slot = std::mem::replace(&mut self.tx_slots[usize::from(head)], TxSlot::Free);
+                    if let TxSlot::Send { fd, bytes, .. } = slot {
+                        events.push(Event::SendDone { fd, bytes });
+                    }
+                }
+                Ok(None) => break,
+                Err(e) => {
+                    log::error!("slimtcp-guest: transmit queue: {e}");
+                    return Err(self.down());
+                }
+            }
+        }
+        // Messages.
+        loop {
+            let (head, len) = match self.qp.rx.ring.pop_used() {
+                Ok(Some(x)) => x,
+                Ok(None) => break,
+                Err(e) => {
+                    log::error!("slimtcp-guest: receive queue: {e}");
+                    return Err(self.down());
+                }
+            };
+            progressed = true;
+            let slot = self.rx_slot_of_head[usize::from(head)];
+            let len = (len as usize).min(self.rx_size);
+            let offset = usize::from(slot) * self.rx_size;
+            // SAFETY: the slot's buffer lies inside rx_area; the device returned it, so it no
+            // longer writes it until we repost it.
+            let frame = unsafe { std::slice::from_raw_parts(self.rx_area.host().add(offset), len) };
+            let msg = match RxMessage::parse(frame) {
+                Ok(m) => m,
+                Err(e) => {
+                    if len > 0 {
+                        log::warn!("slimtcp-guest: dropped an unparsable message ({e})");
+                    }
+                    self.rx_to_post.push(slot);
+                    continue;
+                }
+            };
+            let payload = msg.payload_range();
+            // SAFETY: as above; the payload range lies within `len` (checked by parse).
+            let ptr = unsafe { self.rx_area.host().add(offset + payload.start) };
+            // A pushed connection ends the batch: the application side names it before its
+            // first data is looked up.
+            if self.on_message(msg, slot, ptr, payload.len(), events) {
+                break;
+            }
+        }
+        self.post_rx()?;
+        Ok(progressed)
+    }
+
+    /// Reposts buffers the application dropped and returns their credit.
+    fn drain_releases(&mut self) -> Result<bool, SocketError> {
+        let released = std::mem::take(&mut *self.releases.lock().unwrap_or_else(PoisonError::into_inner));
+        if released.is_empty() {
+            return Ok(false);
+        }
+        for r in &released {
+            self.rx_to_post.push(r.slot);
+            let Some(fd) = r.fd else { continue };
+            let Some(s) = self.socks.get_mut(&fd) else { continue };
+            s.credit_pending = s.credit_pending.saturating_add(r.bytes);
+            let batch = (s.rcvbuf / 4).clamp(1, u32::MAX as usize) as u32;
+            if s.credit_pending >= batch {
+                self.send_credit(fd)?;
+            }
+        }
+        Ok(true)
+    }
+
+    /// Returns a socket's pending credit (QUIET), if the transmit queue has room now.
+    fn send_credit(&mut self, fd: Fd) -> Result<(), SocketError> {
+        let Some(s) = self.socks.get(&fd) else { return Ok(()) };
+        if s.credit_pending == 0 || s.proto != Proto::Tcp || !self.tx_room(0) {
+            return Ok(());
+        }
+        let req = Request::new(
+            (u64::from(fd.0) << 8) | TAG_QUIET_CREDIT,
+            s.sid,
+            RequestBody::Credit { bytes: s.credit_pending },
+        )
+        .quiet();
+        if let Some(s) = self.socks.get_mut(&fd) {
+            s.credit_pending = 0;
+        }
+        self.put(req, None, None)
+    }
+
+    /// Returns every pending credit (before sleeping: a peer may be waiting for window).
+    fn flush_credits(&mut self) -> Result<(), SocketError> {
+        let fds: Vec<Fd> =
+            self.socks.iter().filter(|(_, s)| s.credit_pending > 0).map(|(fd, _)| *fd).collect();
+        for fd in fds {
+            self.send_credit(fd)?;
+        }
+        Ok(())
+    }
+
+    /// One idle step of a wait: spin, then yield, then sleep on the receive interrupt.
+    pub(super) fn idle_step(&mut self, idle: u32) -> Result<(), SocketError> {
+        if idle < 256 {
+            std::hint::spin_loop();
+            return Ok(());
+        }
+        if idle == 256 {
+            self.flush_credits()?;
+        }
+        self.idle_checks = self.idle_checks.wrapping_add(1);
+        if idle < 4096 {
+            if self.idle_checks % 512 == 0 && !self.qp.link.alive() {
+                return Err(self.down());
+            }
+            std::thread::yield_now();
+            return Ok(());
+        }
+        if !self.qp.link.alive() {
+            return Err(self.down());
+        }
+        let pending = self.qp.rx.ring.arm_interrupt() | self.qp.tx.ring.arm_interrupt();
+        if !pending {
+            match &self.qp.rx.call {
+                Some(call) => {
+                    let _ = call.wait(Duration::from_millis(1));
+                }
+                None => std::thread::sleep(Duration::from_micros(50)),
+            }
+        }
+        self.qp.rx.ring.disarm_interrupt();
+        self.qp.tx.ring.disarm_interrupt();
+        Ok(())
+    }
+}

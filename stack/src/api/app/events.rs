@@ -1,0 +1,122 @@
+//! Applying a link's [`Event`]s to the socket table.
+
+use super::state::{Phase, SockEntry, DATAGRAM_QUEUE};
+use super::{AppSockets, Event, Link, Request};
+use crate::api::{Fd, Proto};
+
+impl<L: Link> AppSockets<L> {
+    pub(super) fn on_event(&mut self, event: Event<L::RxBuf>) {
+        let fd = match event {
+            Event::Reply { ticket, result } => {
+                self.replies.insert(ticket, result);
+                return;
+            }
+            Event::Connected { fd, local } => {
+                if let Some(s) = self.sockets.get_mut(&fd) {
+                    if s.phase == Phase::Connecting {
+                        s.phase = Phase::Connected;
+                        s.in_flight = 0;
+                        s.bound = true;
+                        if local.is_some() {
+                            s.local = local;
+                        }
+                    }
+                }
+                fd
+            }
+            Event::Data { fd, buf } => {
+                match self.sockets.get_mut(&fd) {
+                    Some(s) if !s.rd_shut => s.rxq.push_back(buf),
+                    _ => drop(buf),
+                }
+                fd
+            }
+            Event::Datagram { fd, from, buf } => {
+                match self.sockets.get_mut(&fd) {
+                    Some(s) if s.datagrams.len() < DATAGRAM_QUEUE => s.datagrams.push_back((from, buf)),
+                    Some(s) => {
+                        s.datagrams_dropped += 1;
+                        drop(buf);
+                    }
+                    None => drop(buf),
+                }
+                fd
+            }
+            Event::Eof { fd } => {
+                if let Some(s) = self.sockets.get_mut(&fd) {
+                    s.eof = true;
+                }
+                fd
+            }
+            Event::Failed { fd, error } => {
+                if let Some(s) = self.sockets.get_mut(&fd) {
+                    s.failure = Some(error);
+                    s.pending_error = Some(error);
+                    if s.phase == Phase::Connecting {
+                        s.phase = Phase::Failed;
+                    }
+                }
+                fd
+            }
+            Event::Error { fd, error } => {
+                if let Some(s) = self.sockets.get_mut(&fd) {
+                    s.pending_error = Some(error);
+                }
+                fd
+            }
+            Event::Acceptable { fd } => {
+                if let Some(s) = self.sockets.get_mut(&fd) {
+                    s.acceptable = true;
+                }
+                fd
+            }
+            Event::Accepted { listener, conn, local, remote } => {
+                self.on_accepted(listener, conn, local, remote);
+                listener
+            }
+            Event::SendDone { fd, bytes } => {
+                if let Some(s) = self.sockets.get_mut(&fd).filter(|s| s.proto == Proto::Tcp) {
+                    s.in_flight = s.in_flight.saturating_sub(bytes);
+                }
+                fd
+            }
+            Event::Writable { fd } => fd,
+        };
+        self.notify(fd);
+    }
+
+    /// A connection the link established on `listener`: queued for `accept`, or refused when
+    /// nobody listens any more.
+    fn on_accepted(
+        &mut self,
+        listener: Fd,
+        conn: u64,
+        local: std::net::SocketAddrV4,
+        remote: std::net::SocketAddrV4,
+    ) {
+        let listening = self.sockets.get(&listener).filter(|s| s.phase == Phase::Listening);
+        let sndbuf = listening.map(|l| l.sndbuf);
+        let fd = match (sndbuf, self.new_fd()) {
+            (Some(sndbuf), Ok(fd)) => {
+                let mut entry = SockEntry::new(Proto::Tcp, sndbuf);
+                entry.phase = Phase::Connected;
+                entry.bound = true;
+                entry.local = Some(local);
+                entry.peer = Some(remote);
+                self.sockets.insert(fd, entry);
+                Some(fd)
+            }
+            _ => None,
+        };
+        if let Err(e) = self.request(Request::Adopt { conn, fd, listener }) {
+            log::debug!("adopting a connection on {listener}: {e}");
+            if let Some(fd) = fd {
+                self.sockets.remove(&fd);
+            }
+            return;
+        }
+        if let (Some(fd), Some(l)) = (fd, self.sockets.get_mut(&listener)) {
+            l.accept_q.push_back((fd, remote));
+        }
+    }
+}

@@ -1,0 +1,202 @@
+//! The application side of the socket API, shared by every provider: [`AppSockets`]
+//! implements [`SocketApi`](crate::api::SocketApi) once over a [`Link`].
+//!
+//! The core keeps the socket table (a mirror of what the link reported), computes readiness
+//! without asking the provider, counts send credit so `EAGAIN` needs no round trip, queues
+//! received buffers and datagrams, runs the blocking and non-blocking rules (a non-blocking
+//! call applies the link's news once before answering `EAGAIN`), and owns the epoll sets.
+//! A [`Link`] only moves requests and events: the host runtime's rings and worker
+//! ([`HostSockets`](crate::api::host::HostSockets)) and the guest library's virtqueues.
+
+mod api_impl;
+mod control;
+mod data;
+mod events;
+mod link;
+mod state;
+
+use std::collections::HashMap;
+use std::time::Instant;
+
+pub use link::{Event, Limits, Link, Reply, Request, RxPayload, Submitted};
+pub use state::DATAGRAM_QUEUE;
+
+use state::SockEntry;
+
+use crate::api::{EpollFd, EpollSet, Fd, SocketError};
+
+/// Smallest backlog accepted; larger than [`MAX_BACKLOG`] is clamped (Linux's somaxconn).
+const MAX_BACKLOG: usize = 4096;
+
+/// The socket API over one [`Link`] (see the module documentation). One per thread.
+#[derive(Debug)]
+pub struct AppSockets<L: Link> {
+    link: L,
+    limits: Limits,
+    sockets: HashMap<Fd, SockEntry<L::RxBuf>>,
+    next_fd: u32,
+    epolls: HashMap<EpollFd, EpollSet>,
+    next_epoll: u32,
+    /// Answers to pending requests, by ticket.
+    replies: HashMap<u64, Result<Reply, SocketError>>,
+    /// Event buffer reused across pumps.
+    events: Vec<Event<L::RxBuf>>,
+}
+
+impl<L: Link> AppSockets<L> {
+    /// The application side over `link`.
+    pub fn with_link(link: L) -> Self {
+        AppSockets {
+            limits: link.limits(),
+            link,
+            sockets: HashMap::new(),
+            next_fd: 3,
+            epolls: HashMap::new(),
+            next_epoll: 1,
+            replies: HashMap::new(),
+            events: Vec::new(),
+        }
+    }
+
+    /// The link (for provider-specific queries).
+    pub fn link(&self) -> &L {
+        &self.link
+    }
+
+    /// Applies whatever the provider reported (and lets it run, where the application thread
+    /// drives it) without waiting; true when anything happened. Blocking calls and
+    /// `epoll_wait` do this already.
+    pub fn progress(&mut self) -> Result<bool, SocketError> {
+        self.pump()
+    }
+
+    /// Zero-copy transmit buffers handed out (held by the application or in flight).
+    pub fn tx_buffers_outstanding(&self) -> usize {
+        self.link.tx_outstanding()
+    }
+
+    /// Datagrams dropped on `fd` because the application did not read fast enough.
+    pub fn datagrams_dropped(&self, fd: Fd) -> Result<u64, SocketError> {
+        Ok(self.entry(fd)?.datagrams_dropped)
+    }
+
+    fn entry(&self, fd: Fd) -> Result<&SockEntry<L::RxBuf>, SocketError> {
+        self.sockets.get(&fd).ok_or(SocketError::BadHandle)
+    }
+
+    fn entry_mut(&mut self, fd: Fd) -> Result<&mut SockEntry<L::RxBuf>, SocketError> {
+        self.sockets.get_mut(&fd).ok_or(SocketError::BadHandle)
+    }
+
+    fn new_fd(&mut self) -> Result<Fd, SocketError> {
+        if self.sockets.len() >= self.limits.max_sockets {
+            return Err(SocketError::TooManySockets);
+        }
+        let fd = Fd(self.next_fd);
+        self.next_fd = self.next_fd.checked_add(1).ok_or(SocketError::TooManySockets)?;
+        Ok(fd)
+    }
+
+    /// Lets the link progress and applies its events; true when anything happened.
+    fn pump(&mut self) -> Result<bool, SocketError> {
+        let mut events = std::mem::take(&mut self.events);
+        let progressed = self.link.pump(&mut events);
+        let got = !events.is_empty();
+        for event in events.drain(..) {
+            self.on_event(event);
+        }
+        if self.events.is_empty() {
+            self.events = events;
+        }
+        Ok(progressed? || got)
+    }
+
+    /// One step of a wait: resets `idle` after progress, otherwise idles the link.
+    fn idle_step(&mut self, progressed: bool, idle: &mut u32) -> Result<(), SocketError> {
+        if progressed {
+            *idle = 0;
+            Ok(())
+        } else {
+            *idle = idle.saturating_add(1);
+            self.link.idle(*idle)
+        }
+    }
+
+    /// Pumps until `done` holds (true) or `deadline` passes (false).
+    fn wait_until(
+        &mut self,
+        deadline: Option<Instant>,
+        mut done: impl FnMut(&Self) -> bool,
+    ) -> Result<bool, SocketError> {
+        let mut idle = 0u32;
+        loop {
+            let progressed = self.pump()?;
+            if done(self) {
+                return Ok(true);
+            }
+            if deadline.is_some_and(|d| Instant::now() >= d) {
+                return Ok(false);
+            }
+            self.idle_step(progressed, &mut idle)?;
+        }
+    }
+
+    /// Waits until `fd` is gone or `ready` holds for it.
+    fn wait_for(&mut self, fd: Fd, ready: impl Fn(&SockEntry<L::RxBuf>) -> bool) -> Result<(), SocketError> {
+        self.wait_until(None, |s| s.sockets.get(&fd).is_none_or(&ready)).map(|_| ())
+    }
+
+    /// The non-blocking rule: the first time, applies the link's news and says to look again
+    /// (true); after that, `EAGAIN`.
+    fn pump_once(&mut self, pumped: &mut bool) -> Result<bool, SocketError> {
+        if std::mem::replace(pumped, true) {
+            return Err(SocketError::WouldBlock);
+        }
+        self.pump()?;
+        Ok(true)
+    }
+
+    /// Submits a request (pumping while the link has no room) and waits for its answer.
+    fn request(&mut self, mut req: Request<L::TxBuf>) -> Result<Reply, SocketError> {
+        let mut idle = 0u32;
+        loop {
+            match self.link.try_submit(req) {
+                Ok(Submitted::Answered(result)) => return result,
+                Ok(Submitted::Pending(ticket)) => return self.await_reply(ticket),
+                Err(back) => req = back,
+            }
+            let progressed = self.pump()?;
+            self.idle_step(progressed, &mut idle)?;
+        }
+    }
+
+    fn await_reply(&mut self, ticket: u64) -> Result<Reply, SocketError> {
+        self.wait_until(None, |s| s.replies.contains_key(&ticket))?;
+        self.replies.remove(&ticket).unwrap_or(Err(SocketError::StackDown))
+    }
+
+    /// Tells the epoll sets of `fd` that its readiness may have changed.
+    fn notify(&mut self, fd: Fd) {
+        let Some(s) = self.sockets.get(&fd) else { return };
+        for ep in &s.epolls {
+            if let Some(set) = self.epolls.get_mut(ep) {
+                set.notify(fd);
+            }
+        }
+    }
+}
+
+impl<L: Link> Drop for AppSockets<L> {
+    fn drop(&mut self) {
+        // Close what is left, so connections end cleanly instead of lingering in the provider
+        // (best effort: no waiting for room).
+        let fds: Vec<Fd> = self.sockets.keys().copied().collect();
+        for fd in fds {
+            if let Some(s) = self.sockets.remove(&fd) {
+                let abort = !s.rxq.is_empty();
+                drop(s);
+                let _ = self.link.try_submit(Request::Close { fd, abort });
+            }
+        }
+    }
+}
