@@ -38,6 +38,7 @@ bench: deps
 	mkdir -p target/bench
 	$(CARGO) bench -p slimtcp 2>&1 | tee target/bench/bench.txt
 	./scripts/bench-experiments.sh
+	$(CARGO) bench -p slimtcp-perf --bench guest_path 2>&1 | tee target/bench/guest_path.txt
 
 demo: deps
 	$(CARGO) build --release -p slimtcp-vhost --bin slimtcp-vhost

@@ -266,3 +266,14 @@ fn ends_can_be_driven_from_two_threads() {
     assert_eq!(tags, (0..N).collect::<Vec<_>>());
     assert_eq!(a.stats().tx.received, u64::from(N));
 }
+
+#[test]
+fn without_delay_faults_a_frame_is_due_whatever_the_receivers_clock_says() {
+    // The ends may run on real clocks started at different moments: the sender's "now" can be
+    // far ahead of the receiver's. Without delay, jitter or reordering nothing waits for it.
+    let (mut a, mut b) = link(LinkConfig::default()).expect("link");
+    let mut burst = vec![frame(&mut a, 7)];
+    a.transmit(Instant::from_millis(5_000), &mut burst).expect("transmit");
+    let got = drain(&mut b, Instant::from_millis(1));
+    assert_eq!(got.iter().map(tag).collect::<Vec<_>>(), vec![7]);
+}

@@ -126,6 +126,7 @@ pub fn link(config: LinkConfig) -> Result<(MemwireNic, MemwireNic), MemwireError
             },
             next_seq: 0,
             stats: DirectionStats::default(),
+            timed: faults.may_reorder() || !faults.delay.is_zero() || !faults.jitter.is_zero(),
         })
     };
     let a_to_b = direction(config.a_to_b, seeds.next_u64());
@@ -183,6 +184,10 @@ struct Direction {
     queue: Queue,
     next_seq: u64,
     stats: DirectionStats,
+    /// Frames may be held back (delay, jitter, reorder). Without that, a frame is deliverable
+    /// as soon as it is sent: the two ends may then read different clocks (real clocks started
+    /// at different moments), and no frame waits for the receiver's clock to catch up.
+    timed: bool,
 }
 
 /// A frame in flight.
@@ -353,7 +358,8 @@ impl Nic for MemwireNic {
         let mut capture = shared.capture.as_ref().map(lock);
         let mut n = 0;
         while n < max {
-            let Some(entry) = dir.queue.pop_due(now) else { break };
+            let due = if dir.timed { now } else { Instant::from_micros(u64::MAX) };
+            let Some(entry) = dir.queue.pop_due(due) else { break };
             if let Some(cap) = capture.as_deref_mut() {
                 cap.record(entry.at, entry.frame.as_slice());
             }

@@ -1,146 +1,102 @@
-//! The guest-library path next to the host-native one, in one run (`make bench`):
+//! The guest-library path next to the host-native one, in one run (`make bench`).
 //!
-//! - guest path: an application on slimtcp-guest (vhost-user transport) -> slimtcp-vhost (its
-//!   worker owns a SlimTCP stack on one end of a memwire link) -> a SlimTCP peer on the other end
-//!   (the host runtime, single-thread mode, on its own thread);
-//! - host-native: the same application code on the host runtime (single-thread mode) on that
-//!   end of the link instead.
+//! The same application code (bulk goodput with one connection at MSS 64 and 1460 — the
+//! slimtcp-perf workload, copy API — and 64-byte round trips) runs on two providers:
+//! - guest: slimtcp-guest (vhost-user transport) -> slimtcp-vhost, whose worker owns the stack;
+//! - host: the host runtime (single-thread mode) owning the stack itself;
 //!
-//! Bulk goodput with one connection at MSS 64 and 1460 (the slimtcp-perf workload, copy API),
-//! and 64-byte round trips (p50/p99) against an echo server on the peer. Writes
-//! `target/bench/guest_path.md` and `.json`. Threads: the guest path has three busy ones (app,
-//! backend worker, peer), the host-native path two (app, peer); this machine may have 2 cores.
+//! over two links:
+//! - memwire, with a SlimTCP peer (the host runtime on its own thread): three busy threads on
+//!   the guest path (application, backend worker, peer), two on the host path;
+//! - TAP, with the Linux kernel as the peer in a namespace made here: two busy threads on the
+//!   guest path, one on the host path.
+//!
+//! `GUEST_PATH_LINKS=memwire|tap` measures one link only. Writes `target/bench/guest_path.md` and
+//! `.json`. On a 2-core machine the memwire guest path
+//! has more busy threads than cores: read its figures with that in mind.
 
-use std::net::{Ipv4Addr, SocketAddrV4};
+use std::io::{Read, Write};
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, TcpListener};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use slimtcp::api::host::HostSockets;
 use slimtcp::api::{Fd, Proto, SocketApi};
-use slimtcp::iface::Interface;
-use slimtcp::nic::memwire::{self, LinkConfig, MemwireNic};
-use slimtcp::sim::{default_configs, B_IP};
+use slimtcp::iface::{Interface, InterfaceConfig};
+use slimtcp::nic::memwire::{self, LinkConfig};
+use slimtcp::nic::tap::TapNic;
+use slimtcp::nic::Nic;
+use slimtcp::sim::default_configs;
 use slimtcp::time::Clock;
+use slimtcp::wire::EthernetAddress;
 use slimtcp_guest::{GuestConfig, GuestSockets};
 use slimtcp_perf::host::no_progress;
 use slimtcp_perf::workload::{self, Settings};
+use slimtcp_testkit::linux_peer;
+use slimtcp_testkit::Netns;
 use slimtcp_vhost::server::{serve_tenant, StopHandle, TenantConfig};
 
 const BULK_PORT: u16 = 5001;
-const ECHO_PORT: u16 = 7;
+const ECHO_PORT: u16 = 7000;
 const BULK_SECONDS: u64 = 3;
 const ROUND_TRIPS: usize = 20_000;
+const WARM_UP: usize = 1_000;
 
-/// Where the measuring application runs.
 #[derive(Clone, Copy, PartialEq, Eq)]
-enum Path {
+enum Provider {
     Guest,
     Host,
 }
 
-impl Path {
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Link {
+    Memwire,
+    Tap,
+}
+
+impl Link {
     fn label(self) -> &'static str {
         match self {
-            Path::Guest => "guest-lib -> slimtcp-vhost -> memwire -> SlimTCP",
-            Path::Host => "host runtime -> memwire -> SlimTCP",
+            Link::Memwire => "memwire, SlimTCP peer",
+            Link::Tap => "TAP, Linux peer",
         }
     }
 }
 
-/// The application's end of a fresh link (behind the backend or the host runtime), and the
-/// peer's end.
-struct Bed {
-    peer_nic: MemwireNic,
-    app_nic: MemwireNic,
+/// What runs on the far side of the link for one measurement.
+#[derive(Clone, Copy)]
+enum Peer {
+    Sink,
+    Echo,
 }
-
-fn bed() -> Bed {
-    let (app_nic, peer_nic) =
-        memwire::link(LinkConfig { capacity: 1 << 17, ..LinkConfig::default() }).expect("memwire link");
-    Bed { peer_nic, app_nic }
-}
-
-/// Runs `app` on the application side of `path` while `peer` runs on the peer's side.
-fn with_app<R: Send>(
-    path: Path,
-    bed: Bed,
-    peer: impl FnOnce(&mut HostSockets) + Send,
-    app: impl FnOnce(&mut dyn AppRunner) -> R,
-) -> R {
-    let (ca, cb) = default_configs();
-    let mut peer_api = HostSockets::single(Interface::new(bed.peer_nic, cb), Clock::real());
-    std::thread::scope(|s| {
-        s.spawn(move || peer(&mut peer_api));
-        match path {
-            Path::Host => {
-                let mut api = HostSockets::single(Interface::new(bed.app_nic, ca), Clock::real());
-                app(&mut Runner(&mut api))
-            }
-            Path::Guest => {
-                let dir = std::env::temp_dir().join(format!("slimtcp-bench-{}", std::process::id()));
-                std::fs::create_dir_all(&dir).expect("temp dir");
-                let socket = dir.join("vhost.sock");
-                let cfg = TenantConfig {
-                    socket: socket.clone(),
-                    iface: ca,
-                    pairs: 1,
-                    core: None,
-                    name: "bench".into(),
-                };
-                let mut nic = Some(bed.app_nic);
-                let backend = s.spawn(move || {
-                    let make = move || nic.take().ok_or_else(|| "the link is used once".to_owned());
-                    serve_tenant(&cfg, make, &StopHandle::default(), Some(1))
-                });
-                while !socket.exists() {
-                    std::thread::sleep(Duration::from_millis(5));
-                }
-                let mut api = GuestSockets::connect_vhost_user(&socket, GuestConfig::default())
-                    .expect("guest attaches");
-                let r = app(&mut Runner(&mut api));
-                drop(api);
-                backend.join().expect("backend thread").expect("backend");
-                let _ = std::fs::remove_dir_all(&dir);
-                r
-            }
-        }
-    })
-}
-
-/// The two measurements, over any provider.
-trait AppRunner {
-    fn bulk(&mut self, mss: u16) -> f64;
-    fn round_trips(&mut self) -> Vec<Duration>;
-}
-
-struct Runner<'a, A: SocketApi>(&'a mut A);
 
 fn settings(mss: u16) -> Settings {
     Settings { mss, win_scale: None, buffer: 256 << 10, zero_copy: false }
 }
 
-impl<A: SocketApi> AppRunner for Runner<'_, A> {
-    fn bulk(&mut self, mss: u16) -> f64 {
-        let target = SocketAddrV4::new(B_IP, BULK_PORT);
-        let m = workload::run_sender(
-            self.0,
-            target,
-            1,
-            settings(mss),
-            Duration::from_secs(BULK_SECONDS),
-            &mut no_progress,
-        )
-        .expect("sender");
+/// The two measurements, over any provider.
+trait App {
+    fn bulk(&mut self, target: SocketAddrV4, mss: u16) -> f64;
+    fn round_trips(&mut self, target: SocketAddrV4) -> Vec<Duration>;
+}
+
+struct Runner<'a, A: SocketApi>(&'a mut A);
+
+impl<A: SocketApi> App for Runner<'_, A> {
+    fn bulk(&mut self, target: SocketAddrV4, mss: u16) -> f64 {
+        let d = Duration::from_secs(BULK_SECONDS);
+        let m = workload::run_sender(self.0, target, 1, settings(mss), d, &mut no_progress).expect("sender");
         m.bytes as f64 * 8.0 / m.elapsed.as_secs_f64()
     }
 
-    fn round_trips(&mut self) -> Vec<Duration> {
+    fn round_trips(&mut self, target: SocketAddrV4) -> Vec<Duration> {
         let api = &mut *self.0;
         let fd = api.socket(Proto::Tcp).expect("socket");
-        api.connect(fd, SocketAddrV4::new(B_IP, ECHO_PORT)).expect("connect");
+        api.connect(fd, target).expect("connect");
         let msg = [7u8; 64];
         let mut back = [0u8; 64];
         let mut samples = Vec::with_capacity(ROUND_TRIPS);
-        for i in 0..ROUND_TRIPS + 1000 {
+        for i in 0..ROUND_TRIPS + WARM_UP {
             let t0 = Instant::now();
             let mut sent = 0;
             while sent < msg.len() {
@@ -150,7 +106,7 @@ impl<A: SocketApi> AppRunner for Runner<'_, A> {
             while got < back.len() {
                 got += api.recv(fd, &mut back[got..]).expect("recv");
             }
-            if i >= 1000 {
+            if i >= WARM_UP {
                 samples.push(t0.elapsed());
             }
         }
@@ -159,15 +115,78 @@ impl<A: SocketApi> AppRunner for Runner<'_, A> {
     }
 }
 
-fn bulk(path: Path, mss: u16) -> f64 {
-    let peer = move |api: &mut HostSockets| {
-        let s = settings(mss);
-        workload::run_receiver(api, BULK_PORT, s, None, Some(1), &mut no_progress).expect("receiver");
-    };
-    with_app(path, bed(), peer, |app| app.bulk(mss))
+/// Runs `app` on `provider` over a NIC built by `nic`, with `iface` settings.
+fn on_provider<N: Nic + Send + 'static, R>(
+    provider: Provider,
+    nic: N,
+    iface: InterfaceConfig,
+    app: impl FnOnce(&mut dyn App) -> R,
+) -> R {
+    match provider {
+        Provider::Host => {
+            let mut api = HostSockets::single(Interface::new(nic, iface), Clock::real());
+            app(&mut Runner(&mut api))
+        }
+        Provider::Guest => {
+            let dir = std::env::temp_dir().join(format!("slimtcp-bench-{}", std::process::id()));
+            std::fs::create_dir_all(&dir).expect("temp dir");
+            let socket = dir.join("vhost.sock");
+            let cfg =
+                TenantConfig { socket: socket.clone(), iface, pairs: 1, core: None, name: "bench".into() };
+            let mut nic = Some(nic);
+            let backend = std::thread::spawn(move || {
+                let make = move || nic.take().ok_or_else(|| "the NIC is used once".to_owned());
+                serve_tenant(&cfg, make, &StopHandle::default(), Some(1))
+            });
+            while !socket.exists() {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            let mut api =
+                GuestSockets::connect_vhost_user(&socket, GuestConfig::default()).expect("guest attaches");
+            let r = app(&mut Runner(&mut api));
+            drop(api);
+            backend.join().expect("backend thread").expect("backend");
+            let _ = std::fs::remove_dir_all(&dir);
+            r
+        }
+    }
 }
 
-fn echo_server(api: &mut HostSockets) {
+/// memwire: the peer is the host runtime on its own thread, kept alive until `app` is done.
+fn over_memwire<R>(provider: Provider, peer: Peer, app: impl FnOnce(&mut dyn App, SocketAddrV4) -> R) -> R {
+    let (app_nic, peer_nic) =
+        memwire::link(LinkConfig { capacity: 1 << 17, ..LinkConfig::default() }).expect("memwire link");
+    let (ca, cb) = default_configs();
+    let target_ip = cb.ip;
+    let mut peer_api = HostSockets::single(Interface::new(peer_nic, cb), Clock::real());
+    let done = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        let done = &done;
+        s.spawn(move || {
+            match peer {
+                Peer::Sink => {
+                    let st = settings(1460);
+                    workload::run_receiver(&mut peer_api, BULK_PORT, st, None, Some(1), &mut no_progress)
+                        .expect("receiver");
+                }
+                Peer::Echo => slimtcp_echo(&mut peer_api),
+            }
+            while !done.load(Ordering::Acquire) {
+                let _ = peer_api.progress();
+                std::thread::sleep(Duration::from_micros(100));
+            }
+        });
+        let port = match peer {
+            Peer::Sink => BULK_PORT,
+            Peer::Echo => ECHO_PORT,
+        };
+        let r = on_provider(provider, app_nic, ca, |a| app(a, SocketAddrV4::new(target_ip, port)));
+        done.store(true, Ordering::Release);
+        r
+    })
+}
+
+fn slimtcp_echo(api: &mut HostSockets) {
     let l = api.socket(Proto::Tcp).expect("socket");
     api.bind(l, SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, ECHO_PORT)).expect("bind");
     api.listen(l, 4).expect("listen");
@@ -186,8 +205,67 @@ fn echo_server(api: &mut HostSockets) {
     api.close(c).expect("close");
 }
 
-fn latency(path: Path) -> (f64, f64) {
-    let mut samples = with_app(path, bed(), echo_server, |app| app.round_trips());
+const TAP_STACK_IP: Ipv4Addr = Ipv4Addr::new(10, 79, 0, 2);
+const TAP_LINUX_IP: Ipv4Addr = Ipv4Addr::new(10, 79, 0, 1);
+
+/// TAP: the peer is the Linux kernel in a namespace made here.
+fn over_tap<R>(provider: Provider, peer: Peer, app: impl FnOnce(&mut dyn App, SocketAddrV4) -> R) -> R {
+    let ns = Netns::create("bench").expect("namespace (run as root)");
+    let ifname = Netns::unique_ifname("bnch");
+    let tap = ns
+        .run(|| -> Result<TapNic, String> {
+            let tap = TapNic::open(&ifname).map_err(|e| e.to_string())?;
+            tap.set_up().map_err(|e| e.to_string())?;
+            tap.set_host_address(TAP_LINUX_IP, 24).map_err(|e| e.to_string())?;
+            Ok(tap)
+        })
+        .expect("TAP in the namespace");
+    let iface = InterfaceConfig::new(EthernetAddress([2, 0, 0, 0, 0x79, 2]), TAP_STACK_IP, 24);
+    match peer {
+        Peer::Sink => {
+            let listen = SocketAddr::from((TAP_LINUX_IP, BULK_PORT));
+            let (_, linux) =
+                linux_peer::spawn_tcp_server_recv(&ns, listen, Duration::from_secs(60)).expect("receiver");
+            let r = on_provider(provider, tap, iface, |a| app(a, SocketAddrV4::new(TAP_LINUX_IP, BULK_PORT)));
+            linux.join().expect("Linux receiver");
+            r
+        }
+        Peer::Echo => {
+            let listener = ns.run(|| TcpListener::bind((TAP_LINUX_IP, ECHO_PORT))).expect("listen");
+            let echo = ns
+                .spawn("echo", move || {
+                    let (mut s, _) = listener.accept().expect("accept");
+                    s.set_nodelay(true).expect("nodelay");
+                    let mut buf = [0u8; 4096];
+                    loop {
+                        let n = s.read(&mut buf).expect("read");
+                        if n == 0 {
+                            break;
+                        }
+                        s.write_all(&buf[..n]).expect("write");
+                    }
+                })
+                .expect("echo thread");
+            let r = on_provider(provider, tap, iface, |a| app(a, SocketAddrV4::new(TAP_LINUX_IP, ECHO_PORT)));
+            echo.join().expect("echo server");
+            r
+        }
+    }
+}
+
+fn measure(
+    link: Link,
+    provider: Provider,
+    peer: Peer,
+    app: impl FnOnce(&mut dyn App, SocketAddrV4) -> f64,
+) -> f64 {
+    match link {
+        Link::Memwire => over_memwire(provider, peer, app),
+        Link::Tap => over_tap(provider, peer, app),
+    }
+}
+
+fn percentiles(mut samples: Vec<Duration>) -> (f64, f64) {
     samples.sort();
     let at = |q: f64| samples[((samples.len() - 1) as f64 * q) as usize].as_secs_f64() * 1e6;
     (at(0.5), at(0.99))
@@ -195,28 +273,56 @@ fn latency(path: Path) -> (f64, f64) {
 
 fn main() {
     // `cargo bench` passes --bench; nothing else to parse.
+    let _ = env_logger::builder().try_init();
     let mut rows = Vec::new();
     let mut json = Vec::new();
-    for mss in [64u16, 1460] {
-        let g = bulk(Path::Guest, mss);
-        let h = bulk(Path::Host, mss);
-        rows.push(format!("| bulk, MSS {mss} | {:.2} Gb/s | {:.2} Gb/s | {:.2} |", g / 1e9, h / 1e9, g / h));
+    let links: Vec<Link> = match std::env::var("GUEST_PATH_LINKS").as_deref() {
+        Ok("memwire") => vec![Link::Memwire],
+        Ok("tap") => vec![Link::Tap],
+        _ => vec![Link::Memwire, Link::Tap],
+    };
+    for link in links {
+        for mss in [64u16, 1460] {
+            let bulk = |p| measure(link, p, Peer::Sink, |a, t| a.bulk(t, mss));
+            let (g, h) = (bulk(Provider::Guest), bulk(Provider::Host));
+            rows.push(format!(
+                "| {} | bulk, MSS {mss} | {:.2} Gb/s | {:.2} Gb/s | {:.2} |",
+                link.label(),
+                g / 1e9,
+                h / 1e9,
+                g / h
+            ));
+            json.push(format!(
+                "{{\"link\":\"{}\",\"test\":\"bulk\",\"mss\":{mss},\"guest_bps\":{g:.0},\"host_bps\":{h:.0}}}",
+                link.label()
+            ));
+        }
+        let rtt = |p| {
+            let mut samples = Vec::new();
+            measure(link, p, Peer::Echo, |a, t| {
+                samples = a.round_trips(t);
+                0.0
+            });
+            percentiles(samples)
+        };
+        let ((g50, g99), (h50, h99)) = (rtt(Provider::Guest), rtt(Provider::Host));
+        rows.push(format!(
+            "| {} | 64 B round trip p50 | {g50:.1} us | {h50:.1} us | {:.2} |",
+            link.label(),
+            g50 / h50
+        ));
+        rows.push(format!(
+            "| {} | 64 B round trip p99 | {g99:.1} us | {h99:.1} us | {:.2} |",
+            link.label(),
+            g99 / h99
+        ));
         json.push(format!(
-            "{{\"test\":\"bulk\",\"mss\":{mss},\"guest_bps\":{g:.0},\"host_bps\":{h:.0},\"ratio\":{:.3}}}",
-            g / h
+            "{{\"link\":\"{}\",\"test\":\"rtt64\",\"guest_p50_us\":{g50:.2},\"guest_p99_us\":{g99:.2},\"host_p50_us\":{h50:.2},\"host_p99_us\":{h99:.2}}}",
+            link.label()
         ));
     }
-    let (g50, g99) = latency(Path::Guest);
-    let (h50, h99) = latency(Path::Host);
-    rows.push(format!("| 64 B round trip p50 | {g50:.1} us | {h50:.1} us | {:.2} |", g50 / h50));
-    rows.push(format!("| 64 B round trip p99 | {g99:.1} us | {h99:.1} us | {:.2} |", g99 / h99));
-    json.push(format!(
-        "{{\"test\":\"rtt64\",\"guest_p50_us\":{g50:.2},\"guest_p99_us\":{g99:.2},\"host_p50_us\":{h50:.2},\"host_p99_us\":{h99:.2}}}"
-    ));
     let table = format!(
-        "| measurement | {} | {} | guest/host |\n| --- | --- | --- | --- |\n{}\n",
-        Path::Guest.label(),
-        Path::Host.label(),
+        "| link | measurement | guest-lib -> slimtcp-vhost | host runtime | guest/host |\n| --- | --- | --- | --- | --- |\n{}\n",
         rows.join("\n")
     );
     println!("{table}");
