@@ -51,6 +51,8 @@ pub struct Worker<N: Nic> {
     by_handle: HashMap<SocketHandle, Fd>,
     activity: Vec<Activity>,
     completed: Vec<Box<dyn TxPayload>>,
+    /// Scratch: bytes released per socket in one step.
+    released: HashMap<Fd, usize>,
 }
 
 /// One unit of worker work, as the thread or the inline driver sees it.
@@ -81,6 +83,7 @@ impl<N: Nic> Worker<N> {
             by_handle: HashMap::new(),
             activity: Vec::new(),
             completed: Vec::new(),
+            released: HashMap::new(),
         }
     }
 
@@ -346,12 +349,19 @@ impl<N: Nic + Send> Step for Worker<N> {
                 Err(_) => break,
             }
         }
+        // Releases are summed per socket first: one window update for what the application
+        // consumed since the last step, not one per buffer.
+        let mut released = std::mem::take(&mut self.released);
         while let Some((fd, n)) = self.releases.pop() {
             work = true;
+            *released.entry(fd).or_insert(0) += n;
+        }
+        for (fd, n) in released.drain() {
             if let Some(ws) = self.sockets.get(&fd) {
                 let _ = self.iface.tcp_recv_release(ws.handle, n);
             }
         }
+        self.released = released;
         let now = self.clock.now();
         work |= self.iface.poll(now)?;
         let mut activity = std::mem::take(&mut self.activity);
