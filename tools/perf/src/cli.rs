@@ -37,7 +37,7 @@ pub struct Args {
     /// TCP workload (the default).
     #[arg(long, conflicts_with = "udp")]
     pub tcp: bool,
-    /// UDP workload (not supported yet: an error).
+    /// UDP workload: datagrams of `--mss` payload bytes, sent as fast as the stack takes them.
     #[arg(long)]
     pub udp: bool,
     /// A neighbour, IP:MAC (repeatable). SlimTCP resolves neighbours with ARP; entries are checked

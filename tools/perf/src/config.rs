@@ -53,9 +53,6 @@ pub enum ConfigError {
     /// The NIC needs a build feature that is off.
     #[error("--nic dpdk needs slimtcp-perf built with the `dpdk` feature (cargo build --features dpdk); use --nic memwire or --nic tap:IFNAME")]
     DpdkNotBuilt,
-    /// The UDP workload is not implemented.
-    #[error("--udp: the UDP workload is not implemented yet; use --tcp")]
-    UdpUnsupported,
 }
 
 /// Which NIC the stack runs on.
@@ -188,6 +185,8 @@ pub struct Config {
     pub runtime: RuntimeMode,
     /// Linux sockets instead of SlimTCP.
     pub kernel: bool,
+    /// The UDP workload instead of TCP.
+    pub udp: bool,
     /// What this process does.
     pub role: Role,
     /// Our addresses (`None` for memwire and the kernel).
@@ -294,9 +293,6 @@ impl TryFrom<(Vec<String>, Args)> for Config {
     type Error = ConfigError;
 
     fn try_from((eal_args, args): (Vec<String>, Args)) -> Result<Self, Self::Error> {
-        if args.udp {
-            return Err(ConfigError::UdpUnsupported);
-        }
         let nic: NicChoice = args.nic.parse().map_err(|why: String| bad("nic", &args.nic, why))?;
         let nic = match (nic, &args.iface) {
             (NicChoice::Dpdk { .. }, Some(port)) => NicChoice::Dpdk { port: port.clone() },
@@ -386,6 +382,7 @@ impl TryFrom<(Vec<String>, Args)> for Config {
             nic,
             runtime,
             kernel: args.kernel,
+            udp: args.udp,
             role,
             local,
             burst: args.burst,
@@ -478,12 +475,19 @@ mod tests {
     }
 
     #[test]
-    fn dpdk_without_the_feature_and_udp_are_clear_errors() {
+    fn dpdk_without_the_feature_is_a_clear_error() {
         if !cfg!(feature = "dpdk") {
             let e = config("--listen --bind-port 1 --bind-ip 10.0.0.2").expect_err("no dpdk");
             assert_eq!(e, ConfigError::DpdkNotBuilt);
         }
-        assert_eq!(config("--nic memwire --udp"), Err(ConfigError::UdpUnsupported));
+    }
+
+    #[test]
+    fn udp_selects_the_datagram_workload() {
+        assert!(config("--nic memwire --udp").expect("udp over memwire").udp);
+        assert!(!config("--nic memwire --tcp").expect("tcp over memwire").udp);
+        let c = config("--kernel --udp --listen --bind-port 7").expect("kernel udp receiver");
+        assert!(c.udp && c.role == Role::Receiver);
     }
 
     #[test]

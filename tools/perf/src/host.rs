@@ -152,19 +152,23 @@ fn one_role<A: slimtcp::api::SocketApi>(
     progress: workload::Progress<'_>,
 ) -> Result<Measurement, WorkloadError> {
     let s = settings(cfg);
+    let duration = cfg.duration.unwrap_or(crate::config::DEFAULT_DURATION);
+    if cfg.udp {
+        return match cfg.role {
+            Role::Receiver => workload::udp::run_receiver(api, cfg.listen_port, s, cfg.duration, progress),
+            Role::Sender | Role::Both => {
+                workload::udp::run_sender(api, cfg.connect, cfg.connections, s, duration, progress)
+            }
+        };
+    }
     match cfg.role {
         Role::Receiver => {
             let expect = cfg.connections_given.then_some(cfg.connections);
             workload::run_receiver(api, cfg.listen_port, s, cfg.duration, expect, progress)
         }
-        Role::Sender | Role::Both => workload::run_sender(
-            api,
-            cfg.connect,
-            cfg.connections,
-            s,
-            cfg.duration.unwrap_or(crate::config::DEFAULT_DURATION),
-            progress,
-        ),
+        Role::Sender | Role::Both => {
+            workload::run_sender(api, cfg.connect, cfg.connections, s, duration, progress)
+        }
     }
 }
 
@@ -182,7 +186,11 @@ fn run_memwire(cfg: &Config, progress: workload::Progress<'_>) -> Result<Measure
                progress: workload::Progress<'_>|
      -> Result<Measurement, WorkloadError> {
         let [tx, rx] = apps.as_mut_slice() else { unreachable!("two interfaces give two sides") };
-        workload::run_both(tx, rx, cfg.connect, cfg.connections, s, duration, progress)
+        if cfg.udp {
+            workload::udp::run_both(tx, rx, cfg.connect, cfg.connections, s, duration, progress)
+        } else {
+            workload::run_both(tx, rx, cfg.connect, cfg.connections, s, duration, progress)
+        }
     };
     match cfg.runtime {
         RuntimeMode::Single => {

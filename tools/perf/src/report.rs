@@ -63,6 +63,12 @@ impl Summary {
             self.segments_per_s(),
             m.drained,
         );
+        if let Some(u) = m.udp {
+            let _ = write!(s, ",\"datagrams\":{},\"total_datagrams\":{}", u.datagrams, u.total_datagrams);
+            if let Some(sent) = u.datagrams_sent {
+                let _ = write!(s, ",\"datagrams_sent\":{sent}");
+            }
+        }
         s.push('}');
         s
     }
@@ -125,6 +131,7 @@ mod tests {
                 elapsed: Duration::from_secs(2),
                 connections: 4,
                 drained: true,
+                udp: None,
             },
         }
     }

@@ -42,20 +42,22 @@ pub fn run(cfg: &Config, progress: Progress<'_>) -> Result<Summary, RunError> {
 fn run_kernel(cfg: &Config, progress: Progress<'_>) -> Result<workload::Measurement, RunError> {
     let mut api = KernelSockets::new();
     let s = host::settings(cfg);
-    match cfg.role {
-        Role::Sender => workload::run_sender(
-            &mut api,
-            cfg.connect,
-            cfg.connections,
-            s,
-            cfg.duration.unwrap_or(crate::config::DEFAULT_DURATION),
-            progress,
-        ),
-        Role::Receiver => {
+    let duration = cfg.duration.unwrap_or(crate::config::DEFAULT_DURATION);
+    match (cfg.role, cfg.udp) {
+        (Role::Sender, true) => {
+            workload::udp::run_sender(&mut api, cfg.connect, cfg.connections, s, duration, progress)
+        }
+        (Role::Receiver, true) => {
+            workload::udp::run_receiver(&mut api, cfg.listen_port, s, cfg.duration, progress)
+        }
+        (Role::Sender, false) => {
+            workload::run_sender(&mut api, cfg.connect, cfg.connections, s, duration, progress)
+        }
+        (Role::Receiver, false) => {
             let expect = cfg.connections_given.then_some(cfg.connections);
             workload::run_receiver(&mut api, cfg.listen_port, s, cfg.duration, expect, progress)
         }
-        Role::Both => return Err(RunError::KernelNeedsRole),
+        (Role::Both, _) => return Err(RunError::KernelNeedsRole),
     }
     .map_err(RunError::Kernel)
 }

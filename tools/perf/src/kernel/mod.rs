@@ -4,8 +4,9 @@
 //! Mapping: descriptors are the kernel's; `Ready` bits are Linux's `EPOLL*` values, so epoll
 //! registrations pass through. `TCP_MAXSEG` carries the MSS (Linux refuses values below 88:
 //! then the path MTU decides, so give the link an MTU of MSS + 40). Buffer and window-scale
-//! options are accepted and left to Linux's autotuning: the kernel runs as it ships. The
-//! zero-copy calls and UDP are not part of this adapter (`EOPNOTSUPP`).
+//! options are accepted and left to Linux's autotuning: the kernel runs as it ships. UDP
+//! sockets use the same calls (`connect` sets the default destination; `send_to`/`recv_from`
+//! are `sendto`/`recvfrom`). The zero-copy calls are not part of this adapter (`EOPNOTSUPP`).
 
 mod sys;
 
@@ -209,12 +210,12 @@ impl SocketApi for KernelSockets {
         sys::recv(self.raw(fd)?, buf).map_err(os)
     }
 
-    fn send_to(&mut self, _fd: Fd, _data: &[u8], _dst: SocketAddrV4) -> Result<usize, SocketError> {
-        Err(SocketError::NotSupported)
+    fn send_to(&mut self, fd: Fd, data: &[u8], dst: SocketAddrV4) -> Result<usize, SocketError> {
+        sys::send_to(self.raw(fd)?, data, dst).map_err(os)
     }
 
-    fn recv_from(&mut self, _fd: Fd, _buf: &mut [u8]) -> Result<(usize, SocketAddrV4), SocketError> {
-        Err(SocketError::NotSupported)
+    fn recv_from(&mut self, fd: Fd, buf: &mut [u8]) -> Result<(usize, SocketAddrV4), SocketError> {
+        sys::recv_from(self.raw(fd)?, buf).map_err(os)
     }
 
     fn alloc_tx(&mut self, _len: usize) -> Result<NoTxBuf, SocketError> {

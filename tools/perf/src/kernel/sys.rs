@@ -159,6 +159,42 @@ pub fn recv(fd: RawFd, buf: &mut [u8]) -> io::Result<usize> {
     check_size(unsafe { libc::recv(fd, buf.as_mut_ptr().cast(), buf.len(), 0) })
 }
 
+/// `sendto(MSG_NOSIGNAL)`: one datagram to `dst`.
+pub fn send_to(fd: RawFd, data: &[u8], dst: SocketAddrV4) -> io::Result<usize> {
+    let sa = sockaddr(dst);
+    // SAFETY: `data` is readable for its length; `sa` is a valid sockaddr_in and the length
+    // passed is its size.
+    check_size(unsafe {
+        libc::sendto(
+            fd,
+            data.as_ptr().cast(),
+            data.len(),
+            libc::MSG_NOSIGNAL,
+            (&sa as *const libc::sockaddr_in).cast(),
+            size_of::<libc::sockaddr_in>() as libc::socklen_t,
+        )
+    })
+}
+
+/// `recvfrom`: one datagram (truncated to `buf`) and its source.
+pub fn recv_from(fd: RawFd, buf: &mut [u8]) -> io::Result<(usize, SocketAddrV4)> {
+    // SAFETY: all-zero is a valid sockaddr_in.
+    let mut sa: libc::sockaddr_in = unsafe { std::mem::zeroed() };
+    let mut len = size_of::<libc::sockaddr_in>() as libc::socklen_t;
+    // SAFETY: `buf` is writable for its length; `sa` is writable for `len` bytes; `len` is live.
+    let n = check_size(unsafe {
+        libc::recvfrom(
+            fd,
+            buf.as_mut_ptr().cast(),
+            buf.len(),
+            0,
+            (&mut sa as *mut libc::sockaddr_in).cast(),
+            &mut len,
+        )
+    })?;
+    Ok((n, from_sockaddr(&sa)))
+}
+
 /// `epoll_create1(EPOLL_CLOEXEC)`.
 pub fn epoll_create() -> io::Result<OwnedFd> {
     // SAFETY: plain system call with a constant flag.

@@ -12,11 +12,11 @@ use crate::meter::{Interval, Meter};
 /// How long the connections may take to come up.
 const CONNECT_LIMIT: Duration = Duration::from_secs(60);
 /// How long a lone receiver waits for its first connection.
-const ACCEPT_LIMIT: Duration = Duration::from_secs(60);
+pub(super) const ACCEPT_LIMIT: Duration = Duration::from_secs(60);
 /// How long the drain after the measurement may take.
-const LINGER_LIMIT: Duration = Duration::from_secs(20);
+pub(super) const LINGER_LIMIT: Duration = Duration::from_secs(20);
 /// epoll timeout (ms) of a lone role with nothing to do (a pair busy-polls with 0).
-const IDLE_WAIT_MS: i32 = 1;
+pub(super) const IDLE_WAIT_MS: i32 = 1;
 
 /// What a run measured.
 #[derive(Debug, Clone, PartialEq)]
@@ -31,12 +31,26 @@ pub struct Measurement {
     pub connections: usize,
     /// True when every connection drained and closed cleanly in time.
     pub drained: bool,
+    /// Datagram counts of a UDP run (`None` for TCP).
+    pub udp: Option<UdpCounts>,
+}
+
+/// What a UDP run counted besides bytes, so loss is visible.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct UdpCounts {
+    /// Datagrams counted in the measured window (received, or sent by a lone sender), like
+    /// [`Measurement::bytes`].
+    pub datagrams: u64,
+    /// Datagrams counted over the whole run, like [`Measurement::total_bytes`].
+    pub total_datagrams: u64,
+    /// Datagrams the sender handed to the stack over the whole run (`None` for a lone receiver).
+    pub datagrams_sent: Option<u64>,
 }
 
 /// Receives each progress interval.
 pub type Progress<'a> = &'a mut dyn FnMut(&Interval);
 
-fn timeout_for(busy: bool) -> i32 {
+pub(super) fn timeout_for(busy: bool) -> i32 {
     if busy {
         0
     } else {
@@ -102,7 +116,7 @@ pub fn run_both<A: SocketApi>(
     let total_bytes = rx.bytes();
     tx.abandon(tx_api);
     rx.shut(rx_api);
-    Ok(Measurement { bytes, total_bytes, elapsed, connections, drained })
+    Ok(Measurement { bytes, total_bytes, elapsed, connections, drained, udp: None })
 }
 
 /// A lone sender: counts bytes the stack accepted, then drains (the peer reads to end of
@@ -153,7 +167,7 @@ pub fn run_sender<A: SocketApi>(
     }
     let total_bytes = tx.bytes_sent();
     tx.abandon(api);
-    Ok(Measurement { bytes, total_bytes, elapsed, connections, drained })
+    Ok(Measurement { bytes, total_bytes, elapsed, connections, drained, udp: None })
 }
 
 /// A lone receiver: waits for the first connection (and, with `expect`, for that many), then
@@ -210,5 +224,5 @@ pub fn run_receiver<A: SocketApi>(
     let connections = rx.accepted();
     let total_bytes = rx.bytes();
     rx.shut(api);
-    Ok(Measurement { bytes, total_bytes, elapsed, connections, drained })
+    Ok(Measurement { bytes, total_bytes, elapsed, connections, drained, udp: None })
 }

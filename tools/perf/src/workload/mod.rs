@@ -6,16 +6,18 @@
 //!   takes data (1 MiB copy writes as in the paper, or zero-copy buffers).
 //! - [`Receiver`]: a listener plus epoll, accepting and reading everything, counting bytes.
 //! - [`drive`]: the phases of a run (connect, measure, drain) for one role or both.
+//! - [`udp`]: the UDP workload (`--udp`): datagram senders and a counting receiver.
 
 mod drive;
 mod receiver;
 mod sender;
+pub mod udp;
 
 use std::net::SocketAddrV4;
 
 use slimtcp::api::SocketError;
 
-pub use drive::{run_both, run_receiver, run_sender, Measurement, Progress};
+pub use drive::{run_both, run_receiver, run_sender, Measurement, Progress, UdpCounts};
 pub use receiver::Receiver;
 pub use sender::Sender;
 
@@ -77,6 +79,12 @@ pub enum WorkloadError {
         established: usize,
         /// Connections asked for.
         wanted: usize,
+        /// The limit.
+        seconds: u64,
+    },
+    /// A UDP receiver alone saw no datagram in time.
+    #[error("no datagram arrived within {seconds} s")]
+    NoDatagram {
         /// The limit.
         seconds: u64,
     },
