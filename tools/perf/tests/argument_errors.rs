@@ -36,6 +36,8 @@ fn missing_and_conflicting_roles_are_one_line() {
         .contains("--connect-port"));
     assert!(one_line_error("--kernel --zero-copy --listen --bind-port 5").contains("--zero-copy"));
     assert!(one_line_error("--nic memwire --tcp --udp").contains("--udp"));
+    assert!(one_line_error("--kernel --udp --zero-copy --listen --bind-port 5").contains("--zero-copy"));
+    assert!(one_line_error("--nic tap:slimtx --udp --bind-ip 10.1.0.2").contains("--listen"));
 }
 
 #[test]
