@@ -75,8 +75,15 @@ impl Summary {
 
     /// One human-readable line.
     pub fn human(&self) -> String {
+        let datagrams = match self.measurement.udp {
+            Some(u) => match u.datagrams_sent {
+                Some(sent) => format!(", {} datagrams counted of {sent} sent", u.total_datagrams),
+                None => format!(", {} datagrams counted", u.total_datagrams),
+            },
+            None => String::new(),
+        };
         format!(
-            "{} {} ({} runtime, {}{}): {} bytes in {:.2} s over {} connections, MSS {}: {:.3} Gb/s, {:.0} segments/s{}",
+            "{} {} ({} runtime, {}{}): {} bytes in {:.2} s over {} connections, MSS {}: {:.3} Gb/s, {:.0} segments/s{}{}",
             self.stack,
             self.role,
             self.runtime,
@@ -89,6 +96,7 @@ impl Summary {
             self.goodput_bps() / 1e9,
             self.segments_per_s(),
             if self.measurement.drained { "" } else { " (drain incomplete)" },
+            datagrams,
         )
     }
 }
@@ -151,5 +159,16 @@ mod tests {
         }
         assert!(j.contains(r#""nic":"tap:\"x\"""#), "{j}");
         assert!(j.starts_with('{') && j.ends_with('}') && !j.contains('\n'));
+        assert!(!j.contains("datagrams"), "TCP runs have no datagram counts: {j}");
+    }
+
+    #[test]
+    fn udp_runs_report_their_datagram_counts() {
+        let mut s = summary();
+        s.measurement.udp =
+            Some(crate::workload::UdpCounts { datagrams: 10, total_datagrams: 12, datagrams_sent: Some(20) });
+        let j = s.to_json();
+        assert!(j.ends_with(r#","datagrams":10,"total_datagrams":12,"datagrams_sent":20}"#), "{j}");
+        assert!(s.human().ends_with("12 datagrams counted of 20 sent"), "{}", s.human());
     }
 }
