@@ -12,7 +12,8 @@ all arguments are options and the EAL gets none.
 Roles: `--listen --bind-port P` receives; `--connect-ip IP --connect-port P` sends over
 `--connections N` connections. `--nic memwire` runs both in one process on an in-memory link
 (sender 10.0.0.1, receiver 10.0.0.2, both SlimTCP). Goodput is counted by the receiver (bytes
-read x 8 / time); a sender alone counts bytes the stack accepted.
+read x 8 / time); a sender alone counts bytes the stack accepted. With `--udp` every connection is a
+UDP socket sending datagrams of `--mss` payload bytes; a receiver alone ends 1 s after data stopped.
 
 Output: `pps=<bps/8/mss>; bps=<bps>; connections=<n>;` once a second (on stderr with --json), then
 a summary line, or with --json one JSON object on stdout.";
