@@ -12,7 +12,6 @@ use e2e::{Tenant, LINUX_IP};
 use slimtcp::nic::dpdk::{create_vdev, DpdkNic, Eal, PortConfig};
 use slimtcp::nic::tap::configure_host_side;
 use slimtcp_testkit::netns::Netns;
-use slimtcp_testkit::require_netns;
 
 const EAL_ARGS: &[&str] =
     &["--no-huge", "-m", "256", "--no-pci", "--no-shconf", "-l", "0", "--log-level=warning"];
@@ -36,43 +35,4 @@ fn tenant(tag: &str) -> Tenant {
     })
 }
 
-#[test]
-fn echo_round_trips() {
-    require_netns!();
-    let t = tenant("decho");
-    let mut api = t.guest();
-    e2e::echo(&mut api, &t.ns);
-    drop(api);
-    t.finish();
-}
-
-#[test]
-fn hundred_megabytes_each_way() {
-    require_netns!();
-    let t = tenant("dbulk");
-    let mut api = t.guest();
-    e2e::guest_to_linux(&mut api, &t.ns, 100_000_000);
-    e2e::linux_to_guest(&mut api, &t.ns, 100_000_000);
-    drop(api);
-    t.finish();
-}
-
-#[test]
-fn linux_client_reaches_a_guest_listener() {
-    require_netns!();
-    let t = tenant("dlisten");
-    let mut api = t.guest();
-    e2e::linux_client_to_guest_listener(&mut api, &t.ns, 10_000_000);
-    drop(api);
-    t.finish();
-}
-
-#[test]
-fn thousand_concurrent_connections() {
-    require_netns!();
-    let t = tenant("dmany");
-    let mut api = t.guest();
-    e2e::many_connections(&mut api, &t.ns, 1000, 16 * 1024);
-    drop(api);
-    t.finish();
-}
+e2e_tests!(tenant);

@@ -300,3 +300,50 @@ pub fn many_connections<A: SocketApi>(api: &mut A, ns: &Netns, conns: usize, per
         api.close(fd).expect("close");
     }
 }
+
+/// The end-to-end scenarios as tests, over the tenants `$tenant(tag)` builds.
+#[macro_export]
+macro_rules! e2e_tests {
+    ($tenant:path) => {
+        #[test]
+        fn echo_round_trips() {
+            slimtcp_testkit::require_netns!();
+            let t = $tenant("echo");
+            let mut api = t.guest();
+            e2e::echo(&mut api, &t.ns);
+            drop(api);
+            t.finish();
+        }
+
+        #[test]
+        fn hundred_megabytes_each_way() {
+            slimtcp_testkit::require_netns!();
+            let t = $tenant("bulk");
+            let mut api = t.guest();
+            e2e::guest_to_linux(&mut api, &t.ns, 100_000_000);
+            e2e::linux_to_guest(&mut api, &t.ns, 100_000_000);
+            drop(api);
+            t.finish();
+        }
+
+        #[test]
+        fn linux_client_reaches_a_guest_listener() {
+            slimtcp_testkit::require_netns!();
+            let t = $tenant("listen");
+            let mut api = t.guest();
+            e2e::linux_client_to_guest_listener(&mut api, &t.ns, 10_000_000);
+            drop(api);
+            t.finish();
+        }
+
+        #[test]
+        fn thousand_concurrent_connections() {
+            slimtcp_testkit::require_netns!();
+            let t = $tenant("many");
+            let mut api = t.guest();
+            e2e::many_connections(&mut api, &t.ns, 1000, 16 * 1024);
+            drop(api);
+            t.finish();
+        }
+    };
+}
