@@ -58,38 +58,8 @@ pub enum ConfigError {
     EmptySocket,
 }
 
-/// An IPv4 address with a prefix length, as `10.0.0.2/24`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Cidr {
-    /// The address.
-    pub addr: Ipv4Addr,
-    /// The prefix length, 0..=32.
-    pub prefix_len: u8,
-}
-
-impl FromStr for Cidr {
-    type Err = String;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        let (addr, prefix) = s.split_once('/').ok_or_else(|| format!("{s:?} is not ADDR/PREFIX"))?;
-        let addr: Ipv4Addr = addr.parse().map_err(|_| format!("{addr:?} is not an IPv4 address"))?;
-        let prefix_len: u8 = prefix
-            .parse()
-            .ok()
-            .filter(|p| *p <= 32)
-            .ok_or_else(|| format!("/{prefix} is not a prefix length 0..=32"))?;
-        if addr.is_unspecified() || addr.is_broadcast() || addr.is_multicast() {
-            return Err(format!("{addr} is not a usable host address"));
-        }
-        Ok(Cidr { addr, prefix_len })
-    }
-}
-
-impl std::fmt::Display for Cidr {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}/{}", self.addr, self.prefix_len)
-    }
-}
+/// An IPv4 address with a prefix length, as `10.0.0.2/24` (the stack's type).
+pub type Cidr = slimtcp::iface::Ipv4Cidr;
 
 fn parse_mac(s: &str) -> Result<EthernetAddress, String> {
     let mac = EthernetAddress::from_str(s).map_err(|e| e.to_string())?;
@@ -184,11 +154,6 @@ fn cores() -> usize {
     std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
 }
 
-fn on_subnet(ip: Cidr, a: Ipv4Addr) -> bool {
-    let mask = if ip.prefix_len == 0 { 0 } else { u32::MAX << (32 - u32::from(ip.prefix_len)) };
-    u32::from(a) & mask == u32::from(ip.addr) & mask
-}
-
 impl TryFrom<Args> for Config {
     type Error = ConfigError;
 
@@ -220,7 +185,7 @@ impl TryFrom<Args> for Config {
             }
         }
         if let Some(gateway) = a.gateway {
-            if !on_subnet(a.ip, gateway) {
+            if !a.ip.contains(gateway) {
                 return Err(ConfigError::GatewayOffLink { gateway, ip: a.ip });
             }
         }

@@ -25,7 +25,7 @@
 //!   a failure to set up or run the device: one error line, exit code 1.
 
 use std::collections::HashMap;
-use std::net::{Ipv4Addr, SocketAddrV4};
+use std::net::SocketAddrV4;
 use std::process::ExitCode;
 use std::str::FromStr;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -62,35 +62,7 @@ const EXIT_FAILURE: u8 = 1;
 static STOP: AtomicBool = AtomicBool::new(false);
 
 /// An IPv4 address with a prefix length, as `10.0.0.2/24`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Cidr {
-    addr: Ipv4Addr,
-    prefix_len: u8,
-}
-
-impl FromStr for Cidr {
-    type Err = String;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        let (addr, prefix) = s.split_once('/').ok_or_else(|| format!("{s:?} is not ADDR/PREFIX"))?;
-        let addr: Ipv4Addr = addr.parse().map_err(|_| format!("{addr:?} is not an IPv4 address"))?;
-        let prefix_len: u8 = prefix
-            .parse()
-            .ok()
-            .filter(|p| *p <= 32)
-            .ok_or_else(|| format!("/{prefix} is not a prefix length 0..=32"))?;
-        if addr.is_unspecified() || addr.is_broadcast() || addr.is_multicast() {
-            return Err(format!("{addr} is not a usable host address"));
-        }
-        Ok(Cidr { addr, prefix_len })
-    }
-}
-
-impl std::fmt::Display for Cidr {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}/{}", self.addr, self.prefix_len)
-    }
-}
+type Cidr = slimtcp::iface::Ipv4Cidr;
 
 /// Parses a unicast MAC address.
 fn parse_mac(s: &str) -> Result<EthernetAddress, String> {

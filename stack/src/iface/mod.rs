@@ -8,6 +8,7 @@
 
 mod activity;
 pub mod arp_cache;
+mod cidr;
 mod config;
 mod counters;
 mod neighbor;
@@ -24,6 +25,7 @@ use std::collections::{HashMap, VecDeque};
 use std::time::Duration;
 
 pub use activity::Activity;
+pub use cidr::Ipv4Cidr;
 pub use config::InterfaceConfig;
 pub use counters::{Counters, DropReason};
 pub use socket_set::{FourTuple, SocketHandle};
