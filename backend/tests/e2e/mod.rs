@@ -66,16 +66,10 @@ impl Tenant {
         let backend = ns
             .spawn("backend", move || serve_tenant(&cfg, make_nic, &stop, Some(1)))
             .expect("backend thread");
-        let t0 = Instant::now();
-        while !socket.exists() {
-            assert!(
-                t0.elapsed() < Duration::from_secs(20),
-                "the backend did not create {}",
-                socket.display()
-            );
-            assert!(!backend.is_finished(), "the backend stopped before listening");
-            std::thread::sleep(Duration::from_millis(10));
-        }
+        let up = slimtcp_testkit::wait::wait_for(Duration::from_secs(20), || {
+            socket.exists() || backend.is_finished()
+        });
+        assert!(up && socket.exists(), "the backend did not create {}", socket.display());
         Tenant { ns, socket, backend: Some(backend), _dir: TempDir(dir) }
     }
 
