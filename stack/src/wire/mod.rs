@@ -10,6 +10,7 @@ pub mod ethernet;
 pub mod icmp;
 pub mod ipv4;
 pub mod tcp;
+mod tcp_option;
 pub mod udp;
 
 pub use std::net::Ipv4Addr;
