@@ -36,9 +36,9 @@ lint:
 # two-core runtime, beside Linux over a veth pair): target/bench/experiments.{md,json}.
 bench: deps
 	mkdir -p target/bench
-	$(CARGO) bench -p slimtcp 2>&1 | tee target/bench/bench.txt
+	set -o pipefail; $(CARGO) bench -p slimtcp 2>&1 | tee target/bench/bench.txt
 	./scripts/bench-experiments.sh
-	$(CARGO) bench -p slimtcp-perf --bench guest_path 2>&1 | tee target/bench/guest_path.txt
+	set -o pipefail; $(CARGO) bench -p slimtcp-perf --bench guest_path 2>&1 | tee target/bench/guest_path.txt
 
 demo: deps
 	$(CARGO) build --release -p slimtcp-vhost --bin slimtcp-vhost

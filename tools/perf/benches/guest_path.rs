@@ -78,6 +78,8 @@ fn settings(mss: u16) -> Settings {
 trait App {
     fn bulk(&mut self, target: SocketAddrV4, mss: u16) -> f64;
     fn round_trips(&mut self, target: SocketAddrV4) -> Vec<Duration>;
+    /// Keeps the provider running (its last FIN and ACKs) until `until` is set.
+    fn settle(&mut self, until: &AtomicBool);
 }
 
 struct Runner<'a, A: SocketApi>(&'a mut A);
@@ -87,6 +89,16 @@ impl<A: SocketApi> App for Runner<'_, A> {
         let d = Duration::from_secs(BULK_SECONDS);
         let m = workload::run_sender(self.0, target, 1, settings(mss), d, &mut no_progress).expect("sender");
         m.bytes as f64 * 8.0 / m.elapsed.as_secs_f64()
+    }
+
+    fn settle(&mut self, until: &AtomicBool) {
+        // An empty epoll set: waiting on it lets the provider make progress.
+        let ep = self.0.epoll_create().expect("epoll");
+        let mut events = [slimtcp::api::EpollEvent::default(); 1];
+        while !until.load(Ordering::Acquire) {
+            let _ = self.0.epoll_wait(ep, &mut events, 1);
+        }
+        let _ = self.0.epoll_close(ep);
     }
 
     fn round_trips(&mut self, target: SocketAddrV4) -> Vec<Duration> {
@@ -160,8 +172,9 @@ fn over_memwire<R>(provider: Provider, peer: Peer, app: impl FnOnce(&mut dyn App
     let target_ip = cb.ip;
     let mut peer_api = HostSockets::single(Interface::new(peer_nic, cb), Clock::real());
     let done = AtomicBool::new(false);
+    let peer_done = AtomicBool::new(false);
     std::thread::scope(|s| {
-        let done = &done;
+        let (done, peer_done) = (&done, &peer_done);
         s.spawn(move || {
             match peer {
                 Peer::Sink => {
@@ -171,6 +184,7 @@ fn over_memwire<R>(provider: Provider, peer: Peer, app: impl FnOnce(&mut dyn App
                 }
                 Peer::Echo => slimtcp_echo(&mut peer_api),
             }
+            peer_done.store(true, Ordering::Release);
             while !done.load(Ordering::Acquire) {
                 let _ = peer_api.progress();
                 std::thread::sleep(Duration::from_micros(100));
@@ -180,7 +194,12 @@ fn over_memwire<R>(provider: Provider, peer: Peer, app: impl FnOnce(&mut dyn App
             Peer::Sink => BULK_PORT,
             Peer::Echo => ECHO_PORT,
         };
-        let r = on_provider(provider, app_nic, ca, |a| app(a, SocketAddrV4::new(target_ip, port)));
+        let r = on_provider(provider, app_nic, ca, |a| {
+            let r = app(a, SocketAddrV4::new(target_ip, port));
+            // The link stays up until the peer has seen the end of the conversation.
+            a.settle(peer_done);
+            r
+        });
         done.store(true, Ordering::Release);
         r
     })
