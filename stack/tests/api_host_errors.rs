@@ -52,14 +52,7 @@ fn unanswered_arp_is_ehostunreach(mode: Mode) {
 
 fn rto_give_up_is_etimedout(mode: Mode) {
     let mut p = pair(mode, PairConfig::default());
-    let l = tcp_listener(&mut p.server, 80);
-    let c = p.client.socket(Proto::Tcp).expect("socket");
-    std::thread::scope(|s| {
-        let server = &mut p.server;
-        let h = s.spawn(move || server.accept(l).expect("accept").0);
-        p.client.connect(c, SocketAddrV4::new(B_IP, 80)).expect("connect");
-        h.join().expect("accept thread");
-    });
+    let (c, _) = p.connected(80, &[]);
     // The peer vanishes: data is never acknowledged, retransmissions give up.
     p.server_gate.close();
     assert_eq!(p.client.send(c, &[1u8; 1000]), Ok(1000));
@@ -217,14 +210,7 @@ fn shutdown_write_then_send_is_epipe(mode: Mode) {
 /// with ENETDOWN instead of spinning forever.
 fn dead_worker_is_enetdown(mode: Mode) {
     let mut p = pair(mode, PairConfig::default());
-    let l = tcp_listener(&mut p.server, 80);
-    let c = p.client.socket(Proto::Tcp).expect("socket");
-    std::thread::scope(|s| {
-        let server = &mut p.server;
-        let h = s.spawn(move || server.accept(l).expect("accept").0);
-        p.client.connect(c, SocketAddrV4::new(B_IP, 80)).expect("connect");
-        h.join().expect("accept thread");
-    });
+    let (c, _) = p.connected(80, &[]);
     let gate = p.client_gate.clone();
     std::thread::scope(|s| {
         s.spawn(move || {

@@ -5,34 +5,13 @@
 
 mod api;
 
-use std::net::{Ipv4Addr, SocketAddrV4};
 use std::time::{Duration, Instant};
 
-use api::{pair, Mode, PairConfig, B_IP};
+use api::{pair, Mode, PairConfig};
 use slimtcp::api::host::HostSockets;
-use slimtcp::api::{
-    EpollEvent, EpollOp, Fd, Proto, Ready, Shutdown, SockOpt, SocketApi, SocketError, ZeroCopyTx,
-};
+use slimtcp::api::{EpollEvent, EpollOp, Fd, Ready, Shutdown, SockOpt, SocketApi, SocketError, ZeroCopyTx};
 use slimtcp_testkit::data::{pattern, pattern_mismatch};
 use slimtcp_testkit::wait::wait_for;
-
-/// A connected pair of sockets (client side, server side), with the listener's options set.
-fn connected(p: &mut api::Pair, port: u16, listener_opts: &[SockOpt]) -> (Fd, Fd) {
-    let l = p.server.socket(Proto::Tcp).expect("socket");
-    for o in listener_opts {
-        p.server.setsockopt(l, *o).expect("listener option");
-    }
-    p.server.bind(l, SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, port)).expect("bind");
-    p.server.listen(l, 4).expect("listen");
-    let c = p.client.socket(Proto::Tcp).expect("socket");
-    let conn = std::thread::scope(|s| {
-        let server = &mut p.server;
-        let h = s.spawn(move || server.accept(l).expect("accept").0);
-        p.client.connect(c, SocketAddrV4::new(B_IP, port)).expect("connect");
-        h.join().expect("accept thread")
-    });
-    (c, conn)
-}
 
 /// Lets both sides run for `d`.
 fn run_for(p: &mut api::Pair, d: Duration) {
@@ -46,7 +25,7 @@ fn run_for(p: &mut api::Pair, d: Duration) {
 
 fn tx_buffer_comes_back_only_after_the_ack(mode: Mode) {
     let mut p = pair(mode, PairConfig::default());
-    let (c, conn) = connected(&mut p, 80, &[]);
+    let (c, conn) = p.connected(80, &[]);
     // From now on the client hears nothing: the server's ACKs are lost.
     p.client_gate.close();
     let mut buf = p.client.alloc_tx(1000).expect("alloc_tx");
@@ -76,7 +55,7 @@ fn tx_buffer_comes_back_only_after_the_ack(mode: Mode) {
 
 fn held_rx_buffers_are_never_reused_or_changed(mode: Mode) {
     let mut p = pair(mode, PairConfig::default());
-    let (c, conn) = connected(&mut p, 81, &[]);
+    let (c, conn) = p.connected(81, &[]);
     const LEN: u64 = 4 << 20;
     let (client, server) = (&mut p.client, &mut p.server);
     std::thread::scope(|s| {
@@ -111,7 +90,7 @@ fn held_rx_buffers_keep_the_window_closed(mode: Mode) {
     const WINDOW: usize = 16 * 1024;
     const LEN: u64 = 256 * 1024;
     let mut p = pair(mode, PairConfig::default());
-    let (c, conn) = connected(&mut p, 82, &[SockOpt::RecvBuffer(WINDOW)]);
+    let (c, conn) = p.connected(82, &[SockOpt::RecvBuffer(WINDOW)]);
     p.server.setsockopt(conn, SockOpt::NonBlocking(true)).expect("nonblocking");
     let ep = p.server.epoll_create().expect("epoll");
     p.server.epoll_ctl(ep, EpollOp::Add, conn, EpollEvent { events: Ready::IN, data: 0 }).expect("add");

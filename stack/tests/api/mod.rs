@@ -3,11 +3,13 @@
 
 #![allow(dead_code, unused_imports)]
 
+use std::net::{Ipv4Addr, SocketAddrV4};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use slimtcp::api::host::{HostSockets, IdlePolicy, RuntimeConfig, WorkerThread};
+use slimtcp::api::{Fd, Proto, SocketApi};
 use slimtcp::iface::{Interface, InterfaceConfig};
 use slimtcp::nic::memwire::{self, LinkConfig, MemwireNic};
 use slimtcp::nic::{Nic, NicCapabilities, NicError, PacketBuf};
@@ -140,6 +142,27 @@ pub fn pair(mode: Mode, cfg: PairConfig) -> Pair {
     let server = apps.pop().expect("server side");
     let client = apps.pop().expect("client side");
     Pair { client, server, client_gate, server_gate, worker }
+}
+
+impl Pair {
+    /// A connected pair of sockets (client side, server side) on `port`, with `listener_opts`
+    /// set on the server's listener (and so on the accepted connection).
+    pub fn connected(&mut self, port: u16, listener_opts: &[slimtcp::api::SockOpt]) -> (Fd, Fd) {
+        let l = self.server.socket(Proto::Tcp).expect("socket");
+        for o in listener_opts {
+            self.server.setsockopt(l, *o).expect("listener option");
+        }
+        self.server.bind(l, SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, port)).expect("bind");
+        self.server.listen(l, 4).expect("listen");
+        let c = self.client.socket(Proto::Tcp).expect("socket");
+        let conn = std::thread::scope(|s| {
+            let server = &mut self.server;
+            let h = s.spawn(move || server.accept(l).expect("accept").0);
+            self.client.connect(c, SocketAddrV4::new(B_IP, port)).expect("connect");
+            h.join().expect("accept thread")
+        });
+        (c, conn)
+    }
 }
 
 /// Runs `test` once per mode, naming the mode on failure.

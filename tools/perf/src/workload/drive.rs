@@ -58,6 +58,14 @@ pub(super) fn timeout_for(busy: bool) -> i32 {
     }
 }
 
+/// Fails once the connections have taken longer than [`CONNECT_LIMIT`] to come up.
+fn connect_deadline(t0: Instant, established: usize, wanted: usize) -> Result<(), WorkloadError> {
+    if t0.elapsed() > CONNECT_LIMIT {
+        return Err(WorkloadError::ConnectTimeout { established, wanted, seconds: CONNECT_LIMIT.as_secs() });
+    }
+    Ok(())
+}
+
 /// Sender and receiver driven by this thread over two providers (memwire: both stacks here).
 #[allow(clippy::too_many_arguments)]
 pub fn run_both<A: SocketApi>(
@@ -75,13 +83,7 @@ pub fn run_both<A: SocketApi>(
     while tx.established() < connections {
         tx.step(tx_api, 0)?;
         rx.step(rx_api, 0)?;
-        if t0.elapsed() > CONNECT_LIMIT {
-            return Err(WorkloadError::ConnectTimeout {
-                established: tx.established(),
-                wanted: connections,
-                seconds: CONNECT_LIMIT.as_secs(),
-            });
-        }
+        connect_deadline(t0, tx.established(), connections)?;
     }
     tx.start_sending(tx_api)?;
     let mut meter = Meter::start(Instant::now(), rx.bytes());
@@ -134,13 +136,7 @@ pub fn run_sender<A: SocketApi>(
     let mut busy = true;
     while tx.established() < connections {
         busy = tx.step(api, timeout_for(busy))?;
-        if t0.elapsed() > CONNECT_LIMIT {
-            return Err(WorkloadError::ConnectTimeout {
-                established: tx.established(),
-                wanted: connections,
-                seconds: CONNECT_LIMIT.as_secs(),
-            });
-        }
+        connect_deadline(t0, tx.established(), connections)?;
     }
     tx.start_sending(api)?;
     let mut meter = Meter::start(Instant::now(), tx.bytes_sent());
