@@ -7,12 +7,14 @@
 //! - [`device`]: the vhost-user control plane (features, rings, memory), on its own thread.
 //! - [`engine`]: the data path: requests, completions, events, zero-copy sends, receive copies.
 //! - [`guest_mem`]: range-checked translation of guest addresses; guest-memory payloads.
+//! - [`guest_dma`]: guest memory announced to the NIC (DPDK registration) for zero copy.
 //! - [`queues`]: ring access for the engine (live vrings or plain queues in tests).
 //! - [`server`]: a tenant's connection loop (reconnects, resets); [`worker`]: thread spawning.
 
 pub mod config;
 pub mod device;
 pub mod engine;
+pub mod guest_dma;
 pub mod guest_mem;
 pub mod queues;
 pub mod server;

@@ -16,7 +16,7 @@ use vm_memory::{GuestAddressSpace, GuestMemoryAtomic};
 
 use crate::config::{Config, MAX_QUEUE_SIZE};
 use crate::device::{DeviceError, NetDevice};
-use crate::engine::{Engine, EngineConfig};
+use crate::engine::{Engine, EngineConfig, SessionReport};
 use crate::guest_mem::GuestMem;
 use crate::worker::{spawn_worker, WorkerError, WorkerExit};
 
@@ -103,13 +103,30 @@ impl StopHandle {
 /// served, or an error. `make_nic` builds the NIC when the tenant has no interface.
 pub fn serve_tenant<N, F>(
     cfg: &TenantConfig,
-    mut make_nic: F,
+    make_nic: F,
     stop: &StopHandle,
     max_connections: Option<usize>,
 ) -> Result<(), ServerError>
 where
     N: Nic + Send + 'static,
     F: FnMut() -> Result<N, String>,
+{
+    serve_tenant_reporting(cfg, make_nic, stop, max_connections, |_| {})
+}
+
+/// [`serve_tenant`], calling `on_session` with each connection's report when it ends (the
+/// report is logged as well).
+pub fn serve_tenant_reporting<N, F, R>(
+    cfg: &TenantConfig,
+    mut make_nic: F,
+    stop: &StopHandle,
+    max_connections: Option<usize>,
+    mut on_session: R,
+) -> Result<(), ServerError>
+where
+    N: Nic + Send + 'static,
+    F: FnMut() -> Result<N, String>,
+    R: FnMut(&SessionReport),
 {
     let path = cfg.socket.display().to_string();
     let mut listener = Listener::new(&cfg.socket, true)
@@ -181,8 +198,13 @@ where
         device.signal_exit();
         let _ = watchdog.join();
         match worker.join() {
-            Ok(WorkerExit::Done(Some(i))) => iface = Some(i),
-            Ok(WorkerExit::Done(None)) => log::warn!("{}: interface failed; reopening the NIC", cfg.name),
+            Ok(WorkerExit::Done((i, report))) => {
+                on_session(&report);
+                match i {
+                    Some(i) => iface = Some(i),
+                    None => log::warn!("{}: interface failed; reopening the NIC", cfg.name),
+                }
+            }
             Ok(WorkerExit::Panicked(_)) | Err(_) => {
                 log::warn!("{}: worker lost; reopening the NIC", cfg.name)
             }
@@ -202,13 +224,14 @@ impl Drop for EndGuard {
 }
 
 /// The worker loop: waits for rings and memory, then busy-polls the engine until the
-/// connection ends. Returns the interface for the next connection (`None` if it failed).
+/// connection ends. Returns the interface for the next connection (`None` if it failed) and the
+/// session's report.
 fn run_worker<N: Nic>(
     mut engine: Engine<N>,
     device: &NetDevice,
     conn_stop: &StopHandle,
     tenant_stop: &StopHandle,
-) -> Option<Interface<N>> {
+) -> (Option<Interface<N>>, SessionReport) {
     let mut idle = 0u32;
     let mut failed = false;
     while !conn_stop.is_stopped() && !tenant_stop.is_stopped() {
@@ -239,21 +262,10 @@ fn run_worker<N: Nic>(
         }
         break;
     }
-    let c = engine.counters();
-    let s = engine.iface().counters();
-    log::info!(
-        "session counters: requests {}, errors {}, rx messages {}, tx by reference {} B, tx copied by backend {} B, \
-         stack tx payload copied {} B, rx copied {} B",
-        c.requests,
-        c.error_completions,
-        c.rx_messages,
-        c.tx_payload_by_reference,
-        c.tx_payload_copied,
-        s.tx_payload_copied_bytes,
-        c.rx_payload_copied
-    );
+    let report = engine.report();
+    log::info!("session counters: {report}");
     let iface = engine.into_interface();
-    (!failed).then_some(iface)
+    ((!failed).then_some(iface), report)
 }
 
 /// Removes a stale socket file (the listener replaces it anyway; kept for callers' cleanups).

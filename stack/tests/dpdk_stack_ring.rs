@@ -194,10 +194,15 @@ fn check_clean(p: &mut DpdkPair, r: &Report, no_retransmits: bool) {
         assert_eq!(cb.dropped_total(), 0, "b dropped: {cb:?}");
     } else {
         // Spurious retransmissions (see the 1000-connection test) leave late duplicates that
-        // arrive after their connection is gone: dropped as NoSocket and answered with a RST.
-        // Nothing else may be dropped.
+        // arrive after their connection is gone: dropped as NoSocket and answered with a RST,
+        // which a loaded machine may shed when the transmit queue is full (TxFull: control
+        // answers only; data stays queued). Nothing else may be dropped.
         for (c, side) in [(&ca, "a"), (&cb, "b")] {
-            let other: u64 = c.drops().filter(|(why, _)| *why != DropReason::NoSocket).map(|(_, n)| n).sum();
+            let other: u64 = c
+                .drops()
+                .filter(|(why, _)| !matches!(why, DropReason::NoSocket | DropReason::TxFull))
+                .map(|(_, n)| n)
+                .sum();
             assert_eq!(other, 0, "{side} dropped: {c:?}");
         }
     }

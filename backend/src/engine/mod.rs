@@ -20,6 +20,7 @@ use slimtcp::tcp::{TcpConfig, TxPayload};
 use slimtcp::time::Clock;
 use slimtcp_abi::{HelloInfo, RxMessage, SocketId};
 
+use crate::guest_dma::GuestDma;
 use crate::guest_mem::{GuestMem, HostSlice};
 use crate::queues::{self, Vrings};
 use chain::Walked;
@@ -87,6 +88,42 @@ pub struct DeviceCounters {
     pub ctrl_requests: u64,
     /// UDP datagrams dropped because the guest's buffer was too small for them whole.
     pub datagrams_truncated: u64,
+}
+
+/// What one connection's session did: the device's counters and the copy counters of the stack
+/// and the NIC, which together show whether transmit was zero-copy.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SessionReport {
+    /// The device's counters.
+    pub device: DeviceCounters,
+    /// Payload bytes the stack copied into frames it built (since the interface was made).
+    pub stack_tx_payload_copied: u64,
+    /// External (guest-memory) payload bytes the NIC copied instead of sending them in place
+    /// (since the NIC was opened).
+    pub nic_external_copied: u64,
+    /// Guest memory regions attached to the NIC for zero-copy transmit at the end.
+    pub regions_attached: usize,
+}
+
+impl std::fmt::Display for SessionReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let c = &self.device;
+        write!(
+            f,
+            "requests {}, errors {}, rx messages {}, tx by reference {} B, tx copied by backend {} B, \
+             stack tx payload copied {} B, NIC copied guest payload {} B, guest regions attached {}, \
+             rx copied {} B",
+            c.requests,
+            c.error_completions,
+            c.rx_messages,
+            c.tx_payload_by_reference,
+            c.tx_payload_copied,
+            self.stack_tx_payload_copied,
+            self.nic_external_copied,
+            self.regions_attached,
+            c.rx_payload_copied
+        )
+    }
 }
 
 /// How a tenant's engine is set up.
@@ -225,6 +262,7 @@ pub struct Engine<N: Nic> {
     completed: Vec<Box<dyn TxPayload>>,
     walked: Walked,
     scratch: Vec<u8>,
+    dma: GuestDma,
 }
 
 impl<N: Nic> Engine<N> {
@@ -246,6 +284,7 @@ impl<N: Nic> Engine<N> {
             completed: Vec::new(),
             walked: Walked::default(),
             scratch: Vec::new(),
+            dma: GuestDma::default(),
         }
     }
 
@@ -254,6 +293,16 @@ impl<N: Nic> Engine<N> {
         let mut c = self.counters.clone();
         c.sends_held = self.sockets.values().map(|s| s.sends.len() as u64).sum();
         c
+    }
+
+    /// The session's report so far.
+    pub fn report(&self) -> SessionReport {
+        SessionReport {
+            device: self.counters(),
+            stack_tx_payload_copied: self.iface.counters().tx_payload_copied_bytes,
+            nic_external_copied: self.iface.nic().external_copied_bytes(),
+            regions_attached: self.dma.attached(),
+        }
     }
 
     /// The tenant's interface (its counters, its NIC).
@@ -270,6 +319,7 @@ impl<N: Nic> Engine<N> {
     /// socket activity, then completions, events and data into the receive queues. Returns
     /// true when anything happened.
     pub fn step<V: Vrings + ?Sized>(&mut self, rings: &V, mem: &Arc<GuestMem>) -> Result<bool, IfaceError> {
+        self.dma.sync(self.iface.nic_mut(), mem);
         let mut work = false;
         for p in 0..self.pairs.len() {
             work |= self.take_requests(p, rings, mem);
@@ -315,6 +365,7 @@ impl<N: Nic> Engine<N> {
                 break;
             }
         }
+        self.dma.detach_all(self.iface.nic_mut());
         self.iface
     }
 

@@ -19,7 +19,8 @@ use slimtcp_guest::{GuestConfig, GuestSockets};
 use slimtcp_testkit::data::{pattern, pattern_mismatch};
 use slimtcp_testkit::linux_peer;
 use slimtcp_testkit::netns::{Netns, NsThread};
-use slimtcp_vhost::server::{serve_tenant, ServerError, StopHandle, TenantConfig};
+use slimtcp_vhost::engine::SessionReport;
+use slimtcp_vhost::server::{serve_tenant_reporting, ServerError, StopHandle, TenantConfig};
 
 /// The stack's (the guest's) address.
 pub const GUEST_IP: Ipv4Addr = Ipv4Addr::new(10, 61, 0, 2);
@@ -33,7 +34,7 @@ pub const LIMIT: Duration = Duration::from_secs(120);
 pub struct Tenant {
     pub ns: Netns,
     pub socket: PathBuf,
-    backend: Option<NsThread<Result<(), ServerError>>>,
+    backend: Option<NsThread<Result<Vec<SessionReport>, ServerError>>>,
     _dir: TempDir,
 }
 
@@ -64,7 +65,11 @@ impl Tenant {
             TenantConfig { socket: socket.clone(), iface, pairs: 1, core: None, name: format!("e2e-{tag}") };
         let stop = StopHandle::default();
         let backend = ns
-            .spawn("backend", move || serve_tenant(&cfg, make_nic, &stop, Some(1)))
+            .spawn("backend", move || {
+                let mut reports = Vec::new();
+                serve_tenant_reporting(&cfg, make_nic, &stop, Some(1), |r| reports.push(r.clone()))?;
+                Ok(reports)
+            })
             .expect("backend thread");
         let up = slimtcp_testkit::wait::wait_for(Duration::from_secs(20), || {
             socket.exists() || backend.is_finished()
@@ -79,10 +84,12 @@ impl Tenant {
     }
 
     /// Waits for the backend to finish its connection (after the guest detached).
-    pub fn finish(mut self) {
-        if let Some(b) = self.backend.take() {
-            b.join().expect("backend thread").expect("backend served cleanly");
-        }
+    /// Waits for the backend to end its one connection; returns that session's report.
+    pub fn finish(mut self) -> SessionReport {
+        let b = self.backend.take().expect("the backend runs until finish");
+        let mut reports = b.join().expect("backend thread").expect("backend served cleanly");
+        assert_eq!(reports.len(), 1, "one connection served");
+        reports.remove(0)
     }
 }
 
@@ -295,6 +302,18 @@ pub fn many_connections<A: SocketApi>(api: &mut A, ns: &Netns, conns: usize, per
     }
 }
 
+/// Zero copy, proven by counters: every sent byte went out of guest memory by reference (not
+/// copied by the backend, the stack or the NIC) and every received byte was copied exactly once,
+/// into the guest's buffers.
+pub fn assert_zero_copy(r: &SessionReport, sent: u64, received: u64) {
+    let d = &r.device;
+    assert!(d.tx_payload_by_reference >= sent, "sent by reference: {r}");
+    assert_eq!(d.tx_payload_copied, 0, "backend copies: {r}");
+    assert_eq!(r.stack_tx_payload_copied, 0, "stack copies: {r}");
+    assert_eq!(r.nic_external_copied, 0, "NIC copies of guest payload: {r}");
+    assert_eq!(d.rx_payload_copied, received, "receive copies: {r}");
+}
+
 /// The end-to-end scenarios as tests, over the tenants `$tenant(tag)` builds.
 #[macro_export]
 macro_rules! e2e_tests {
@@ -317,7 +336,7 @@ macro_rules! e2e_tests {
             e2e::guest_to_linux(&mut api, &t.ns, 100_000_000);
             e2e::linux_to_guest(&mut api, &t.ns, 100_000_000);
             drop(api);
-            t.finish();
+            e2e::assert_zero_copy(&t.finish(), 100_000_000, 100_000_000);
         }
 
         #[test]

@@ -415,6 +415,10 @@ impl Nic for MemwireNic {
     /// Copies each payload behind its headers (counted in
     /// [`external_copied_bytes`](MemwireNic::external_copied_bytes)) and transmits the frame;
     /// the payload is complete once copied. Frames the link cannot take stay in `frames`.
+    fn external_copied_bytes(&self) -> u64 {
+        self.external_copied_bytes
+    }
+
     fn transmit_external(
         &mut self,
         now: Instant,

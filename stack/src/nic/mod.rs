@@ -8,12 +8,14 @@
 pub mod buf;
 #[cfg(feature = "dpdk")]
 pub mod dpdk;
+pub mod external_memory;
 pub mod fault;
 pub mod memwire;
 pub mod pcap;
 pub mod tap;
 
 pub use buf::{L4Proto, PacketBuf, TxOffload};
+pub use external_memory::ExternalMemory;
 
 use crate::time::Instant;
 use crate::wire::ChecksumCapabilities;
@@ -56,6 +58,9 @@ pub enum NicError {
     /// The device does not implement this operation (e.g. external-payload transmit).
     #[error("operation not supported by this device")]
     Unsupported,
+    /// Memory could not be made available for by-reference transmit.
+    #[error("external memory: {0}")]
+    ExternalMemory(String),
 }
 
 /// Payload bytes in memory the stack does not own (e.g. guest memory), sent without copying.
@@ -155,6 +160,29 @@ pub trait Nic {
     /// which need not be the transmit order); returns how many were appended.
     fn poll_tx_completions(&mut self, out: &mut Vec<u64>) -> usize {
         let _ = out;
+        0
+    }
+
+    /// Announces memory that external payloads may come from. Devices that must register
+    /// memory for DMA (DPDK) do it here and keep `region` alive while they may read it; an
+    /// external payload outside every attached region is then copied (and counted in
+    /// [`external_copied_bytes`](Nic::external_copied_bytes)). The default accepts any memory
+    /// and does nothing: the device can send from every mapped address.
+    fn attach_memory(&mut self, region: &ExternalMemory) -> Result<(), NicError> {
+        let _ = region;
+        Ok(())
+    }
+
+    /// Withdraws a region given to [`attach_memory`](Nic::attach_memory) (its `base`): no new
+    /// payload is sent from it by reference; payloads in flight keep it registered until they
+    /// complete. Unknown bases are ignored.
+    fn detach_memory(&mut self, base: *const u8) {
+        let _ = base;
+    }
+
+    /// External payload bytes the device copied instead of sending them in place (memory it
+    /// could not reference). Default: 0, for devices that never copy them.
+    fn external_copied_bytes(&self) -> u64 {
         0
     }
 }

@@ -12,6 +12,7 @@
 //! stack the owner drains in `poll`, reporting the owner's token: only then may the memory be
 //! reused.
 
+use std::any::Any;
 use std::mem::ManuallyDrop;
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -20,6 +21,7 @@ use std::sync::{Arc, Mutex};
 use dpdk_sys as sys;
 
 use super::eal::Eal;
+use crate::nic::ExternalMemory;
 
 /// Why external memory could not be used.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -62,6 +64,8 @@ struct RegionInner {
     len: usize,
     page_size: usize,
     dma_ports: Mutex<Vec<u16>>,
+    /// What keeps the memory mapped; dropped after the region is unregistered.
+    _owner: Option<Arc<dyn Any + Send + Sync>>,
 }
 
 /// A region of external memory registered with DPDK. Cloning shares the registration, which is
@@ -81,6 +85,21 @@ impl ExtMemRegion {
         base: *mut u8,
         len: usize,
         page_size: usize,
+    ) -> Result<Self, ExtMemError> {
+        // SAFETY: the caller's contract is this function's.
+        unsafe { Self::register_owned(eal, base, len, page_size, None) }
+    }
+
+    /// [`register`](Self::register), holding `owner` until the region is unregistered.
+    ///
+    /// # Safety
+    /// As for [`register`](Self::register).
+    unsafe fn register_owned(
+        eal: &Eal,
+        base: *mut u8,
+        len: usize,
+        page_size: usize,
+        owner: Option<Arc<dyn Any + Send + Sync>>,
     ) -> Result<Self, ExtMemError> {
         if !eal.iova_is_va() {
             return Err(ExtMemError::NeedsIovaVa);
@@ -108,7 +127,25 @@ impl ExtMemRegion {
             len,
             page_size,
             dma_ports: Mutex::new(Vec::new()),
+            _owner: owner,
         })))
+    }
+
+    /// Registers `memory`, keeping it mapped (through its owner) until the registration ends.
+    pub fn register_external(eal: &Eal, memory: &ExternalMemory) -> Result<Self, ExtMemError> {
+        // SAFETY: ExternalMemory's contract keeps the range mapped while its owner lives; the
+        // region holds the owner until after it is unregistered (RegionInner's Drop runs before
+        // its fields are dropped). Payloads handed to a NIC stay unmodified until completion by
+        // the contract of ExternalPayload::new, which every transmit goes through.
+        unsafe {
+            Self::register_owned(
+                eal,
+                memory.base(),
+                memory.len(),
+                memory.page_size(),
+                Some(Arc::clone(memory.keep_alive())),
+            )
+        }
     }
 
     /// Start address.
@@ -236,8 +273,10 @@ pub(crate) struct ExtSlots {
     ctx: ManuallyDrop<Box<[SlotCtx]>>,
     shinfo: NonNull<sys::rte_mbuf_ext_shared_info>,
     state: Vec<SlotState>,
+    /// Per slot: the region its payload lies in, kept registered until the payload completes.
+    held: Vec<Option<ExtMemRegion>>,
     free: Vec<u32>,
-    /// Regions kept alive while payloads are in flight.
+    /// Regions payloads may be sent from (detached ones live on in `held` while in flight).
     regions: Vec<ExtMemRegion>,
 }
 
@@ -258,14 +297,21 @@ impl ExtSlots {
             ctx: ManuallyDrop::new(ctx),
             shinfo,
             state: vec![SlotState::Free; n],
+            held: vec![None; n],
             free: (0..n32).rev().collect(),
             regions: Vec::new(),
         })
     }
 
-    /// Attached regions.
-    pub(crate) fn regions(&self) -> &[ExtMemRegion] {
-        &self.regions
+    /// The attached region holding `len` bytes at `addr`, if any.
+    pub(crate) fn region_of(&self, addr: *const u8, len: usize) -> Option<ExtMemRegion> {
+        self.regions.iter().find(|r| r.contains(addr, len)).cloned()
+    }
+
+    /// Stops using the region starting at `base` for new payloads; payloads in flight keep it
+    /// registered until their completion is polled.
+    pub(crate) fn remove_region(&mut self, base: *const u8) {
+        self.regions.retain(|r| r.base() != base);
     }
 
     /// Keeps `region` for payload lookup (and alive while payloads are in flight).
@@ -276,10 +322,15 @@ impl ExtSlots {
     }
 
     /// Takes a free slot for `token` and arms its shared info; `None` when all are in flight.
-    pub(crate) fn acquire(&mut self, token: u64) -> Option<(u32, *mut sys::rte_mbuf_ext_shared_info)> {
+    pub(crate) fn acquire(
+        &mut self,
+        token: u64,
+        region: ExtMemRegion,
+    ) -> Option<(u32, *mut sys::rte_mbuf_ext_shared_info)> {
         let i = self.free.pop()?;
         let idx = i as usize;
         self.state[idx] = SlotState::InFlight(token);
+        self.held[idx] = Some(region);
         let opaque = (&self.ctx[idx] as *const SlotCtx).cast_mut().cast::<libc::c_void>();
         // SAFETY: idx < n (slot indices come from 0..n); the slot is not in flight, so its shared
         // info is ours to (re)arm; the callback and opaque stay valid (see Drop).
@@ -299,6 +350,7 @@ impl ExtSlots {
     pub(crate) fn release_unused(&mut self, slot: u32) {
         if let Some(s) = self.state.get_mut(slot as usize) {
             *s = SlotState::Free;
+            self.held[slot as usize] = None;
             self.free.push(slot);
         }
     }
@@ -310,6 +362,7 @@ impl ExtSlots {
         while top != 0 {
             let idx = (top - 1) as usize;
             top = self.completions.next[idx].load(Ordering::Relaxed);
+            self.held[idx] = None;
             match std::mem::replace(&mut self.state[idx], SlotState::Free) {
                 SlotState::InFlight(token) => {
                     out.push(token);
@@ -344,6 +397,7 @@ impl Drop for ExtSlots {
                 self.in_flight()
             );
             std::mem::forget(std::mem::take(&mut self.regions));
+            std::mem::forget(std::mem::take(&mut self.held));
             return;
         }
         // SAFETY: nothing is in flight, so no callback can run any more; each is dropped once.

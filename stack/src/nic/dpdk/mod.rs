@@ -40,7 +40,10 @@ pub use vdev::{create_vdev, remove_vdev, VdevError};
 use self::extmem::ExtSlots;
 use self::mbuf::MbufStorage;
 use self::port::Port;
-use super::{ExternalFrame, ExternalPayload, L4Proto, Nic, NicCapabilities, NicError, PacketBuf, TxOffload};
+use super::{
+    ExternalFrame, ExternalMemory, ExternalPayload, L4Proto, Nic, NicCapabilities, NicError, PacketBuf,
+    TxOffload,
+};
 use crate::time::Instant;
 use crate::wire::{ChecksumCapabilities, ChecksumOffload};
 
@@ -57,6 +60,9 @@ pub struct DpdkNicStats {
     pub tx_external_frames: u64,
     /// External payload bytes transmitted without a copy.
     pub tx_external_bytes: u64,
+    /// External payload bytes transmitted as a copy (outside every attached region; also in
+    /// `tx_copied_bytes`).
+    pub tx_external_copied_bytes: u64,
     /// Bytes our code copied on transmit (heap-backed frames, payloads outside any registered
     /// region). Zero for frames from `alloc_tx` and for registered external payloads.
     pub tx_copied_bytes: u64,
@@ -340,7 +346,10 @@ impl DpdkNic {
                 self.stats.tx_external_frames += 1;
                 match ext.slot {
                     Some(_) => self.stats.tx_external_bytes += ext.payload.len() as u64,
-                    None => self.copied_done.push(ext.payload.token()),
+                    None => {
+                        self.stats.tx_external_copied_bytes += ext.payload.len() as u64;
+                        self.copied_done.push(ext.payload.token());
+                    }
                 }
             }
         }
@@ -366,11 +375,11 @@ impl DpdkNic {
                 }
             };
         let (addr, len) = (payload.addr(), payload.len());
-        let in_region = len > 0
-            && len <= usize::from(u16::MAX)
-            && self.ext.regions().iter().any(|r| r.contains(addr, len));
-        if in_region {
-            let Some((slot, shinfo)) = self.ext.acquire(payload.token()) else {
+        let region = (len > 0 && len <= usize::from(u16::MAX))
+            .then(|| self.ext.region_of(addr, len))
+            .flatten();
+        if let Some(region) = region {
+            let Some((slot, shinfo)) = self.ext.acquire(payload.token(), region) else {
                 return give_back(head, payload);
             };
             let Some(seg) = self.pool.alloc() else {
@@ -535,6 +544,21 @@ impl Nic for DpdkNic {
 
     fn supports_external(&self) -> bool {
         true
+    }
+
+    fn attach_memory(&mut self, region: &ExternalMemory) -> Result<(), NicError> {
+        let eal = Eal::get().ok_or_else(|| NicError::ExternalMemory("the EAL is not initialised".into()))?;
+        let registered = ExtMemRegion::register_external(eal, region)
+            .map_err(|e| NicError::ExternalMemory(e.to_string()))?;
+        self.attach_region(&registered).map_err(|e| NicError::ExternalMemory(e.to_string()))
+    }
+
+    fn detach_memory(&mut self, base: *const u8) {
+        self.ext.remove_region(base);
+    }
+
+    fn external_copied_bytes(&self) -> u64 {
+        self.stats.tx_external_copied_bytes
     }
 
     fn poll_tx_completions(&mut self, out: &mut Vec<u64>) -> usize {
