@@ -63,7 +63,11 @@ impl GuestDma {
             }
             match Self::attach(nic, mem, region, start) {
                 Ok(()) => {
-                    log::info!("guest memory {:#x}+{:#x} attached for zero-copy transmit", region.base, region.len);
+                    log::info!(
+                        "guest memory {:#x}+{:#x} attached for zero-copy transmit",
+                        region.base,
+                        region.len
+                    );
                     self.attached.push(region);
                 }
                 Err(e) => {

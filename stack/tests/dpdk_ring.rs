@@ -306,3 +306,74 @@ fn buffers_and_nics_move_to_other_threads() {
     assert_eq!(got.len(), 1);
     assert_eq!(u32::from_be_bytes(got[0].as_slice()[14..18].try_into().expect("4 bytes")), 77);
 }
+
+/// Memory given with `Nic::attach_memory` (how the backend hands over guest memory): payloads
+/// in it go out by reference; after `detach_memory` the region stays registered (and mapped)
+/// while a payload from it is in flight, so registering the same range again is refused until
+/// that payload completes, and then works (a reconnecting VMM may map its memory there again).
+#[test]
+fn attached_memory_lives_until_its_last_payload_completes() {
+    use slimtcp::nic::ExternalMemory;
+    use std::sync::{Arc, Weak};
+
+    let (mut a, mut b) = wired_pair("attach", 256);
+    let mut guest = MemfdRegion::new(1 << 20);
+    guest.bytes_mut()[..500].fill(0x77);
+    let base = guest.as_mut_ptr();
+    let len = guest.len();
+    let owner = Arc::new(guest);
+    let watch: Weak<MemfdRegion> = Arc::downgrade(&owner);
+    let attach = |nic: &mut DpdkNic, owner: Arc<MemfdRegion>| {
+        // SAFETY: `owner` is the mapping of base..base+len and unmaps it only when dropped.
+        let memory = unsafe { ExternalMemory::new(base, len, 4096, owner) }.expect("non-empty");
+        nic.attach_memory(&memory)
+    };
+    attach(&mut a, Arc::clone(&owner)).expect("attach");
+
+    let send = |a: &mut DpdkNic, token: u64| {
+        let mut headers = a.alloc_tx().expect("mbuf");
+        headers.append(UDP_HEADERS).expect("room").fill(0x33);
+        // SAFETY: inside the attached region, which the NIC keeps mapped until completion.
+        let payload = unsafe { ExternalPayload::new(base, 500, token) }.expect("non-null");
+        let mut one = vec![ExternalFrame { headers, payload }];
+        assert_eq!(a.transmit_external(Instant::ZERO, &mut one).expect("send"), 1);
+    };
+    send(&mut a, 1);
+    assert_eq!(a.external_copied_bytes(), 0, "sent from attached memory by reference");
+    assert_eq!(a.stats().tx_external_bytes, 500);
+
+    // Detach with the frame still on the link (the receiver has not taken it).
+    a.detach_memory(base);
+    drop(owner);
+    assert!(watch.upgrade().is_some(), "the NIC keeps the memory mapped while a payload is in flight");
+    let refused = attach(&mut b, watch.upgrade().expect("still alive"));
+    assert!(refused.is_err(), "the range is still registered: {refused:?}");
+
+    // A payload sent after the detach is copied (the region is no longer used for new frames).
+    let copy = vec![0x44u8; 200];
+    let mut headers = a.alloc_tx().expect("mbuf");
+    headers.append(UDP_HEADERS).expect("room").fill(0x55);
+    // SAFETY: `copy` outlives the transmit and its completion below.
+    let payload = unsafe { ExternalPayload::new(copy.as_ptr(), copy.len(), 2) }.expect("non-null");
+    assert_eq!(
+        a.transmit_external(Instant::ZERO, &mut vec![ExternalFrame { headers, payload }]).expect("send"),
+        1
+    );
+    assert_eq!(a.external_copied_bytes(), 200);
+
+    // The receiver frees the frames: the completion releases the registration and the mapping.
+    let got = receive_all(&mut b, 2);
+    assert_eq!(got.len(), 2);
+    assert_eq!(&got[0].as_slice()[UDP_HEADERS..], &[0x77; 500][..]);
+    drop(got);
+    let mut done = Vec::new();
+    assert_eq!(a.poll_tx_completions(&mut done), 2);
+    assert!(watch.upgrade().is_none(), "registration ended and memory unmapped after the completion");
+
+    // The same address range can be registered again once it is mapped again (fresh memory).
+    let fresh = Arc::new(MemfdRegion::new(1 << 20));
+    let fresh_base = fresh.as_mut_ptr();
+    // SAFETY: `fresh` owns the mapping.
+    let memory = unsafe { ExternalMemory::new(fresh_base, 1 << 20, 4096, fresh) }.expect("non-empty");
+    a.attach_memory(&memory).expect("a new mapping registers");
+}

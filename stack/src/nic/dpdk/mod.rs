@@ -375,9 +375,8 @@ impl DpdkNic {
                 }
             };
         let (addr, len) = (payload.addr(), payload.len());
-        let region = (len > 0 && len <= usize::from(u16::MAX))
-            .then(|| self.ext.region_of(addr, len))
-            .flatten();
+        let region =
+            (len > 0 && len <= usize::from(u16::MAX)).then(|| self.ext.region_of(addr, len)).flatten();
         if let Some(region) = region {
             let Some((slot, shinfo)) = self.ext.acquire(payload.token(), region) else {
                 return give_back(head, payload);
