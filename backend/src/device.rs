@@ -3,6 +3,7 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
 
 use vhost::vhost_user::message::{VhostUserProtocolFeatures, VhostUserVirtioFeatures};
 use vhost_user_backend::{VhostUserBackend, VringRwLock};
@@ -15,6 +16,10 @@ use vmm_sys_util::event::{new_event_consumer_and_notifier, EventConsumer, EventF
 
 use crate::config::MAX_QUEUE_SIZE;
 use crate::guest_mem::GuestMem;
+use crate::ring_stop::RingStops;
+
+/// How long GET_VRING_BASE waits for the worker to give back a transmit queue's chains.
+const STOP_WAIT: Duration = Duration::from_secs(2);
 
 /// Virtio feature bits the device offers (and nothing else).
 pub const DEVICE_FEATURES: u64 = (1 << VIRTIO_F_VERSION_1)
@@ -46,6 +51,7 @@ struct Shared {
     event_idx: AtomicBool,
     acked: Mutex<u64>,
     exit: (EventConsumer, EventNotifier),
+    stops: RingStops,
 }
 
 impl std::fmt::Debug for Shared {
@@ -72,6 +78,7 @@ impl NetDevice {
                 event_idx: AtomicBool::new(false),
                 acked: Mutex::new(0),
                 exit,
+                stops: RingStops::default(),
             }),
         })
     }
@@ -107,6 +114,11 @@ impl NetDevice {
     pub fn pairs(&self) -> usize {
         self.shared.pairs
     }
+
+    /// Ring stops the worker must serve.
+    pub fn ring_stops(&self) -> &RingStops {
+        &self.shared.stops
+    }
 }
 
 impl VhostUserBackend for NetDevice {
@@ -139,6 +151,18 @@ impl VhostUserBackend for NetDevice {
 
     fn update_memory(&self, mem: GuestMemoryAtomic<GuestMem>) -> std::io::Result<()> {
         *self.shared.mem.lock().unwrap_or_else(PoisonError::into_inner) = Some(mem);
+        Ok(())
+    }
+
+    /// GET_VRING_BASE: the ring is already marked not ready; a transmit queue's held chains
+    /// (sends waiting for their ACK, chains waiting behind completions) go back to the used
+    /// ring before the answer, the unacknowledged payload copied to host memory first
+    /// (docs/protocol.md section 7).
+    fn stop_vring(&self, queue_index: u32) -> std::io::Result<()> {
+        let idx = queue_index as usize;
+        if idx % 2 == 1 && idx < 2 * self.shared.pairs {
+            self.shared.stops.request_and_wait(idx / 2, STOP_WAIT);
+        }
         Ok(())
     }
 

@@ -9,6 +9,7 @@
 //! - [`guest_mem`]: range-checked translation of guest addresses; guest-memory payloads.
 //! - [`guest_dma`]: guest memory announced to the NIC (DPDK registration) for zero copy.
 //! - [`queues`]: ring access for the engine (live vrings or plain queues in tests).
+//! - [`ring_stop`]: GET_VRING_BASE handed from the control thread to the worker.
 //! - [`server`]: a tenant's connection loop (reconnects, resets); [`worker`]: thread spawning.
 
 pub mod config;
@@ -17,6 +18,7 @@ pub mod engine;
 pub mod guest_dma;
 pub mod guest_mem;
 pub mod queues;
+pub mod ring_stop;
 pub mod server;
 pub mod worker;
 

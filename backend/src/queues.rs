@@ -14,6 +14,9 @@ pub trait Vrings {
     fn count(&self) -> usize;
     /// Runs `f` on ring `idx` when it is ready and enabled; `None` otherwise.
     fn with<R>(&self, idx: usize, f: impl FnOnce(&mut Queue) -> R) -> Option<R>;
+    /// Runs `f` on ring `idx` even when it is stopped (not ready), to give back what the device
+    /// holds while the VMM stops the ring; `None` when there is no such ring.
+    fn with_stopping<R>(&self, idx: usize, f: impl FnOnce(&mut Queue) -> R) -> Option<R>;
     /// Interrupts the driver of ring `idx` if it asked for it (EVENT_IDX) after new used entries.
     fn notify(&self, idx: usize, mem: &GuestMem);
 }
@@ -30,6 +33,12 @@ impl Vrings for [VringRwLock] {
         if !state.is_enabled() || !state.get_queue().ready() {
             return None;
         }
+        Some(f(state.get_queue_mut()))
+    }
+
+    fn with_stopping<R>(&self, idx: usize, f: impl FnOnce(&mut Queue) -> R) -> Option<R> {
+        let vring = self.get(idx)?;
+        let mut state = vring.get_mut();
         Some(f(state.get_queue_mut()))
     }
 
@@ -83,6 +92,12 @@ impl Vrings for LocalRings {
         if !q.ready() {
             return None;
         }
+        Some(f(&mut q))
+    }
+
+    fn with_stopping<R>(&self, idx: usize, f: impl FnOnce(&mut Queue) -> R) -> Option<R> {
+        let q = self.queues.get(idx)?;
+        let mut q = q.borrow_mut();
         Some(f(&mut q))
     }
 

@@ -239,8 +239,18 @@ fn run_worker<N: Nic>(
             std::thread::sleep(Duration::from_millis(1));
             continue;
         };
+        let stops = device.ring_stops();
+        stops.set_worker_active(true);
         while !conn_stop.is_stopped() {
             let m = mem.memory().into_inner();
+            let stopping = stops.take_requests();
+            if stopping != 0 {
+                for pair in (0..crate::ring_stop::MAX_PAIRS).filter(|p| stopping & (1 << p) != 0) {
+                    let n = engine.stop_transmit_queue(pair, vrings.as_slice(), &m);
+                    log::info!("transmit queue {pair} stopped by the VMM: {n} chains given back");
+                }
+                stops.served(stopping);
+            }
             match engine.step(vrings.as_slice(), &m) {
                 Ok(true) => idle = 0,
                 Ok(false) => {
@@ -260,6 +270,7 @@ fn run_worker<N: Nic>(
                 }
             }
         }
+        stops.set_worker_active(false);
         break;
     }
     let report = engine.report();

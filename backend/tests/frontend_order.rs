@@ -5,101 +5,23 @@
 
 mod common;
 
-use std::fs::File;
-use std::os::fd::FromRawFd;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use common::vmm::{connect, memfd_memory, negotiate, regions, setup_ring, QSIZE};
 use common::PairDriver;
 use slimtcp::iface::InterfaceConfig;
 use slimtcp::nic::memwire::{link, LinkConfig, MemwireNic};
 use slimtcp::wire::EthernetAddress;
 use slimtcp_abi::{Request, RequestBody, RxMessage, SocketId, Version};
-use slimtcp_vhost::device::{protocol_features, DEVICE_FEATURES};
-use slimtcp_vhost::guest_mem::GuestMem;
+use slimtcp_vhost::device::DEVICE_FEATURES;
 use slimtcp_vhost::server::{serve_tenant, StopHandle, TenantConfig};
-use vhost::vhost_user::message::{VhostUserProtocolFeatures, VhostUserVirtioFeatures};
-use vhost::vhost_user::{Frontend, VhostUserFrontend};
-use vhost::{VhostBackend, VhostUserMemoryRegionInfo, VringConfigData};
-use vm_memory::{FileOffset, GuestAddress, GuestMemoryBackend};
+use vhost::vhost_user::message::VhostUserVirtioFeatures;
+use vhost::vhost_user::VhostUserFrontend;
+use vhost::VhostBackend;
 use vmm_sys_util::eventfd::EventFd;
 
-const QSIZE: u16 = 256;
 const PAIRS: usize = 2;
-
-fn memfd_memory() -> GuestMem {
-    // SAFETY: a plain memfd_create call with a valid NUL-terminated name.
-    let fd = unsafe { libc::memfd_create(c"slimtcp-test".as_ptr(), libc::MFD_CLOEXEC) };
-    assert!(fd >= 0, "memfd_create");
-    // SAFETY: `fd` is a new descriptor owned by nobody else.
-    let file = unsafe { File::from_raw_fd(fd) };
-    file.set_len(common::RAM).expect("size memfd");
-    GuestMem::from_ranges_with_files(&[(
-        GuestAddress(0),
-        common::RAM as usize,
-        Some(FileOffset::new(file, 0)),
-    )])
-    .expect("memfd guest memory")
-}
-
-fn regions(mem: &GuestMem) -> Vec<VhostUserMemoryRegionInfo> {
-    mem.iter().map(|r| VhostUserMemoryRegionInfo::from_guest_region(r).expect("region info")).collect()
-}
-
-fn connect(path: &Path) -> Frontend {
-    let deadline = Instant::now() + Duration::from_secs(5);
-    loop {
-        match Frontend::connect(path, (2 * PAIRS + 1) as u64) {
-            Ok(f) => return f,
-            Err(e) => {
-                assert!(Instant::now() < deadline, "cannot connect: {e}");
-                std::thread::sleep(Duration::from_millis(10));
-            }
-        }
-    }
-}
-
-fn hva(mem: &GuestMem, gpa: GuestAddress) -> u64 {
-    mem.get_host_address(gpa).expect("hva") as u64
-}
-
-/// Sets up ring `idx` of the device (num, addr, base, call, kick) from `ring`.
-fn setup_ring(
-    f: &mut Frontend,
-    mem: &GuestMem,
-    idx: usize,
-    ring: &common::Ring<'_>,
-    call: &EventFd,
-    kick: &EventFd,
-) {
-    f.set_vring_num(idx, QSIZE).expect("set_vring_num");
-    let cfg = VringConfigData {
-        queue_max_size: 1024,
-        queue_size: QSIZE,
-        flags: 0,
-        desc_table_addr: hva(mem, ring.mock.desc_table_addr()),
-        used_ring_addr: hva(mem, ring.mock.used_addr()),
-        avail_ring_addr: hva(mem, ring.mock.avail_addr()),
-        log_addr: None,
-    };
-    f.set_vring_addr(idx, &cfg).expect("set_vring_addr");
-    f.set_vring_base(idx, 0).expect("set_vring_base");
-    f.set_vring_call(idx, call).expect("set_vring_call");
-    f.set_vring_kick(idx, kick).expect("set_vring_kick");
-}
-
-fn negotiate(f: &mut Frontend) -> u64 {
-    f.set_owner().expect("set_owner");
-    let features = f.get_features().expect("get_features");
-    assert_eq!(features & DEVICE_FEATURES, DEVICE_FEATURES);
-    assert_ne!(features & VhostUserVirtioFeatures::PROTOCOL_FEATURES.bits(), 0);
-    let pf = f.get_protocol_features().expect("get_protocol_features");
-    assert!(!pf.contains(VhostUserProtocolFeatures::INFLIGHT_SHMFD));
-    assert!(pf.contains(protocol_features()));
-    f.set_protocol_features(pf & protocol_features()).expect("set_protocol_features");
-    assert_eq!(f.get_queue_num().expect("get_queue_num"), (2 * PAIRS + 1) as u64);
-    features
-}
 
 /// A hello on pair 0, answered over the rings.
 fn hello_round_trip(pair: &mut PairDriver<'_>, kick_rx: &EventFd, kick_tx: &EventFd, cookie: u64) {
@@ -158,8 +80,8 @@ fn qemu_order_then_memory_table_replaced_then_cloud_hypervisor_order_after_recon
     // rings, and SET_VRING_ENABLE only at the end, pair by pair.
     {
         let mem = memfd_memory();
-        let mut f = connect(&path);
-        let features = negotiate(&mut f);
+        let mut f = connect(&path, PAIRS);
+        let features = negotiate(&mut f, PAIRS);
         let acked = features & (DEVICE_FEATURES | VhostUserVirtioFeatures::PROTOCOL_FEATURES.bits());
         let mut p0 = PairDriver::new(&mem, 0, QSIZE, 0);
         let p1 = PairDriver::new(&mem, 1, QSIZE, 1 << 20);
@@ -168,8 +90,8 @@ fn qemu_order_then_memory_table_replaced_then_cloud_hypervisor_order_after_recon
         for (pair, d) in [&p0, &p1].into_iter().enumerate() {
             f.set_features(acked).expect("set_features");
             f.set_mem_table(&regions(&mem)).expect("set_mem_table");
-            setup_ring(&mut f, &mem, 2 * pair, &d.rx, &fds[2 * pair].0, &fds[2 * pair].1);
-            setup_ring(&mut f, &mem, 2 * pair + 1, &d.tx, &fds[2 * pair + 1].0, &fds[2 * pair + 1].1);
+            setup_ring(&mut f, &mem, 2 * pair, &d.rx, (&fds[2 * pair].0, &fds[2 * pair].1), 0);
+            setup_ring(&mut f, &mem, 2 * pair + 1, &d.tx, (&fds[2 * pair + 1].0, &fds[2 * pair + 1].1), 0);
         }
         for i in 0..4 {
             f.set_vring_enable(i, true).expect("enable");
@@ -185,8 +107,8 @@ fn qemu_order_then_memory_table_replaced_then_cloud_hypervisor_order_after_recon
     // enabled at activation.
     {
         let mem = memfd_memory();
-        let mut f = connect(&path);
-        let features = negotiate(&mut f);
+        let mut f = connect(&path, PAIRS);
+        let features = negotiate(&mut f, PAIRS);
         let acked = features & (DEVICE_FEATURES | VhostUserVirtioFeatures::PROTOCOL_FEATURES.bits());
         f.set_features(acked).expect("set_features");
         f.set_mem_table(&regions(&mem)).expect("set_mem_table");
@@ -194,10 +116,10 @@ fn qemu_order_then_memory_table_replaced_then_cloud_hypervisor_order_after_recon
         let p1 = PairDriver::new(&mem, 1, QSIZE, 1 << 20);
         let fds: Vec<(EventFd, EventFd)> =
             (0..4).map(|_| (EventFd::new(0).expect("call"), EventFd::new(0).expect("kick"))).collect();
-        setup_ring(&mut f, &mem, 0, &p0.rx, &fds[0].0, &fds[0].1);
-        setup_ring(&mut f, &mem, 1, &p0.tx, &fds[1].0, &fds[1].1);
-        setup_ring(&mut f, &mem, 2, &p1.rx, &fds[2].0, &fds[2].1);
-        setup_ring(&mut f, &mem, 3, &p1.tx, &fds[3].0, &fds[3].1);
+        setup_ring(&mut f, &mem, 0, &p0.rx, (&fds[0].0, &fds[0].1), 0);
+        setup_ring(&mut f, &mem, 1, &p0.tx, (&fds[1].0, &fds[1].1), 0);
+        setup_ring(&mut f, &mem, 2, &p1.rx, (&fds[2].0, &fds[2].1), 0);
+        setup_ring(&mut f, &mem, 3, &p1.tx, (&fds[3].0, &fds[3].1), 0);
         for i in 0..4 {
             f.set_vring_enable(i, true).expect("enable");
         }

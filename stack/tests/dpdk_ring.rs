@@ -350,7 +350,7 @@ fn attached_memory_lives_until_its_last_payload_completes() {
     assert!(refused.is_err(), "the range is still registered: {refused:?}");
 
     // A payload sent after the detach is copied (the region is no longer used for new frames).
-    let copy = vec![0x44u8; 200];
+    let copy = [0x44u8; 200];
     let mut headers = a.alloc_tx().expect("mbuf");
     headers.append(UDP_HEADERS).expect("room").fill(0x55);
     // SAFETY: `copy` outlives the transmit and its completion below.

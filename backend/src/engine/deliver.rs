@@ -78,12 +78,21 @@ impl<N: Nic> Engine<N> {
             rings.notify(2 * p, mem);
         }
         if !returns.is_empty() {
-            rings.with(2 * p + 1, |q| {
+            let added = rings.with(2 * p + 1, |q| {
                 for head in &returns {
                     queues::add_used(q, mem, *head, 0);
                 }
             });
-            rings.notify(2 * p + 1, mem);
+            if added.is_some() {
+                rings.notify(2 * p + 1, mem);
+            } else {
+                // The transmit queue is stopped: keep them, in order, for its restart.
+                for &head in returns.iter().rev() {
+                    self.pairs[p].pending.push_front(Out::Return(head));
+                    self.pairs[p].taken += 1;
+                }
+                returns.clear();
+            }
         }
         wrote > 0 || !returns.is_empty()
     }

@@ -9,6 +9,7 @@
 mod chain;
 mod deliver;
 mod requests;
+mod stop;
 
 use std::collections::{HashMap, VecDeque};
 use std::net::{Ipv4Addr, SocketAddrV4};
@@ -88,6 +89,11 @@ pub struct DeviceCounters {
     pub ctrl_requests: u64,
     /// UDP datagrams dropped because the guest's buffer was too small for them whole.
     pub datagrams_truncated: u64,
+    /// Unacknowledged send payload copied into host memory because the VMM stopped a
+    /// transmit queue (its chains had to come back before the ACK).
+    pub tx_payload_copied_at_stop: u64,
+    /// Transmit chains given back because the VMM stopped their queue.
+    pub chains_returned_at_stop: u64,
 }
 
 /// What one connection's session did: the device's counters and the copy counters of the stack
@@ -112,7 +118,7 @@ impl std::fmt::Display for SessionReport {
             f,
             "requests {}, errors {}, rx messages {}, tx by reference {} B, tx copied by backend {} B, \
              stack tx payload copied {} B, NIC copied guest payload {} B, guest regions attached {}, \
-             rx copied {} B",
+             rx copied {} B, copied at ring stops {} B, chains returned at ring stops {}",
             c.requests,
             c.error_completions,
             c.rx_messages,
@@ -121,7 +127,9 @@ impl std::fmt::Display for SessionReport {
             self.stack_tx_payload_copied,
             self.nic_external_copied,
             self.regions_attached,
-            c.rx_payload_copied
+            c.rx_payload_copied,
+            c.tx_payload_copied_at_stop,
+            c.chains_returned_at_stop
         )
     }
 }

@@ -2,6 +2,9 @@
 //! written by hand (so tests can build hostile chains), messages encoded with slimtcp-abi.
 #![allow(dead_code, missing_debug_implementations)]
 
+pub mod engine_bench;
+pub mod vmm;
+
 use std::collections::HashMap;
 
 use slimtcp_abi::{Request, RxMessage};

@@ -218,6 +218,17 @@ impl<N: Nic> Interface<N> {
         Ok(())
     }
 
+    /// Takes back every zero-copy buffer of `h` before the peer acknowledged it: the stack
+    /// copies their bytes into its own memory (counted in `tx_loans_copied_bytes`) and hands
+    /// them back through `tcp_take_completed`, at once or when the NIC no longer reads them.
+    /// The connection goes on unchanged. Returns the bytes copied.
+    pub fn tcp_unloan(&mut self, h: SocketHandle) -> Result<usize, SocketError> {
+        let sock = self.conn_mut(h)?;
+        let n = sock.conn.unloan_sends();
+        self.counters.tx_loans_copied_bytes += n as u64;
+        Ok(n)
+    }
+
     /// Copies received bytes; `Ok(0)` only at end of stream, `WouldBlock` when nothing is queued.
     pub fn tcp_recv(&mut self, h: SocketHandle, buf: &mut [u8]) -> Result<usize, SocketError> {
         let sock = self.conn_mut(h)?;

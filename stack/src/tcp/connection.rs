@@ -354,6 +354,12 @@ impl Connection {
         self.tx.take_completed()
     }
 
+    /// Copies every queued loan's bytes into the stack and hands the loans back (once no NIC
+    /// transmission reads them any more); the stream goes on unchanged. Returns bytes copied.
+    pub fn unloan_sends(&mut self) -> usize {
+        self.tx.unloan_all()
+    }
+
     /// A NIC transmission referencing loan `id` completed: the loan is handed back once it is
     /// also fully acknowledged. False when this connection holds no such loan.
     pub fn transmission_completed(&mut self, id: super::send_buffer::LoanId) -> bool {

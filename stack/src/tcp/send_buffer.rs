@@ -332,6 +332,30 @@ impl SendBuffer {
         true
     }
 
+    /// Replaces every queued loan with a copy of its bytes, so its owner can have its memory
+    /// back before the peer acknowledged it (a guest's buffers at a device stop). The loans are
+    /// handed back like acknowledged ones: at once, or when their last NIC transmission
+    /// completes. Offsets, the stream and its segmentation state are unchanged. Returns the
+    /// bytes copied.
+    pub fn unloan_all(&mut self) -> usize {
+        let mut copied = 0;
+        for chunk in self.chunks.iter_mut() {
+            if !matches!(chunk, Chunk::Loaned(_)) {
+                continue;
+            }
+            let copy = Chunk::Copied(chunk.bytes().to_vec());
+            copied += chunk.bytes().len();
+            if let Chunk::Loaned(l) = std::mem::replace(chunk, copy) {
+                if l.in_flight > 0 {
+                    self.lingering.push(l);
+                } else {
+                    self.completed.push(l.payload);
+                }
+            }
+        }
+        copied
+    }
+
     /// Loans (queued or acknowledged) still referenced by NIC transmissions, taken out of the
     /// buffer: when a connection is freed, they must outlive it until their completions.
     pub fn take_in_flight_loans(&mut self) -> Vec<Loan> {
@@ -441,6 +465,41 @@ mod tests {
         assert!(!b.has_completed());
         b.ack(1);
         assert_eq!(b.take_completed().count(), 1);
+    }
+
+    #[test]
+    fn unloaned_buffers_return_at_once_and_their_bytes_stay_queued() {
+        let mut b = SendBuffer::new(1 << 20);
+        b.push_copy(&[9u8; 10]);
+        b.push_loaned(Box::new(vec![1u8; 100])).expect("fits");
+        b.push_loaned(Box::new(vec![2u8; 50])).expect("fits");
+        b.ack(30); // into the first loan
+        let before = read_all(&mut b, 0, 1000);
+        assert_eq!(b.unloan_all(), 150);
+        let loans: Vec<_> = b.take_completed().collect();
+        assert_eq!(loans.len(), 2, "both loans handed back before any ACK of their bytes");
+        assert_eq!(read_all(&mut b, 0, 1000), before, "the stream is unchanged");
+        assert_eq!(b.segment_limit(0), None, "copies have no by-reference edges");
+        b.ack(1000);
+        assert!(b.is_empty());
+        assert_eq!(b.take_completed().count(), 0);
+    }
+
+    #[test]
+    fn an_unloaned_buffer_in_flight_returns_after_its_transmission() {
+        let mut b = SendBuffer::new(1 << 20);
+        b.push_loaned(Box::new(vec![1u8; 100])).expect("fits");
+        let id = b.chunks.iter().find_map(|c| match c {
+            Chunk::Loaned(l) => Some(l.id),
+            Chunk::Copied(_) => None,
+        });
+        let id = id.expect("one loan");
+        assert!(b.transmission_started(id));
+        assert_eq!(b.unloan_all(), 100);
+        assert_eq!(b.take_completed().count(), 0, "the NIC still reads it");
+        assert!(b.transmission_completed(id));
+        assert_eq!(b.take_completed().count(), 1);
+        assert_eq!(read_all(&mut b, 0, 1000), vec![1u8; 100]);
     }
 
     #[test]

@@ -1,0 +1,139 @@
+//! A transmit queue stopped by the VMM (GET_VRING_BASE): everything the device holds from it goes
+//! back to the used ring before the answer, because vhost-user keeps no record of descriptors in
+//! flight. Sends waiting for their ACK are copied into host memory first, so their connections
+//! go on as if nothing happened (docs/protocol.md section 7).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use slimtcp::nic::Nic;
+use slimtcp::tcp::TxPayload;
+use slimtcp_abi::{Done, RxMessage};
+
+use super::{sock_id, Engine, Out};
+use crate::guest_mem::GuestMem;
+use crate::queues::{self, Vrings};
+
+/// How long the stop waits for the NIC to finish transmissions that still read guest memory.
+const NIC_DRAIN: Duration = Duration::from_millis(200);
+
+impl<N: Nic> Engine<N> {
+    /// Gives back every chain pair `p`'s transmit queue holds (see the module documentation).
+    /// Completions stay queued for the receive queue, which may be stopped too: chains can thus
+    /// come back ahead of their completions. Returns the chains put on the used ring.
+    pub fn stop_transmit_queue<V: Vrings + ?Sized>(
+        &mut self,
+        p: usize,
+        rings: &V,
+        mem: &Arc<GuestMem>,
+    ) -> usize {
+        if p >= self.pairs.len() {
+            return 0;
+        }
+        let ids: Vec<u32> = self
+            .sockets
+            .iter()
+            .filter(|(_, s)| s.pair == p && !s.sends.is_empty())
+            .map(|(&id, _)| id)
+            .collect();
+        for &id in &ids {
+            self.unloan(id);
+        }
+        // Loans come back at once, or once the NIC no longer reads them.
+        let deadline = self.clock.now() + NIC_DRAIN;
+        loop {
+            for &id in &ids {
+                self.collect_completed(id);
+            }
+            let held = ids.iter().any(|id| self.sockets.get(id).is_some_and(|s| !s.sends.is_empty()));
+            let now = self.clock.now();
+            if !held || now >= deadline {
+                break;
+            }
+            if let Err(e) = self.iface.poll(now) {
+                log::warn!("poll while stopping transmit queue {p}: {e}");
+                break;
+            }
+        }
+        for &id in &ids {
+            self.complete_copied_sends(id);
+        }
+        self.flush_returns(p, rings, mem)
+    }
+
+    /// Replaces the socket's loans with copies: those the stack did not take yet here, the
+    /// queued ones in the stack.
+    fn unloan(&mut self, id: u32) {
+        let Some(s) = self.sockets.get_mut(&id) else { return };
+        let mut copied = 0u64;
+        for b in s.backlog.iter_mut() {
+            let copy: Box<dyn TxPayload> = Box::new(b.bytes().to_vec());
+            copied += copy.bytes().len() as u64;
+            self.completed.push(std::mem::replace(b, copy));
+        }
+        if let Some(h) = s.handle {
+            match self.iface.tcp_unloan(h) {
+                Ok(n) => copied += n as u64,
+                Err(e) => log::debug!("socket {id}: nothing to unloan: {e}"),
+            }
+        }
+        self.counters.tx_payload_copied_at_stop += copied;
+    }
+
+    /// Completes the sends whose loans the NIC still reads after the drain time: their bytes
+    /// are copied already, so they complete as sent; the late loans are ignored when they come.
+    fn complete_copied_sends(&mut self, id: u32) {
+        let Some(s) = self.sockets.get_mut(&id) else { return };
+        if s.sends.is_empty() {
+            return;
+        }
+        log::warn!(
+            "socket {id}: {} sends still read by the NIC; their chains are returned anyway",
+            s.sends.len()
+        );
+        let mut sends: Vec<_> = s.sends.drain().collect();
+        sends.sort_by_key(|(seq, _)| *seq);
+        s.in_flight = 0;
+        let pair = s.pair;
+        for (_, send) in sends {
+            if !send.quiet {
+                self.push(
+                    pair,
+                    Out::Msg(RxMessage::Complete {
+                        cookie: send.cookie,
+                        socket: sock_id(id),
+                        op: slimtcp_abi::Op::Send.code(),
+                        result: Ok(Done::value(u64::from(send.len))),
+                    }),
+                );
+            }
+            self.push(pair, Out::Return(send.head));
+        }
+    }
+
+    /// Puts every chain return queued for pair `p` on its transmit used ring now, ahead of the
+    /// messages queued before them.
+    fn flush_returns<V: Vrings + ?Sized>(&mut self, p: usize, rings: &V, mem: &Arc<GuestMem>) -> usize {
+        let Some(pair) = self.pairs.get_mut(p) else { return 0 };
+        let mut heads = Vec::new();
+        pair.pending.retain(|o| match o {
+            Out::Return(h) => {
+                heads.push(*h);
+                false
+            }
+            Out::Msg(_) => true,
+        });
+        pair.taken = pair.taken.saturating_sub(heads.len());
+        if heads.is_empty() {
+            return 0;
+        }
+        rings.with_stopping(2 * p + 1, |q| {
+            for &h in &heads {
+                queues::add_used(q, mem, h, 0);
+            }
+        });
+        rings.notify(2 * p + 1, mem);
+        self.counters.chains_returned_at_stop += heads.len() as u64;
+        heads.len()
+    }
+}
