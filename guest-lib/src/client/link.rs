@@ -101,6 +101,7 @@ impl GuestLink {
         }
         qp.rx.ring.disarm_interrupt();
         qp.tx.ring.disarm_interrupt();
+        let releases = ReleaseQueue::new(rx_area.keep_alive());
         let mut g = GuestLink {
             info: HelloInfo {
                 addr: Ipv4Addr::UNSPECIFIED,
@@ -119,7 +120,7 @@ impl GuestLink {
             rx_size: cfg.rx_buffer_size,
             rx_slot_of_head: vec![0; q],
             rx_to_post: (0..q as u16).collect(),
-            releases: Arc::new(ReleaseQueue::default()),
+            releases,
             hdr_area,
             tx_slots: (0..txq).map(|_| TxSlot::Free).collect(),
             tx_outstanding: 0,
