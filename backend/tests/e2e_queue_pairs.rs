@@ -180,8 +180,13 @@ impl Backend {
     fn start(ns: &Netns, socket: &std::path::Path, ifname: &str, pairs: usize) -> Backend {
         let mut iface = InterfaceConfig::new(MAC, GUEST_IP, 24);
         iface.max_sockets = 256;
-        let cfg =
-            TenantConfig { socket: socket.to_path_buf(), iface, pairs, core: None, name: "e2e-restart".into() };
+        let cfg = TenantConfig {
+            socket: socket.to_path_buf(),
+            iface,
+            pairs,
+            core: None,
+            name: "e2e-restart".into(),
+        };
         let stop = StopHandle::default();
         let make_nic = e2e::tap_nic(ifname.to_string());
         let thread = {
@@ -219,8 +224,8 @@ fn after_a_backend_restart_every_pair_fails_with_enetdown_and_a_new_device_attac
     let cfg = GuestConfig { queue_pairs: 0, ..GuestConfig::default() };
 
     let first = Backend::start(&ns, &socket, &ifname, 2);
-    let mut dev =
-        GuestDevice::connect_vhost_user_within(&socket, cfg.clone(), Duration::from_secs(20)).expect("attach");
+    let mut dev = GuestDevice::connect_vhost_user_within(&socket, cfg.clone(), Duration::from_secs(20))
+        .expect("attach");
     let mut apis = dev.take_all().expect("hello on both pairs");
     drop(dev);
     assert_eq!(apis.len(), 2);

@@ -120,8 +120,9 @@ mod tests {
     fn waiting_for_a_backend_gives_up_with_the_connect_error() {
         let path = std::env::temp_dir().join(format!("slimtcp-guest-absent-{}.sock", std::process::id()));
         let started = Instant::now();
-        let err = GuestDevice::connect_vhost_user_within(&path, GuestConfig::default(), Duration::from_millis(100))
-            .expect_err("nobody listens");
+        let err =
+            GuestDevice::connect_vhost_user_within(&path, GuestConfig::default(), Duration::from_millis(100))
+                .expect_err("nobody listens");
         assert!(not_listening(&err), "{err}");
         assert!(started.elapsed() >= Duration::from_millis(100));
     }

@@ -137,7 +137,8 @@ fn small() -> GuestConfig {
 
 #[test]
 fn every_setup_message_asks_for_an_ack_once_reply_ack_is_negotiated() {
-    let b = ScriptedBackend::start("all", Script { protocol_features: PROTO_MQ | PROTO_REPLY_ACK, refuse: None });
+    let b =
+        ScriptedBackend::start("all", Script { protocol_features: PROTO_MQ | PROTO_REPLY_ACK, refuse: None });
     let dev = GuestDevice::connect_vhost_user(&b.path, small()).expect("set-up acknowledged");
     assert_eq!(dev.queue_pairs(), 1);
     let seen = b.seen();
@@ -177,7 +178,10 @@ fn a_refused_message_fails_connect_at_once_naming_it() {
 
 #[test]
 fn without_reply_ack_a_refusal_shows_as_the_backend_hanging_up() {
-    let b = ScriptedBackend::start("noack", Script { protocol_features: PROTO_MQ, refuse: Some(code::SET_VRING_ADDR) });
+    let b = ScriptedBackend::start(
+        "noack",
+        Script { protocol_features: PROTO_MQ, refuse: Some(code::SET_VRING_ADDR) },
+    );
     let err = GuestDevice::connect_vhost_user(&b.path, small()).expect_err("hung up");
     assert!(matches!(err, GuestError::VhostUser { .. } | GuestError::Disconnected), "{err}");
     assert!(b.seen().iter().all(|s| s.flags & FLAG_NEED_REPLY == 0), "nothing asks for an ack");

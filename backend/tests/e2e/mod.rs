@@ -356,7 +356,8 @@ impl Tenant {
         let socket = dir.join("vhost.sock");
         let mut iface = InterfaceConfig::new(MAC, GUEST_IP, 24);
         iface.max_sockets = 4096;
-        let cfg = TenantConfig { socket: socket.clone(), iface, pairs, core: None, name: format!("e2e-{tag}") };
+        let cfg =
+            TenantConfig { socket: socket.clone(), iface, pairs, core: None, name: format!("e2e-{tag}") };
         let stop = StopHandle::default();
         let backend = ns
             .spawn("backend", move || serve_tenant(&cfg, make_nic, &stop, Some(1)))

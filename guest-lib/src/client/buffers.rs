@@ -203,12 +203,7 @@ pub struct RxBuf {
 unsafe impl Send for RxBuf {}
 
 impl RxBuf {
-    pub(crate) fn new(
-        ptr: *const u8,
-        len: usize,
-        release: Release,
-        queue: Arc<ReleaseQueue>,
-    ) -> RxBuf {
+    pub(crate) fn new(ptr: *const u8, len: usize, release: Release, queue: Arc<ReleaseQueue>) -> RxBuf {
         RxBuf { ptr, start: 0, len, release, queue }
     }
 
