@@ -156,3 +156,28 @@ fn a_dead_device_fails_every_pair_with_enetdown() {
         assert_eq!(api.socket(Proto::Tcp), Err(SocketError::StackDown), "and stays down");
     }
 }
+
+#[test]
+fn a_polling_application_also_sees_a_dead_device() {
+    use slimtcp::api::{EpollEvent, EpollOp, Ready, SockOpt};
+    let (mut dev, link, _devs) = two_pair_device();
+    let mut api = dev.take(1).expect("hello on pair 1");
+    let fd = api.socket(Proto::Tcp).expect("socket");
+    api.connect(fd, PEER).expect("connect");
+    api.setsockopt(fd, SockOpt::NonBlocking(true)).expect("nonblocking");
+    let ep = api.epoll_create().expect("epoll");
+    api.epoll_ctl(ep, EpollOp::Add, fd, EpollEvent { events: Ready::IN, data: 0 }).expect("add");
+    let mut events = [EpollEvent::default(); 4];
+    assert_eq!(api.epoll_wait(ep, &mut events, 0), Ok(0));
+    link.0.store(false, Ordering::Relaxed);
+    // Only zero-timeout waits and non-blocking reads: the library never sleeps, yet notices.
+    let mut b = [0u8; 8];
+    let mut result = Ok(0);
+    for _ in 0..100_000 {
+        result = api.epoll_wait(ep, &mut events, 0).and_then(|_| api.recv(fd, &mut b));
+        if result != Err(SocketError::WouldBlock) {
+            break;
+        }
+    }
+    assert_eq!(result, Err(SocketError::StackDown));
+}

@@ -80,6 +80,8 @@ pub struct GuestLink {
     pub(super) hello: Option<(Version, Result<HelloInfo, Errno>)>,
     pub(super) dead: bool,
     pub(super) idle_checks: u32,
+    /// Pumps in a row that found nothing (a polling application never idles through us).
+    pub(super) empty_pumps: u32,
 }
 
 impl GuestLink {
@@ -134,6 +136,7 @@ impl GuestLink {
             hello: None,
             dead: false,
             idle_checks: 0,
+            empty_pumps: 0,
             qp,
         };
         g.post_rx().map_err(|_| GuestError::Disconnected)?;

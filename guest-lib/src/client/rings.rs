@@ -12,6 +12,9 @@ use super::link::{GuestLink, TxSlot};
 use super::{HDR_SLOT, TAG_QUIET_CREDIT};
 use crate::ring::Segment;
 
+/// Empty pumps between two link probes (one `poll` syscall each).
+const EMPTY_PUMPS_PER_PROBE: u32 = 1024;
+
 impl GuestLink {
     /// Posts the receive buffers waiting in `rx_to_post`.
     pub(super) fn post_rx(&mut self) -> Result<(), SocketError> {
@@ -148,6 +151,16 @@ impl GuestLink {
             }
         }
         self.post_rx()?;
+        if progressed {
+            self.empty_pumps = 0;
+        } else {
+            // An application that only polls (non-blocking calls, epoll_wait with timeout 0)
+            // never reaches `idle_step`: probe the link every so often here too.
+            self.empty_pumps = self.empty_pumps.wrapping_add(1);
+            if self.empty_pumps % EMPTY_PUMPS_PER_PROBE == 0 && !self.qp.link.alive() {
+                return Err(self.down());
+            }
+        }
         Ok(progressed)
     }
 
