@@ -12,6 +12,12 @@ pub enum GuestError {
         #[source]
         source: vhost::Error,
     },
+    /// The backend acknowledged a vhost-user message with a failure (REPLY_ACK).
+    #[error("the backend refused vhost-user {step}")]
+    Refused {
+        /// The step (message) it refused.
+        step: &'static str,
+    },
     /// The backend lacks features this driver needs.
     #[error("device offers features {offered:#x}, the driver needs {required:#x}")]
     MissingFeatures {

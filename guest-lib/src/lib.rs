@@ -14,6 +14,7 @@
 //!   EVENT_IDX, out-of-order completions).
 //! - [`transport`]: the [`Transport`] abstraction; [`vhost_user`] implements it.
 //! - [`GuestSockets`]: the protocol client over one queue pair; one per application thread.
+//! - [`GuestDevice`]: one device (connection + memory) handing out a [`GuestSockets`] per pair.
 //!
 //! ```no_run
 //! use slimtcp::api::{Proto, SocketApi};
@@ -25,8 +26,29 @@
 //! api.send(fd, b"hello")?;
 //! # Ok(()) }
 //! ```
+//!
+//! One thread per queue pair, over one connection:
+//!
+//! ```no_run
+//! use slimtcp::api::{Proto, SocketApi};
+//! use slimtcp_guest::{GuestConfig, GuestDevice};
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let cfg = GuestConfig { queue_pairs: 0, ..GuestConfig::default() }; // all the device has
+//! let mut dev = GuestDevice::connect_vhost_user("/run/slimtcp.sock", cfg)?;
+//! let threads: Vec<_> = dev
+//!     .take_all()?
+//!     .into_iter()
+//!     .map(|mut api| std::thread::spawn(move || api.socket(Proto::Tcp).map(|_| ())))
+//!     .collect();
+//! drop(dev); // the pairs keep the connection and the memory
+//! for t in threads {
+//!     t.join().expect("thread")?;
+//! }
+//! # Ok(()) }
+//! ```
 
 mod client;
+mod device;
 mod error;
 pub mod mem;
 pub mod ring;
@@ -34,6 +56,7 @@ pub mod transport;
 pub mod vhost_user;
 
 pub use client::{GuestSockets, RxBuf, TxBuf, LARGE_TX};
+pub use device::GuestDevice;
 pub use error::GuestError;
 pub use transport::{QueuePair, Transport};
 pub use vhost_user::VhostUserTransport;

@@ -73,10 +73,14 @@ pub struct QueuePair {
     pub link: std::sync::Arc<dyn Link>,
 }
 
-/// A set-up device that hands out queue pairs.
+/// A set-up device that hands out queue pairs. Whatever the device needs to stay up (the
+/// connection, the memory) is shared with each [`QueuePair`] (`link`, `memory`), so pairs keep
+/// working after the transport itself is dropped.
 pub trait Transport: fmt::Debug {
     /// How many queue pairs the device serves (and the transport enabled).
     fn queue_pairs(&self) -> usize;
+    /// Whether the device is still there (the same probe each pair's [`Link`] answers).
+    fn alive(&self) -> bool;
     /// Takes queue pair `index` (each once).
     fn take_queue_pair(&mut self, index: usize) -> Result<QueuePair, GuestError>;
 }

@@ -6,6 +6,13 @@
 //! num/base/addr/kick/call, then enable). From then on it drives the split rings itself; the
 //! backend sees ordinary virtio-net rings in ordinary guest memory.
 //!
+//! When the backend offers `REPLY_ACK` (slimtcp-vhost does), every message after
+//! `set_protocol_features` carries `NEED_REPLY` and the backend's acknowledgement is awaited:
+//! vhost's [`Frontend`] waits for an ack only when the header asks for one, and asks only when
+//! told to (`set_hdr_flags`). A refused message is then [`GuestError::Refused`] naming the
+//! step, at connect time; without `REPLY_ACK` a final round trip catches a backend that hung up
+//! over a refused message.
+//!
 //! Memory layout (one region, at [`GUEST_MEMORY_BASE`], never at GPA 0):
 //! `[rings of pair 0..N][buffer area of pair 0][buffer area of pair 1]...`.
 
@@ -15,6 +22,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
+use vhost::vhost_user::message::VhostUserHeaderFlag;
 use vhost::vhost_user::{Frontend, VhostUserFrontend, VhostUserProtocolFeatures};
 use vhost::{VhostBackend, VhostUserMemoryRegionInfo, VringConfigData};
 use vm_memory::{FileOffset, GuestAddress, GuestMemoryBackend, GuestMemoryMmap, GuestMemoryRegion};
@@ -133,7 +141,13 @@ pub struct VhostUserTransport {
 }
 
 fn vhost_err(step: &'static str) -> impl FnOnce(vhost::Error) -> GuestError {
-    move |source| GuestError::VhostUser { step, source }
+    move |source| match source {
+        // A negative acknowledgement (REPLY_ACK): the backend handled the message and said no.
+        vhost::Error::VhostUserProtocol(vhost::vhost_user::Error::BackendInternalError) => {
+            GuestError::Refused { step }
+        }
+        source => GuestError::VhostUser { step, source },
+    }
 }
 
 /// Creates the shared guest memory: a memfd of `size` bytes mapped at [`GUEST_MEMORY_BASE`].
@@ -181,6 +195,10 @@ impl VhostUserTransport {
                 | VhostUserProtocolFeatures::REPLY_ACK
                 | VhostUserProtocolFeatures::CONFIGURE_MEM_SLOTS);
         fe.set_protocol_features(protocol_features).map_err(vhost_err("set_protocol_features"))?;
+        if protocol_features.contains(VhostUserProtocolFeatures::REPLY_ACK) {
+            // From here on every message without a reply of its own is acknowledged.
+            fe.set_hdr_flags(VhostUserHeaderFlag::NEED_REPLY);
+        }
         let vrings = if protocol_features.contains(VhostUserProtocolFeatures::MQ) {
             fe.get_queue_num().map_err(vhost_err("get_queue_num"))?
         } else {
@@ -248,8 +266,8 @@ impl VhostUserTransport {
         for q in vqs {
             fe.set_vring_enable(q, true).map_err(vhost_err("set_vring_enable"))?;
         }
-        // A round trip: the backend has handled every message above (it closes the connection
-        // on any it rejects, which this would report).
+        // A round trip: the backend has handled every message above. Without REPLY_ACK this is
+        // how a refusal shows (slimtcp-vhost closes the connection on a message it rejects).
         fe.get_features().map_err(vhost_err("setup round trip"))?;
         let conn = Arc::new(Connection { frontend: std::sync::Mutex::new(fe), fd: conn_fd });
         if !conn.alive() {
@@ -279,6 +297,10 @@ impl VhostUserTransport {
 impl Transport for VhostUserTransport {
     fn queue_pairs(&self) -> usize {
         self.pairs.len()
+    }
+
+    fn alive(&self) -> bool {
+        self.conn.alive()
     }
 
     fn take_queue_pair(&mut self, index: usize) -> Result<QueuePair, GuestError> {

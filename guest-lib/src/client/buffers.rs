@@ -163,8 +163,30 @@ pub(crate) struct Release {
 }
 
 /// Releases queued by dropped [`RxBuf`]s (they may be dropped anywhere, even on another
-/// thread), drained by the library's poll loop.
-pub(crate) type ReleaseQueue = Mutex<Vec<Release>>;
+/// thread), drained by the library's poll loop. It also keeps the receive buffers' mapping
+/// alive, so an [`RxBuf`] takes one reference (this queue's), not two.
+pub(crate) struct ReleaseQueue {
+    list: Mutex<Vec<Release>>,
+    _mem: crate::mem::KeepAlive,
+}
+
+impl std::fmt::Debug for ReleaseQueue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ReleaseQueue").field("queued", &self.list().len()).finish()
+    }
+}
+
+impl ReleaseQueue {
+    /// An empty queue keeping `mem` (the receive buffers' mapping) alive.
+    pub(crate) fn new(mem: crate::mem::KeepAlive) -> Arc<ReleaseQueue> {
+        Arc::new(ReleaseQueue { list: Mutex::new(Vec::new()), _mem: mem })
+    }
+
+    /// The queued releases.
+    pub(crate) fn list(&self) -> std::sync::MutexGuard<'_, Vec<Release>> {
+        self.list.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
 
 /// A received payload, read in place in shared memory (see the module documentation).
 pub struct RxBuf {
@@ -172,24 +194,17 @@ pub struct RxBuf {
     start: usize,
     len: usize,
     release: Release,
+    /// Where the buffer goes back; also keeps the mapping alive.
     queue: Arc<ReleaseQueue>,
-    /// Keeps the mapping alive.
-    _mem: crate::mem::KeepAlive,
 }
 
 // SAFETY: the bytes are a posted buffer the device returned and that is not reposted before
-// this RxBuf drops (the release queue is a mutex), and the mapping is kept by `_mem`.
+// this RxBuf drops (the release queue is a mutex), and the mapping is kept by `queue`.
 unsafe impl Send for RxBuf {}
 
 impl RxBuf {
-    pub(crate) fn new(
-        ptr: *const u8,
-        len: usize,
-        release: Release,
-        queue: Arc<ReleaseQueue>,
-        mem: crate::mem::KeepAlive,
-    ) -> RxBuf {
-        RxBuf { ptr, start: 0, len, release, queue, _mem: mem }
+    pub(crate) fn new(ptr: *const u8, len: usize, release: Release, queue: Arc<ReleaseQueue>) -> RxBuf {
+        RxBuf { ptr, start: 0, len, release, queue }
     }
 
     /// The payload bytes not yet consumed.
@@ -235,6 +250,6 @@ impl AsRef<[u8]> for RxBuf {
 
 impl Drop for RxBuf {
     fn drop(&mut self) {
-        self.queue.lock().unwrap_or_else(PoisonError::into_inner).push(self.release);
+        self.queue.list().push(self.release);
     }
 }

@@ -80,6 +80,8 @@ pub struct GuestLink {
     pub(super) hello: Option<(Version, Result<HelloInfo, Errno>)>,
     pub(super) dead: bool,
     pub(super) idle_checks: u32,
+    /// Pumps in a row that found nothing (a polling application never idles through us).
+    pub(super) empty_pumps: u32,
 }
 
 impl GuestLink {
@@ -101,6 +103,7 @@ impl GuestLink {
         }
         qp.rx.ring.disarm_interrupt();
         qp.tx.ring.disarm_interrupt();
+        let releases = ReleaseQueue::new(rx_area.keep_alive());
         let mut g = GuestLink {
             info: HelloInfo {
                 addr: Ipv4Addr::UNSPECIFIED,
@@ -119,7 +122,7 @@ impl GuestLink {
             rx_size: cfg.rx_buffer_size,
             rx_slot_of_head: vec![0; q],
             rx_to_post: (0..q as u16).collect(),
-            releases: Arc::new(ReleaseQueue::default()),
+            releases,
             hdr_area,
             tx_slots: (0..txq).map(|_| TxSlot::Free).collect(),
             tx_outstanding: 0,
@@ -133,6 +136,7 @@ impl GuestLink {
             hello: None,
             dead: false,
             idle_checks: 0,
+            empty_pumps: 0,
             qp,
         };
         g.post_rx().map_err(|_| GuestError::Disconnected)?;

@@ -14,7 +14,7 @@ use super::{TAG_CALL, TAG_CLOSE, TAG_CONNECT, TAG_HELLO, TAG_QUIET_CREDIT, TAG_Q
 impl GuestLink {
     fn rx_buf(&self, ptr: *const u8, len: usize, slot: u16, credit_fd: Option<Fd>) -> RxBuf {
         let release = Release { slot, fd: credit_fd, bytes: len as u32 };
-        RxBuf::new(ptr, len, release, self.releases.clone(), self.rx_area.keep_alive())
+        RxBuf::new(ptr, len, release, self.releases.clone())
     }
 
     /// Applies one message; `slot` is reposted unless a payload keeps it. True when the

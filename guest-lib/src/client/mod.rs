@@ -51,16 +51,14 @@ pub struct GuestSockets(AppSockets<GuestLink>);
 
 impl GuestSockets {
     /// Connects to a `slimtcp-vhost` backend at `path` with the vhost-user transport, sets up
-    /// one queue pair and says hello on it.
+    /// `cfg.queue_pairs` queue pairs (at least one) and says hello on pair 0, the one this
+    /// instance drives. For one instance per pair, use [`GuestDevice`](crate::GuestDevice).
     pub fn connect_vhost_user(
         path: impl AsRef<std::path::Path>,
         cfg: GuestConfig,
     ) -> Result<GuestSockets, GuestError> {
-        use crate::transport::Transport;
         let cfg = GuestConfig { queue_pairs: cfg.queue_pairs.max(1), ..cfg };
-        let mut t = crate::VhostUserTransport::connect(path, &cfg)?;
-        let qp = t.take_queue_pair(0)?;
-        GuestSockets::new(qp, &cfg)
+        crate::GuestDevice::connect_vhost_user(path, cfg)?.take(0)
     }
 
     /// The client over a queue pair: posts the receive buffers and negotiates the protocol

@@ -1,7 +1,6 @@
 //! The queue pair's mechanics: putting requests on the transmit queue, posting receive
 //! buffers, taking back used chains, returning receive credit, and idling.
 
-use std::sync::PoisonError;
 use std::time::Duration;
 
 use slimtcp::api::app::Event;
@@ -12,6 +11,9 @@ use super::buffers::{RxBuf, TxBuf};
 use super::link::{GuestLink, TxSlot};
 use super::{HDR_SLOT, TAG_QUIET_CREDIT};
 use crate::ring::Segment;
+
+/// Empty pumps between two link probes (one `poll` syscall each).
+const EMPTY_PUMPS_PER_PROBE: u32 = 1024;
 
 impl GuestLink {
     /// Posts the receive buffers waiting in `rx_to_post`.
@@ -56,12 +58,17 @@ impl GuestLink {
         fd: Option<Fd>,
     ) -> Result<(), SocketError> {
         let head = self.qp.tx.ring.next_head().ok_or(SocketError::NoBuffers)?;
-        let hdr =
-            self.hdr_area.slice(usize::from(head) * HDR_SLOT, HDR_SLOT).ok_or(SocketError::NoBuffers)?;
-        // SAFETY: the header slot of a free head is ours until the chain is returned.
-        let frame = unsafe { std::slice::from_raw_parts_mut(hdr.host(), HDR_SLOT) };
+        // Offset arithmetic only (the hot path takes no reference on the mapping).
+        let offset = usize::from(head) * HDR_SLOT;
+        if offset + HDR_SLOT > self.hdr_area.len() {
+            return Err(SocketError::NoBuffers);
+        }
+        // SAFETY: the slot lies inside hdr_area (checked above), and the header slot of a free
+        // head is ours until the chain is returned.
+        let frame = unsafe { std::slice::from_raw_parts_mut(self.hdr_area.host().add(offset), HDR_SLOT) };
         let n = req.emit(frame).map_err(|_| SocketError::InvalidInput)?;
-        let mut chain = [Segment { gpa: hdr.gpa(), len: n as u32, writable: false }; 2];
+        let gpa = self.hdr_area.gpa() + offset as u64;
+        let mut chain = [Segment { gpa, len: n as u32, writable: false }; 2];
         let slot = match (payload, req.body) {
             (Some(buf), RequestBody::Send { .. }) => {
                 chain[1] = Segment { gpa: buf.gpa(), len: buf.len() as u32, writable: false };
@@ -144,12 +151,22 @@ impl GuestLink {
             }
         }
         self.post_rx()?;
+        if progressed {
+            self.empty_pumps = 0;
+        } else {
+            // An application that only polls (non-blocking calls, epoll_wait with timeout 0)
+            // never reaches `idle_step`: probe the link every so often here too.
+            self.empty_pumps = self.empty_pumps.wrapping_add(1);
+            if self.empty_pumps % EMPTY_PUMPS_PER_PROBE == 0 && !self.qp.link.alive() {
+                return Err(self.down());
+            }
+        }
         Ok(progressed)
     }
 
     /// Reposts buffers the application dropped and returns their credit.
     fn drain_releases(&mut self) -> Result<bool, SocketError> {
-        let released = std::mem::take(&mut *self.releases.lock().unwrap_or_else(PoisonError::into_inner));
+        let released = std::mem::take(&mut *self.releases.list());
         if released.is_empty() {
             return Ok(false);
         }
