@@ -48,8 +48,17 @@ impl Drop for TempDir {
 }
 
 impl Tenant {
-    /// Starts a backend whose NIC `make_nic` builds inside a new namespace.
+    /// Starts a backend with one queue pair whose NIC `make_nic` builds inside a new namespace.
     pub fn start<N, F>(tag: &str, make_nic: F) -> Tenant
+    where
+        N: Nic + Send + 'static,
+        F: FnMut() -> Result<N, String> + Send + 'static,
+    {
+        Self::start_with_pairs(tag, 1, make_nic)
+    }
+
+    /// [`Tenant::start`] with `pairs` queue pairs (`--queues pairs`).
+    pub fn start_with_pairs<N, F>(tag: &str, pairs: usize, make_nic: F) -> Tenant
     where
         N: Nic + Send + 'static,
         F: FnMut() -> Result<N, String> + Send + 'static,
@@ -62,7 +71,7 @@ impl Tenant {
         let mut iface = InterfaceConfig::new(MAC, GUEST_IP, 24);
         iface.max_sockets = 4096;
         let cfg =
-            TenantConfig { socket: socket.clone(), iface, pairs: 1, core: None, name: format!("e2e-{tag}") };
+            TenantConfig { socket: socket.clone(), iface, pairs, core: None, name: format!("e2e-{tag}") };
         let stop = StopHandle::default();
         let backend = ns
             .spawn("backend", move || {
@@ -359,32 +368,4 @@ macro_rules! e2e_tests {
             t.finish();
         }
     };
-}
-
-impl Tenant {
-    /// [`Tenant::start`] with `pairs` queue pairs (`--queues pairs`).
-    pub fn start_with_pairs<N, F>(tag: &str, pairs: usize, make_nic: F) -> Tenant
-    where
-        N: Nic + Send + 'static,
-        F: FnMut() -> Result<N, String> + Send + 'static,
-    {
-        let _ = env_logger::builder().is_test(true).try_init();
-        let ns = Netns::create(tag).expect("namespace");
-        let dir = std::env::temp_dir().join(format!("slimtcp-e2e-{tag}-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).expect("temp dir");
-        let socket = dir.join("vhost.sock");
-        let mut iface = InterfaceConfig::new(MAC, GUEST_IP, 24);
-        iface.max_sockets = 4096;
-        let cfg =
-            TenantConfig { socket: socket.clone(), iface, pairs, core: None, name: format!("e2e-{tag}") };
-        let stop = StopHandle::default();
-        let backend = ns
-            .spawn("backend", move || serve_tenant(&cfg, make_nic, &stop, Some(1)))
-            .expect("backend thread");
-        let up = slimtcp_testkit::wait::wait_for(Duration::from_secs(20), || {
-            socket.exists() || backend.is_finished()
-        });
-        assert!(up && socket.exists(), "the backend did not create {}", socket.display());
-        Tenant { ns, socket, backend: Some(backend), _dir: TempDir(dir) }
-    }
 }
