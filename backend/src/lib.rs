@@ -22,16 +22,47 @@ pub mod ring_stop;
 pub mod server;
 pub mod worker;
 
-use config::{Config, NicConfig};
+use config::{Config, TenantNic, TenantSpec};
 use server::{serve_tenant, ServerError, StopHandle, TenantConfig};
 
-/// Serves the configured tenant until `stop` (or forever).
+/// Serves the configured tenants until `stop` (or forever). Each tenant has its own serving
+/// thread and worker; a tenant that fails is logged and the others go on. Fails when a tenant
+/// failed (after all have ended), naming how many.
 pub fn start_backend(config: &Config, stop: &StopHandle) -> Result<(), ServerError> {
-    let tenant = TenantConfig::from_config(config);
-    match &config.nic {
-        NicConfig::Tap { name } => {
+    if let [one] = config.tenants.as_slice() {
+        return serve_spec(one, config.eal_args.as_deref(), stop);
+    }
+    let mut threads = Vec::with_capacity(config.tenants.len());
+    for spec in &config.tenants {
+        let (spec, eal, stop) = (spec.clone(), config.eal_args.clone(), stop.clone());
+        let name = format!("{}-serve", spec.name);
+        let t = std::thread::Builder::new()
+            .name(name.clone())
+            .spawn(move || {
+                let r = serve_spec(&spec, eal.as_deref(), &stop);
+                if let Err(e) = &r {
+                    log::error!("{}: {}", spec.name, error_chain(e));
+                }
+                r.is_ok()
+            })
+            .map_err(|source| worker::WorkerError::Spawn { name, source })?;
+        threads.push(t);
+    }
+    let total = threads.len();
+    let failed = threads.into_iter().map(|t| t.join().unwrap_or(false)).filter(|ok| !ok).count();
+    if failed > 0 {
+        return Err(ServerError::TenantsFailed { failed, total });
+    }
+    Ok(())
+}
+
+/// Serves one tenant on its NIC.
+fn serve_spec(spec: &TenantSpec, eal_args: Option<&[String]>, stop: &StopHandle) -> Result<(), ServerError> {
+    let tenant = TenantConfig::from_spec(spec);
+    let host_ip = spec.host_ip;
+    match &spec.nic {
+        TenantNic::Tap { name } => {
             let name = name.clone();
-            let host_ip = config.host_ip;
             serve_tenant(
                 &tenant,
                 move || {
@@ -47,42 +78,55 @@ pub fn start_backend(config: &Config, stop: &StopHandle) -> Result<(), ServerErr
             )
         }
         #[cfg(feature = "dpdk")]
-        NicConfig::Dpdk { eal_args } => {
-            use slimtcp::nic::dpdk::{DpdkNic, Eal, PortConfig};
-            let eal_args = eal_args.clone();
-            let host_ip = config.host_ip;
-            serve_tenant(
-                &tenant,
-                move || {
-                    let eal = Eal::init(&eal_args).map_err(|e| error_chain(&e))?;
-                    let mut port = PortConfig::new("0");
-                    port.promiscuous = true;
-                    let nic = DpdkNic::open(eal, &port)
-                        .map_err(|e| error_chain(&e))?
-                        .pop()
-                        .ok_or("DPDK port 0 has no queue")?;
-                    if let Some(h) = host_ip {
-                        let iface = eal_args
-                            .iter()
-                            .filter(|v| v.contains("net_tap"))
-                            .find_map(|v| {
-                                v.split(',').find_map(|kv| kv.strip_prefix("iface=")).map(str::to_string)
-                            })
-                            .ok_or(
-                                "--host-ip needs a net_tap vdev with iface=NAME in the --dpdk arguments",
-                            )?;
-                        slimtcp::nic::tap::configure_host_side(&iface, h.addr, h.prefix_len)
-                            .map_err(|e| error_chain(&e))?;
-                    }
-                    Ok(nic)
-                },
-                stop,
-                None,
-            )
+        TenantNic::Dpdk { port } => {
+            let eal_args =
+                eal_args.ok_or_else(|| ServerError::Nic("a DPDK tenant needs --dpdk".into()))?.to_vec();
+            let port = *port;
+            serve_tenant(&tenant, move || dpdk_nic(&eal_args, port, host_ip), stop, None)
         }
         #[cfg(not(feature = "dpdk"))]
-        NicConfig::Dpdk { .. } => Err(ServerError::Nic("built without the dpdk feature".into())),
+        TenantNic::Dpdk { .. } => {
+            let _ = eal_args;
+            Err(ServerError::Nic("built without the dpdk feature".into()))
+        }
     }
+}
+
+/// DPDK port `port` of the process's EAL (started on first use), promiscuous; with `host_ip`,
+/// the kernel side of the port's `net_tap` vdev gets that address.
+#[cfg(feature = "dpdk")]
+fn dpdk_nic(
+    eal_args: &[String],
+    port: u16,
+    host_ip: Option<config::Cidr>,
+) -> Result<slimtcp::nic::dpdk::DpdkNic, String> {
+    use slimtcp::nic::dpdk::{DpdkNic, Eal, PortConfig};
+    let eal = Eal::init(eal_args).map_err(|e| error_chain(&e))?;
+    let mut cfg = PortConfig::new(port.to_string());
+    cfg.promiscuous = true;
+    let nic =
+        DpdkNic::open(eal, &cfg).map_err(|e| error_chain(&e))?.pop().ok_or("the DPDK port has no queue")?;
+    if let Some(h) = host_ip {
+        let name = nic.port_info().name.clone();
+        let iface = tap_vdev_iface(eal_args, &name).ok_or_else(|| {
+            format!("host-ip needs DPDK port {port} ({name}) to be a net_tap vdev with iface=NAME in --dpdk")
+        })?;
+        slimtcp::nic::tap::configure_host_side(&iface, h.addr, h.prefix_len).map_err(|e| error_chain(&e))?;
+    }
+    Ok(nic)
+}
+
+/// The `iface=` of the `net_tap` vdev named `port_name` in the EAL arguments (`--vdev=NAME,...`
+/// or `--vdev NAME,...`).
+pub fn tap_vdev_iface(eal_args: &[String], port_name: &str) -> Option<String> {
+    let specs = eal_args.iter().enumerate().filter_map(|(i, a)| match a.strip_prefix("--vdev") {
+        Some(rest) if rest.starts_with('=') => Some(rest[1..].to_owned()),
+        Some("") => eal_args.get(i + 1).cloned(),
+        _ => None,
+    });
+    specs
+        .filter(|spec| spec.split(',').next() == Some(port_name) && port_name.starts_with("net_tap"))
+        .find_map(|spec| spec.split(',').find_map(|kv| kv.strip_prefix("iface=")).map(str::to_owned))
 }
 
 /// An error and its sources on one line.
@@ -95,4 +139,22 @@ pub fn error_chain(e: &dyn std::error::Error) -> String {
         src = c.source();
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::tap_vdev_iface;
+
+    #[test]
+    fn finds_the_iface_of_a_net_tap_vdev_by_port_name() {
+        let args: Vec<String> =
+            ["--no-huge", "--vdev=net_tap0,iface=a0", "--vdev", "net_tap1,iface=b1", "--vdev=net_ring0"]
+                .iter()
+                .map(|s| s.to_string())
+                .collect();
+        assert_eq!(tap_vdev_iface(&args, "net_tap0").as_deref(), Some("a0"));
+        assert_eq!(tap_vdev_iface(&args, "net_tap1").as_deref(), Some("b1"));
+        assert_eq!(tap_vdev_iface(&args, "net_ring0"), None);
+        assert_eq!(tap_vdev_iface(&args, "net_tap2"), None);
+    }
 }

@@ -14,7 +14,7 @@ use vhost::vhost_user::Listener;
 use vhost_user_backend::VhostUserDaemon;
 use vm_memory::{GuestAddressSpace, GuestMemoryAtomic};
 
-use crate::config::{Config, MAX_QUEUE_SIZE};
+use crate::config::{TenantSpec, MAX_QUEUE_SIZE};
 use crate::device::{DeviceError, NetDevice};
 use crate::engine::{Engine, EngineConfig, SessionReport};
 use crate::guest_mem::GuestMem;
@@ -51,6 +51,14 @@ pub enum ServerError {
     /// The NIC could not be opened.
     #[error("opening the NIC: {0}")]
     Nic(String),
+    /// Some tenants of a multi-tenant process failed (each is logged with its error).
+    #[error("{failed} of {total} tenants failed (see the log)")]
+    TenantsFailed {
+        /// Tenants that ended with an error.
+        failed: usize,
+        /// Tenants configured.
+        total: usize,
+    },
 }
 
 /// What a tenant needs besides its NIC.
@@ -69,16 +77,16 @@ pub struct TenantConfig {
 }
 
 impl TenantConfig {
-    /// From the command-line configuration.
-    pub fn from_config(c: &Config) -> Self {
-        let mut iface = InterfaceConfig::new(c.mac, c.ip.addr, c.ip.prefix_len);
-        iface.gateway = c.gateway;
+    /// From a validated tenant of the command line.
+    pub fn from_spec(t: &TenantSpec) -> Self {
+        let mut iface = InterfaceConfig::new(t.mac, t.ip.addr, t.ip.prefix_len);
+        iface.gateway = t.gateway;
         TenantConfig {
-            socket: c.socket.clone(),
+            socket: t.socket.clone(),
             iface,
-            pairs: c.queue_pairs,
-            core: c.core,
-            name: "tenant0".into(),
+            pairs: t.queue_pairs,
+            core: t.core,
+            name: t.name.clone(),
         }
     }
 }

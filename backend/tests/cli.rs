@@ -16,9 +16,18 @@ fn run(args: &[&str]) -> (i32, String, String) {
 fn help_explains_every_option() {
     let (code, out, _) = run(&["--help"]);
     assert_eq!(code, 0);
-    for opt in
-        ["--socket", "--tap", "--dpdk", "--ip", "--host-ip", "--gateway", "--mac", "--core", "--queues"]
-    {
+    for opt in [
+        "--socket",
+        "--tap",
+        "--dpdk",
+        "--ip",
+        "--host-ip",
+        "--gateway",
+        "--mac",
+        "--core",
+        "--queues",
+        "--tenant",
+    ] {
         assert!(out.contains(opt), "--help lacks {opt}:\n{out}");
     }
 }
@@ -44,6 +53,44 @@ fn bad_values_get_one_error_line_and_exit_code_2() {
             "unicast",
         ),
         (&["--socket", "/tmp/s", "--tap", "a/b", "--ip", "10.0.0.1/24"], "interface name"),
+        (&["--tap", "t0", "--ip", "10.0.0.1/24"], "--socket is required"),
+        (&["--socket", "/tmp/s", "--tap", "t0"], "--ip is required"),
+        // Several tenants (--tenant specs).
+        (&["--tenant", "socket=/tmp/a,ip=10.0.0.2/24"], "exactly one of --tap"),
+        (&["--tenant", "socket=/tmp/a,ip=10.0.0.2/24,tap=t0,colour=red"], "unknown key \"colour\""),
+        (&["--tenant", "socket=/tmp/a,tap=t0"], "--ip is required"),
+        (&["--tenant", "socket=/tmp/a,ip=10.0.0.2/24,tap=t0,ip=10.0.0.3/24"], "ip given twice"),
+        (&["--tenant", "socket=/tmp/a,ip=10.0.0.2/24,tap=t0,queues=65"], "1 to 64"),
+        (&["--tenant", "socket=/tmp/a,ip=10.0.0.2/24,tap=t0,mac=ff:ff:ff:ff:ff:ff"], "unicast"),
+        (&["--tenant", "socket=/tmp/a,ip=10.0.0.2/24,port=0"], "needs --dpdk"),
+        (
+            &[
+                "--tenant",
+                "socket=/tmp/a,ip=10.0.0.2/24,tap=t0",
+                "--tenant",
+                "socket=/tmp/a,ip=10.0.1.2/24,tap=t1",
+            ],
+            "same socket /tmp/a",
+        ),
+        (
+            &[
+                "--tenant",
+                "socket=/tmp/a,ip=10.0.0.2/24,tap=t0",
+                "--tenant",
+                "socket=/tmp/b,ip=10.0.1.2/24,tap=t0",
+            ],
+            "same TAP interface t0",
+        ),
+        (
+            &[
+                "--tenant",
+                "socket=/tmp/a,ip=10.0.0.2/24,tap=t0,core=0",
+                "--tenant",
+                "socket=/tmp/b,ip=10.0.1.2/24,tap=t1,core=0",
+            ],
+            "same core 0",
+        ),
+        (&["--socket", "/tmp/s", "--tenant", "socket=/tmp/a,ip=10.0.0.2/24,tap=t0"], "single-tenant form"),
     ];
     for (args, want) in cases {
         let (code, _, err) = run(args);

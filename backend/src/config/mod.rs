@@ -1,0 +1,243 @@
+//! Command line and validated configuration: clap derive arguments, `TryFrom` into a [`Config`]
+//! of one or more tenants ([`tenant`]).
+
+mod tenant;
+
+use std::collections::HashSet;
+use std::net::Ipv4Addr;
+use std::path::PathBuf;
+use std::str::FromStr;
+
+use clap::Parser;
+use slimtcp::wire::EthernetAddress;
+
+pub use tenant::{TenantNic, TenantSpec};
+
+/// Largest virtqueue size the device accepts (QEMU queues go up to 1024).
+pub const MAX_QUEUE_SIZE: usize = 1024;
+/// Most queue pairs a tenant may have (one guest thread each).
+pub const MAX_QUEUE_PAIRS: usize = 64;
+/// The stack's MAC address unless told otherwise.
+pub const DEFAULT_MAC: EthernetAddress = EthernetAddress([0x02, 0, 0, 0, 0, 0x01]);
+
+/// Why the command line does not make a configuration.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum ConfigError {
+    /// Neither or both of a TAP and a DPDK port.
+    #[error(
+        "exactly one of --tap IFNAME or --dpdk 'EAL ARGS' is required (in a --tenant spec: tap=IFNAME, or port=N with --dpdk)"
+    )]
+    NoDevice,
+    /// `port=N` in a spec without `--dpdk`.
+    #[error("a --tenant spec with port=N needs --dpdk 'EAL ARGS' (one EAL serves every tenant)")]
+    PortWithoutDpdk,
+    /// `--dpdk` without the `dpdk` feature.
+    #[error(
+        "--dpdk needs DPDK support: rebuild with `cargo build --release -p slimtcp-vhost --features dpdk`"
+    )]
+    DpdkNotBuilt,
+    /// A required setting is missing.
+    #[error("--{0} is required (or use --tenant specs)")]
+    Missing(&'static str),
+    /// Single-tenant flags next to `--tenant`.
+    #[error("--{0} belongs to the single-tenant form; with --tenant, put it in the spec")]
+    MixedForms(&'static str),
+    /// A `--tenant` spec that does not parse.
+    #[error("--tenant {spec:?}: {why}")]
+    BadTenant {
+        /// The spec.
+        spec: String,
+        /// What is wrong.
+        why: String,
+    },
+    /// Two tenants share what only one can have.
+    #[error("two tenants use the same {what} {value}")]
+    Shared {
+        /// socket, TAP interface, DPDK port, core or name.
+        what: &'static str,
+        /// The value.
+        value: String,
+    },
+    /// A TAP name the kernel cannot take.
+    #[error("--tap {0:?}: an interface name has 1 to 15 bytes, no '/', whitespace or ':'")]
+    BadTapName(String),
+    /// Both ends of the link have the same address.
+    #[error("--host-ip {host} is the stack's own address (--ip {ip})")]
+    HostIpIsOwnIp {
+        /// The kernel side's address.
+        host: Cidr,
+        /// The stack's address.
+        ip: Cidr,
+    },
+    /// The gateway is not on the stack's subnet.
+    #[error("--gateway {gateway} is not on the subnet of --ip {ip}")]
+    GatewayOffLink {
+        /// The gateway.
+        gateway: Ipv4Addr,
+        /// The stack's address.
+        ip: Cidr,
+    },
+    /// Queue pairs out of range.
+    #[error("--queues {0}: a tenant has 1 to {MAX_QUEUE_PAIRS} queue pairs")]
+    BadQueues(usize),
+    /// A core this machine does not have.
+    #[error("--core {core}: this machine has cores 0 to {last}")]
+    BadCore {
+        /// The requested core.
+        core: usize,
+        /// The highest core number.
+        last: usize,
+    },
+    /// An empty socket path.
+    #[error("--socket: the path is empty")]
+    EmptySocket,
+}
+
+/// An IPv4 address with a prefix length, as `10.0.0.2/24` (the stack's type).
+pub type Cidr = slimtcp::iface::Ipv4Cidr;
+
+fn parse_mac(s: &str) -> Result<EthernetAddress, String> {
+    let mac = EthernetAddress::from_str(s).map_err(|e| e.to_string())?;
+    if !mac.is_unicast() {
+        return Err(format!("{mac} is not a unicast MAC address"));
+    }
+    Ok(mac)
+}
+
+fn parse_gateway(s: &str) -> Result<Ipv4Addr, String> {
+    let a: Ipv4Addr = s.parse().map_err(|_| format!("{s:?} is not an IPv4 address"))?;
+    if a.is_unspecified() || a.is_broadcast() || a.is_multicast() {
+        return Err(format!("{a} is not a usable gateway address"));
+    }
+    Ok(a)
+}
+
+/// SlimTCP as a vhost-user-net device: serves the SlimTCP guest protocol (docs/protocol.md) to
+/// VMs (tenants), each on its own vhost-user socket, with one worker thread per tenant that owns
+/// the tenant's TCP/IP stack and NIC and busy-polls its virtqueues. A VMM may disconnect and
+/// reconnect at any time.
+///
+/// One tenant: --socket, --ip and --tap or --dpdk (DPDK port 0). Several tenants in one
+/// process: one --tenant spec each (and --dpdk once, if any tenant uses a DPDK port).
+#[derive(Debug, Clone, Parser)]
+#[command(name = "slimtcp-vhost", version)]
+pub struct Args {
+    /// vhost-user socket path to listen on (created; an existing file is replaced).
+    #[arg(long, value_name = "PATH")]
+    pub socket: Option<PathBuf>,
+    /// Linux TAP interface carrying the tenant's traffic (created in the current network
+    /// namespace, or attached to when it exists).
+    #[arg(long, value_name = "IFNAME")]
+    pub tap: Option<String>,
+    /// Start DPDK's EAL with these arguments split at whitespace, e.g. '--no-huge --no-pci
+    /// --vdev=net_tap0,iface=slim0' (build with `--features dpdk`). A single tenant uses port 0;
+    /// --tenant specs pick theirs with port=N.
+    #[arg(long, value_name = "EAL ARGS", allow_hyphen_values = true)]
+    pub dpdk: Option<String>,
+    /// The guest's (the stack's) IPv4 address and prefix length, told to the guest in hello.
+    #[arg(long, value_name = "ADDR/PREFIX")]
+    pub ip: Option<Cidr>,
+    /// Give the kernel side of the TAP link (or of a DPDK net_tap vdev) this address.
+    #[arg(long, value_name = "ADDR/PREFIX")]
+    pub host_ip: Option<Cidr>,
+    /// Default gateway for destinations off the subnet (none: off-subnet is ENETUNREACH).
+    #[arg(long, value_name = "ADDR", value_parser = parse_gateway)]
+    pub gateway: Option<Ipv4Addr>,
+    /// The stack's MAC address (a unicast address; distinct per tenant on a shared link)
+    /// [default: 02:00:00:00:00:01].
+    #[arg(long, value_name = "MAC", value_parser = parse_mac)]
+    pub mac: Option<EthernetAddress>,
+    /// Pin the tenant's worker thread to this CPU core (default: not pinned).
+    #[arg(long, value_name = "N")]
+    pub core: Option<usize>,
+    /// Queue pairs offered to the guest (one per guest thread), 1..=64 [default: 1].
+    #[arg(long, value_name = "N")]
+    pub queues: Option<usize>,
+    /// One tenant of several, as comma-separated KEY=VALUE: socket=PATH and ip=ADDR/PREFIX
+    /// (required), tap=IFNAME or port=N (a DPDK port of --dpdk), and optionally host-ip=,
+    /// gateway=, mac=, core=, queues=, name=. Repeat for each tenant.
+    #[arg(long, value_name = "SPEC")]
+    pub tenant: Vec<String>,
+}
+
+/// A validated configuration: the tenants and the EAL they share.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// The tenants, in command-line order (at least one).
+    pub tenants: Vec<TenantSpec>,
+    /// EAL arguments (`--dpdk`), when the process runs DPDK.
+    pub eal_args: Option<Vec<String>>,
+}
+
+impl TryFrom<Args> for Config {
+    type Error = ConfigError;
+
+    fn try_from(a: Args) -> Result<Self, Self::Error> {
+        if a.dpdk.is_some() && cfg!(not(feature = "dpdk")) {
+            return Err(ConfigError::DpdkNotBuilt);
+        }
+        let eal_args = a.dpdk.as_deref().map(|e| e.split_whitespace().map(str::to_owned).collect());
+        let dpdk = eal_args.is_some();
+        let tenants = if a.tenant.is_empty() {
+            let raw = tenant::RawTenant {
+                name: None,
+                socket: a.socket,
+                tap: a.tap,
+                // The single-tenant form runs on DPDK port 0.
+                port: dpdk.then_some(0),
+                ip: a.ip,
+                host_ip: a.host_ip,
+                gateway: a.gateway,
+                mac: a.mac,
+                core: a.core,
+                queues: a.queues,
+            };
+            if raw.socket.is_none() {
+                return Err(ConfigError::Missing("socket"));
+            }
+            vec![raw.validate(dpdk, 0)?]
+        } else {
+            let single = [
+                ("socket", a.socket.is_some()),
+                ("tap", a.tap.is_some()),
+                ("ip", a.ip.is_some()),
+                ("host-ip", a.host_ip.is_some()),
+                ("gateway", a.gateway.is_some()),
+                ("mac", a.mac.is_some()),
+                ("core", a.core.is_some()),
+                ("queues", a.queues.is_some()),
+            ];
+            if let Some((flag, _)) = single.iter().find(|(_, given)| *given) {
+                return Err(ConfigError::MixedForms(flag));
+            }
+            let mut tenants = Vec::with_capacity(a.tenant.len());
+            for (i, spec) in a.tenant.iter().enumerate() {
+                tenants.push(tenant::parse_spec(spec)?.validate(dpdk, i)?);
+            }
+            check_unshared(&tenants)?;
+            tenants
+        };
+        Ok(Config { tenants, eal_args })
+    }
+}
+
+/// Sockets, TAP interfaces, DPDK ports, cores and names belong to one tenant each.
+fn check_unshared(tenants: &[TenantSpec]) -> Result<(), ConfigError> {
+    let mut seen: HashSet<(&'static str, String)> = HashSet::new();
+    for t in tenants {
+        let mut keys = vec![("socket", t.socket.display().to_string()), ("name", t.name.clone())];
+        match &t.nic {
+            TenantNic::Tap { name } => keys.push(("TAP interface", name.clone())),
+            TenantNic::Dpdk { port } => keys.push(("DPDK port", port.to_string())),
+        }
+        if let Some(c) = t.core {
+            keys.push(("core", c.to_string()));
+        }
+        for (what, value) in keys {
+            if !seen.insert((what, value.clone())) {
+                return Err(ConfigError::Shared { what, value });
+            }
+        }
+    }
+    Ok(())
+}
