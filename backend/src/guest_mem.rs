@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use slimtcp::tcp::TxPayload;
-use vm_memory::{Address, GuestAddress, GuestMemoryBackend, GuestMemoryRegion};
+use vm_memory::{Address, GuestAddress, GuestMemoryBackend, GuestMemoryRegion, MemoryRegionAddress};
 
 /// The guest memory type of the device (no dirty-page bitmap: LOG_SHMFD is not offered).
 pub type GuestMem = vm_memory::GuestMemoryMmap<()>;
@@ -43,7 +43,7 @@ pub fn translate(mem: &GuestMem, addr: u64, len: u64, out: &mut Vec<HostSlice>) 
         let region = mem.find_region(GuestAddress(a)).ok_or(fault)?;
         let off = a - region.start_addr().raw_value();
         let n = (region.len() - off).min(left);
-        let ptr = mem.get_host_address(GuestAddress(a)).map_err(|_| fault)?;
+        let ptr = region.get_host_address(MemoryRegionAddress(off)).map_err(|_| fault)?;
         out.push(HostSlice { ptr, len: usize::try_from(n).map_err(|_| fault)? });
         a += n;
         left -= n;
