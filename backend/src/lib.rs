@@ -29,6 +29,7 @@ use server::{serve_tenant, ServerError, StopHandle, TenantConfig};
 /// thread and worker; a tenant that fails is logged and the others go on. Fails when a tenant
 /// failed (after all have ended), naming how many.
 pub fn start_backend(config: &Config, stop: &StopHandle) -> Result<(), ServerError> {
+    worker::remember_affinity();
     if let [one] = config.tenants.as_slice() {
         return serve_spec(one, config.eal_args.as_deref(), stop);
     }

@@ -136,6 +136,7 @@ where
     F: FnMut() -> Result<N, String>,
     R: FnMut(&SessionReport),
 {
+    crate::worker::remember_affinity();
     let path = cfg.socket.display().to_string();
     let mut listener = Listener::new(&cfg.socket, true)
         .map_err(|source| ServerError::Listen { path: path.clone(), source })?;

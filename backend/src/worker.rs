@@ -2,6 +2,7 @@
 //! turned into a result the caller handles as a device reset instead of a dead process.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::OnceLock;
 use std::thread::JoinHandle;
 
 /// Errors starting a worker.
@@ -43,7 +44,41 @@ pub fn pin_to_core(core: usize) -> std::io::Result<()> {
     }
 }
 
-/// Spawns `f` on a thread named `name`, pinned to `core` when given.
+/// The CPU set the process started with, remembered before DPDK's EAL pins the thread that
+/// starts it to its main lcore (threads spawned from there would inherit that one core).
+static INITIAL_AFFINITY: OnceLock<libc::cpu_set_t> = OnceLock::new();
+
+/// Remembers the calling thread's CPU set as the one unpinned workers run on (first call wins;
+/// call it before the EAL starts).
+pub fn remember_affinity() {
+    INITIAL_AFFINITY.get_or_init(|| {
+        // SAFETY: cpu_set_t is plain data; zeroed is the empty set.
+        let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+        // SAFETY: pid 0 is the calling thread; `set` is a writable cpu_set_t of the given size.
+        let r = unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) };
+        if r != 0 {
+            // Unknown: every core this machine has (the kernel intersects with what is allowed).
+            for c in 0..std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1) {
+                // SAFETY: CPU_SET writes inside `set`; c < the number of CPUs < CPU_SETSIZE.
+                unsafe { libc::CPU_SET(c, &mut set) };
+            }
+        }
+        set
+    });
+}
+
+/// Gives the calling thread the remembered CPU set (no-op if none was remembered).
+fn unpin() {
+    let Some(set) = INITIAL_AFFINITY.get() else { return };
+    // SAFETY: pid 0 is the calling thread; `set` is a valid cpu_set_t of the given size.
+    let r = unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), set) };
+    if r != 0 {
+        log::debug!("cannot widen the worker's CPU set: {}", std::io::Error::last_os_error());
+    }
+}
+
+/// Spawns `f` on a thread named `name`, pinned to `core` when given, else on the CPU set the
+/// process started with (see [`remember_affinity`]).
 pub fn spawn_worker<R, F>(
     name: &str,
     core: Option<usize>,
@@ -57,11 +92,12 @@ where
     std::thread::Builder::new()
         .name(name.to_owned())
         .spawn(move || {
-            if let Some(core) = core {
-                match pin_to_core(core) {
+            match core {
+                Some(core) => match pin_to_core(core) {
                     Ok(()) => log::info!("{thread_name}: pinned to core {core}"),
                     Err(e) => log::warn!("{thread_name}: cannot pin to core {core}: {e}"),
-                }
+                },
+                None => unpin(),
             }
             match catch_unwind(AssertUnwindSafe(f)) {
                 Ok(r) => WorkerExit::Done(r),
@@ -77,4 +113,42 @@ where
             }
         })
         .map_err(|source| WorkerError::Spawn { name: name.to_owned(), source })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cpus_of_this_thread() -> usize {
+        // SAFETY: as in remember_affinity.
+        let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+        // SAFETY: pid 0 is the calling thread; `set` is writable and of the given size.
+        let r = unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) };
+        assert_eq!(r, 0);
+        // SAFETY: CPU_COUNT reads inside `set`.
+        usize::try_from(unsafe { libc::CPU_COUNT(&set) }).unwrap_or(0)
+    }
+
+    #[test]
+    fn an_unpinned_worker_gets_the_initial_cpu_set_not_its_spawners() {
+        let all = std::thread::spawn(|| {
+            remember_affinity();
+            cpus_of_this_thread()
+        })
+        .join()
+        .expect("thread");
+        // The spawner is pinned to one core, as DPDK's EAL pins the thread that starts it.
+        let worker = std::thread::spawn(|| {
+            pin_to_core(0).expect("pin");
+            assert_eq!(cpus_of_this_thread(), 1);
+            let h = spawn_worker("t-unpinned", None, cpus_of_this_thread).expect("spawn");
+            match h.join().expect("join") {
+                WorkerExit::Done(n) => n,
+                WorkerExit::Panicked(m) => panic!("{m}"),
+            }
+        })
+        .join()
+        .expect("thread");
+        assert_eq!(worker, all, "the worker runs on every core the process started with");
+    }
 }
