@@ -5,15 +5,18 @@
 //! - guest: slimtcp-guest (vhost-user transport) -> slimtcp-vhost, whose worker owns the stack;
 //! - host: the host runtime (single-thread mode) owning the stack itself;
 //!
-//! over two links:
+//! over three links:
 //! - memwire, with a SlimTCP peer (the host runtime on its own thread): three busy threads on
 //!   the guest path (application, backend worker, peer), two on the host path;
 //! - TAP, with the Linux kernel as the peer in a namespace made here: two busy threads on the
-//!   guest path, one on the host path.
+//!   guest path, one on the host path;
+//! - DPDK `net_memif` (feature `dpdk`), with a SlimTCP peer on the other memif port of the same
+//!   process (the host runtime on its own thread): busy threads as over memwire.
 //!
-//! `GUEST_PATH_LINKS=memwire|tap` measures one link only. Writes `target/bench/guest_path.md` and
-//! `.json`. On a 2-core machine the memwire guest path
-//! has more busy threads than cores: read its figures with that in mind.
+//! `GUEST_PATH_LINKS=memwire,tap,memif` (any of them, comma-separated) chooses the links; the
+//! default is every link built in. Writes `target/bench/guest_path.md` and `.json`. On a 2-core
+//! machine the guest path over memwire and memif has more busy threads than cores: read its
+//! figures with that in mind.
 
 use std::io::{Read, Write};
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, TcpListener};
@@ -36,6 +39,10 @@ use slimtcp_testkit::linux_peer;
 use slimtcp_testkit::Netns;
 use slimtcp_vhost::server::{serve_tenant, StopHandle, TenantConfig};
 
+#[cfg(feature = "dpdk")]
+#[path = "guest_path/memif.rs"]
+mod memif;
+
 const BULK_PORT: u16 = 5001;
 const ECHO_PORT: u16 = 7000;
 const BULK_SECONDS: u64 = 3;
@@ -52,13 +59,35 @@ enum Provider {
 enum Link {
     Memwire,
     Tap,
+    #[cfg(feature = "dpdk")]
+    Memif,
 }
 
 impl Link {
+    /// Every link this build has.
+    const ALL: &'static [Link] = &[
+        Link::Memwire,
+        Link::Tap,
+        #[cfg(feature = "dpdk")]
+        Link::Memif,
+    ];
+
     fn label(self) -> &'static str {
         match self {
             Link::Memwire => "memwire, SlimTCP peer",
             Link::Tap => "TAP, Linux peer",
+            #[cfg(feature = "dpdk")]
+            Link::Memif => "DPDK memif, SlimTCP peer",
+        }
+    }
+
+    /// The name `GUEST_PATH_LINKS` uses.
+    fn name(self) -> &'static str {
+        match self {
+            Link::Memwire => "memwire",
+            Link::Tap => "tap",
+            #[cfg(feature = "dpdk")]
+            Link::Memif => "memif",
         }
     }
 }
@@ -164,10 +193,30 @@ fn on_provider<N: Nic + Send + 'static, R>(
     }
 }
 
-/// memwire: the peer is the host runtime on its own thread, kept alive until `app` is done.
+/// memwire: the peer is the host runtime on its own thread.
 fn over_memwire<R>(provider: Provider, peer: Peer, app: impl FnOnce(&mut dyn App, SocketAddrV4) -> R) -> R {
     let (app_nic, peer_nic) =
         memwire::link(LinkConfig { capacity: 1 << 17, ..LinkConfig::default() }).expect("memwire link");
+    over_slimtcp_peer(provider, peer, app_nic, peer_nic, app)
+}
+
+/// DPDK memif: the provider on the server port, the peer (the host runtime on its own thread)
+/// on the client port.
+#[cfg(feature = "dpdk")]
+fn over_memif<R>(provider: Provider, peer: Peer, app: impl FnOnce(&mut dyn App, SocketAddrV4) -> R) -> R {
+    let (app_nic, peer_nic) = memif::link();
+    over_slimtcp_peer(provider, peer, app_nic, peer_nic, app)
+}
+
+/// `app` on `provider` over `app_nic`; the peer is the host runtime on `peer_nic`, on its own
+/// thread, kept alive until `app` is done.
+fn over_slimtcp_peer<N: Nic + Send + 'static, R>(
+    provider: Provider,
+    peer: Peer,
+    app_nic: N,
+    peer_nic: N,
+    app: impl FnOnce(&mut dyn App, SocketAddrV4) -> R,
+) -> R {
     let (ca, cb) = default_configs();
     let target_ip = cb.ip;
     let mut peer_api = HostSockets::single(Interface::new(peer_nic, cb), Clock::real());
@@ -281,6 +330,8 @@ fn measure(
     match link {
         Link::Memwire => over_memwire(provider, peer, app),
         Link::Tap => over_tap(provider, peer, app),
+        #[cfg(feature = "dpdk")]
+        Link::Memif => over_memif(provider, peer, app),
     }
 }
 
@@ -295,10 +346,17 @@ fn main() {
     let _ = env_logger::builder().try_init();
     let mut rows = Vec::new();
     let mut json = Vec::new();
-    let links: Vec<Link> = match std::env::var("GUEST_PATH_LINKS").as_deref() {
-        Ok("memwire") => vec![Link::Memwire],
-        Ok("tap") => vec![Link::Tap],
-        _ => vec![Link::Memwire, Link::Tap],
+    let links: Vec<Link> = match std::env::var("GUEST_PATH_LINKS") {
+        Ok(names) => names
+            .split(',')
+            .map(|n| {
+                Link::ALL.iter().copied().find(|l| l.name() == n.trim()).unwrap_or_else(|| {
+                    let known: Vec<&str> = Link::ALL.iter().map(|l| l.name()).collect();
+                    panic!("GUEST_PATH_LINKS: unknown link {n:?} (this build has {known:?})")
+                })
+            })
+            .collect(),
+        Err(_) => Link::ALL.to_vec(),
     };
     for link in links {
         for mss in [64u16, 1460] {
@@ -340,6 +398,8 @@ fn main() {
             link.label()
         ));
     }
+    #[cfg(feature = "dpdk")]
+    memif::remove_runtime_dir();
     let table = format!(
         "| link | measurement | guest-lib -> slimtcp-vhost | host runtime | guest/host |\n| --- | --- | --- | --- | --- |\n{}\n",
         rows.join("\n")

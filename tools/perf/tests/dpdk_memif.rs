@@ -67,8 +67,23 @@ impl MemifLink {
 
 impl Drop for MemifLink {
     fn drop(&mut self) {
-        // Only a file-system socket (socket-abstract=no) leaves something behind.
+        // Only a file-system socket (socket-abstract=no) leaves something behind; the EAL leaves
+        // its (empty) runtime directory, under /var/run/dpdk for root.
         let _ = std::fs::remove_file(&self.socket);
+        for role in ["server", "client"] {
+            remove_eal_runtime_dir(&format!("slimt-perf-{role}-{}", self.tag));
+        }
+    }
+}
+
+/// Removes the empty runtime directory an EAL with `--file-prefix prefix` left behind.
+fn remove_eal_runtime_dir(prefix: &str) {
+    let mut bases = vec!["/var/run/dpdk".to_owned(), "/tmp/dpdk".to_owned()];
+    if let Ok(xdg) = std::env::var("XDG_RUNTIME_DIR") {
+        bases.push(format!("{xdg}/dpdk"));
+    }
+    for base in bases {
+        let _ = std::fs::remove_dir(format!("{base}/{prefix}"));
     }
 }
 
