@@ -14,7 +14,8 @@
 //!   process (the host runtime on its own thread): busy threads as over memwire.
 //!
 //! `GUEST_PATH_LINKS=memwire,tap,memif` (any of them, comma-separated) chooses the links; the
-//! default is every link built in. Writes `target/bench/guest_path.md` and `.json`. On a 2-core
+//! default is every link built in. Every measurement runs `GUEST_PATH_RUNS` times (default 3),
+//! guest and host alternating; the table gives medians. Writes `target/bench/guest_path.md` and `.json`. On a 2-core
 //! machine the guest path over memwire and memif has more busy threads than cores: read its
 //! figures with that in mind.
 
@@ -341,6 +342,47 @@ fn percentiles(mut samples: Vec<Duration>) -> (f64, f64) {
     (at(0.5), at(0.99))
 }
 
+/// Repetitions of every measurement (`GUEST_PATH_RUNS`, default 3): the tables give medians.
+fn runs() -> usize {
+    match std::env::var("GUEST_PATH_RUNS") {
+        Ok(v) => v
+            .parse()
+            .ok()
+            .filter(|&n| n > 0)
+            .unwrap_or_else(|| panic!("GUEST_PATH_RUNS={v:?}: want a count > 0")),
+        Err(_) => 3,
+    }
+}
+
+fn median(v: &[f64]) -> f64 {
+    let mut v = v.to_vec();
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
+/// Ratio of the medians, and with several runs the range of the runs' own ratios (each guest run
+/// against the host run right after it).
+fn ratio_cell(guest: &[f64], host: &[f64]) -> String {
+    let r = median(guest) / median(host);
+    if guest.len() < 2 {
+        return format!("{r:.2}");
+    }
+    let per_run: Vec<f64> = guest.iter().zip(host).map(|(g, h)| g / h).collect();
+    let lo = per_run.iter().copied().fold(f64::INFINITY, f64::min);
+    let hi = per_run.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    format!("{r:.2} ({lo:.2}-{hi:.2})")
+}
+
+fn json_list(v: &[f64], decimals: usize) -> String {
+    let items: Vec<String> = v.iter().map(|x| format!("{x:.decimals$}")).collect();
+    format!("[{}]", items.join(","))
+}
+
 fn main() {
     // `cargo bench` passes --bench; nothing else to parse.
     let _ = env_logger::builder().try_init();
@@ -358,20 +400,26 @@ fn main() {
             .collect(),
         Err(_) => Link::ALL.to_vec(),
     };
+    let runs = runs();
     for link in links {
         for mss in [64u16, 1460] {
             let bulk = |p| measure(link, p, Peer::Sink, |a, t| a.bulk(t, mss));
-            let (g, h) = (bulk(Provider::Guest), bulk(Provider::Host));
+            // Guest and host alternate, so a change in the machine's load hits both.
+            let (g, h): (Vec<f64>, Vec<f64>) =
+                (0..runs).map(|_| (bulk(Provider::Guest), bulk(Provider::Host))).unzip();
+            let (gm, hm) = (median(&g), median(&h));
             rows.push(format!(
-                "| {} | bulk, MSS {mss} | {:.2} Gb/s | {:.2} Gb/s | {:.2} |",
+                "| {} | bulk, MSS {mss} | {:.2} Gb/s | {:.2} Gb/s | {} |",
                 link.label(),
-                g / 1e9,
-                h / 1e9,
-                g / h
+                gm / 1e9,
+                hm / 1e9,
+                ratio_cell(&g, &h)
             ));
             json.push(format!(
-                "{{\"link\":\"{}\",\"test\":\"bulk\",\"mss\":{mss},\"guest_bps\":{g:.0},\"host_bps\":{h:.0}}}",
-                link.label()
+                "{{\"link\":\"{}\",\"test\":\"bulk\",\"mss\":{mss},\"guest_bps\":{gm:.0},\"host_bps\":{hm:.0},\"guest_bps_runs\":{},\"host_bps_runs\":{}}}",
+                link.label(),
+                json_list(&g, 0),
+                json_list(&h, 0)
             ));
         }
         let rtt = |p| {
@@ -382,26 +430,38 @@ fn main() {
             });
             percentiles(samples)
         };
-        let ((g50, g99), (h50, h99)) = (rtt(Provider::Guest), rtt(Provider::Host));
-        rows.push(format!(
-            "| {} | 64 B round trip p50 | {g50:.1} us | {h50:.1} us | {:.2} |",
-            link.label(),
-            g50 / h50
-        ));
-        rows.push(format!(
-            "| {} | 64 B round trip p99 | {g99:.1} us | {h99:.1} us | {:.2} |",
-            link.label(),
-            g99 / h99
-        ));
+        let (g, h): (Vec<(f64, f64)>, Vec<(f64, f64)>) =
+            (0..runs).map(|_| (rtt(Provider::Guest), rtt(Provider::Host))).unzip();
+        let p50 = |v: &[(f64, f64)]| v.iter().map(|x| x.0).collect::<Vec<f64>>();
+        let p99 = |v: &[(f64, f64)]| v.iter().map(|x| x.1).collect::<Vec<f64>>();
+        let (g50, g99, h50, h99) = (p50(&g), p99(&g), p50(&h), p99(&h));
+        for (name, gs, hs) in [("p50", &g50, &h50), ("p99", &g99, &h99)] {
+            rows.push(format!(
+                "| {} | 64 B round trip {name} | {:.1} us | {:.1} us | {} |",
+                link.label(),
+                median(gs),
+                median(hs),
+                ratio_cell(gs, hs)
+            ));
+        }
         json.push(format!(
-            "{{\"link\":\"{}\",\"test\":\"rtt64\",\"guest_p50_us\":{g50:.2},\"guest_p99_us\":{g99:.2},\"host_p50_us\":{h50:.2},\"host_p99_us\":{h99:.2}}}",
-            link.label()
+            "{{\"link\":\"{}\",\"test\":\"rtt64\",\"guest_p50_us\":{:.2},\"guest_p99_us\":{:.2},\"host_p50_us\":{:.2},\"host_p99_us\":{:.2},\"guest_p50_us_runs\":{},\"guest_p99_us_runs\":{},\"host_p50_us_runs\":{},\"host_p99_us_runs\":{}}}",
+            link.label(),
+            median(&g50),
+            median(&g99),
+            median(&h50),
+            median(&h99),
+            json_list(&g50, 2),
+            json_list(&g99, 2),
+            json_list(&h50, 2),
+            json_list(&h99, 2)
         ));
     }
     #[cfg(feature = "dpdk")]
     memif::remove_runtime_dir();
     let table = format!(
-        "| link | measurement | guest-lib -> slimtcp-vhost | host runtime | guest/host |\n| --- | --- | --- | --- | --- |\n{}\n",
+        "Medians of {runs} run(s); guest/host: ratio of the medians (range of the runs' ratios).\n\n\
+         | link | measurement | guest-lib -> slimtcp-vhost | host runtime | guest/host |\n| --- | --- | --- | --- | --- |\n{}\n",
         rows.join("\n")
     );
     println!("{table}");
