@@ -430,11 +430,14 @@ fn main() {
             });
             percentiles(samples)
         };
-        let (g, h): (Vec<(f64, f64)>, Vec<(f64, f64)>) =
-            (0..runs).map(|_| (rtt(Provider::Guest), rtt(Provider::Host))).unzip();
-        let p50 = |v: &[(f64, f64)]| v.iter().map(|x| x.0).collect::<Vec<f64>>();
-        let p99 = |v: &[(f64, f64)]| v.iter().map(|x| x.1).collect::<Vec<f64>>();
-        let (g50, g99, h50, h99) = (p50(&g), p99(&g), p50(&h), p99(&h));
+        let (mut g50, mut g99, mut h50, mut h99) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        for _ in 0..runs {
+            let (g, h) = (rtt(Provider::Guest), rtt(Provider::Host));
+            g50.push(g.0);
+            g99.push(g.1);
+            h50.push(h.0);
+            h99.push(h.1);
+        }
         for (name, gs, hs) in [("p50", &g50, &h50), ("p99", &g99, &h99)] {
             rows.push(format!(
                 "| {} | 64 B round trip {name} | {:.1} us | {:.1} us | {} |",
