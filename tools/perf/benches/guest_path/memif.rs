@@ -32,6 +32,8 @@ fn eal_args() -> Vec<String> {
         "-l",
         "0",
         "--log-level=warning",
+        // No telemetry socket in the runtime directory, so the directory can be removed at the end.
+        "--no-telemetry",
     ]
     .iter()
     .map(|s| (*s).to_owned())
