@@ -24,6 +24,7 @@ test: deps
 	$(CARGO) test --release --workspace && \
 	$(CARGO) build --release -p slimtcp --features dpdk --example tap_echo && $(CARGO) test --release -p slimtcp --features dpdk --test 'dpdk_*' --test 'interop_dpdk_*' && \
 	$(CARGO) test --release -p slimtcp-vhost --features dpdk --test e2e_guest_dpdk_tap && \
+	$(CARGO) test --release -p slimtcp-perf --features dpdk --test 'dpdk_*' && \
 	./scripts/fuzz.sh 20 || status=$$?; \
 	./scripts/cleanup-netns.sh; \
 	exit $$status
@@ -33,12 +34,14 @@ lint:
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 
 # Criterion benchmarks of the stack, then the paper's experiments 1 and 2 (SlimTCP over memwire,
-# two-core runtime, beside Linux over a veth pair): target/bench/experiments.{md,json}.
+# two-core runtime, beside Linux over a veth pair): target/bench/experiments.{md,json}; then the
+# guest-library path beside the host runtime over memwire, TAP and DPDK memif:
+# target/bench/guest_path.{md,json} (GUEST_PATH_LINKS=memif for one link).
 bench: deps
 	mkdir -p target/bench
 	set -o pipefail; $(CARGO) bench -p slimtcp 2>&1 | tee target/bench/bench.txt
 	./scripts/bench-experiments.sh
-	set -o pipefail; $(CARGO) bench -p slimtcp-perf --bench guest_path 2>&1 | tee target/bench/guest_path.txt
+	set -o pipefail; $(CARGO) bench -p slimtcp-perf --features dpdk --bench guest_path 2>&1 | tee target/bench/guest_path.txt
 
 demo: deps
 	$(CARGO) build --release -p slimtcp-vhost --bin slimtcp-vhost

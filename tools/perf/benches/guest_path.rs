@@ -5,15 +5,19 @@
 //! - guest: slimtcp-guest (vhost-user transport) -> slimtcp-vhost, whose worker owns the stack;
 //! - host: the host runtime (single-thread mode) owning the stack itself;
 //!
-//! over two links:
+//! over three links:
 //! - memwire, with a SlimTCP peer (the host runtime on its own thread): three busy threads on
 //!   the guest path (application, backend worker, peer), two on the host path;
 //! - TAP, with the Linux kernel as the peer in a namespace made here: two busy threads on the
-//!   guest path, one on the host path.
+//!   guest path, one on the host path;
+//! - DPDK `net_memif` (feature `dpdk`), with a SlimTCP peer on the other memif port of the same
+//!   process (the host runtime on its own thread): busy threads as over memwire.
 //!
-//! `GUEST_PATH_LINKS=memwire|tap` measures one link only. Writes `target/bench/guest_path.md` and
-//! `.json`. On a 2-core machine the memwire guest path
-//! has more busy threads than cores: read its figures with that in mind.
+//! `GUEST_PATH_LINKS=memwire,tap,memif` (any of them, comma-separated) chooses the links; the
+//! default is every link built in. Every measurement runs `GUEST_PATH_RUNS` times (default 3),
+//! guest and host alternating; the table gives medians. Writes `target/bench/guest_path.md` and `.json`. On a 2-core
+//! machine the guest path over memwire and memif has more busy threads than cores: read its
+//! figures with that in mind.
 
 use std::io::{Read, Write};
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, TcpListener};
@@ -36,6 +40,10 @@ use slimtcp_testkit::linux_peer;
 use slimtcp_testkit::Netns;
 use slimtcp_vhost::server::{serve_tenant, StopHandle, TenantConfig};
 
+#[cfg(feature = "dpdk")]
+#[path = "guest_path/memif.rs"]
+mod memif;
+
 const BULK_PORT: u16 = 5001;
 const ECHO_PORT: u16 = 7000;
 const BULK_SECONDS: u64 = 3;
@@ -52,13 +60,35 @@ enum Provider {
 enum Link {
     Memwire,
     Tap,
+    #[cfg(feature = "dpdk")]
+    Memif,
 }
 
 impl Link {
+    /// Every link this build has.
+    const ALL: &'static [Link] = &[
+        Link::Memwire,
+        Link::Tap,
+        #[cfg(feature = "dpdk")]
+        Link::Memif,
+    ];
+
     fn label(self) -> &'static str {
         match self {
             Link::Memwire => "memwire, SlimTCP peer",
             Link::Tap => "TAP, Linux peer",
+            #[cfg(feature = "dpdk")]
+            Link::Memif => "DPDK memif, SlimTCP peer",
+        }
+    }
+
+    /// The name `GUEST_PATH_LINKS` uses.
+    fn name(self) -> &'static str {
+        match self {
+            Link::Memwire => "memwire",
+            Link::Tap => "tap",
+            #[cfg(feature = "dpdk")]
+            Link::Memif => "memif",
         }
     }
 }
@@ -164,10 +194,30 @@ fn on_provider<N: Nic + Send + 'static, R>(
     }
 }
 
-/// memwire: the peer is the host runtime on its own thread, kept alive until `app` is done.
+/// memwire: the peer is the host runtime on its own thread.
 fn over_memwire<R>(provider: Provider, peer: Peer, app: impl FnOnce(&mut dyn App, SocketAddrV4) -> R) -> R {
     let (app_nic, peer_nic) =
         memwire::link(LinkConfig { capacity: 1 << 17, ..LinkConfig::default() }).expect("memwire link");
+    over_slimtcp_peer(provider, peer, app_nic, peer_nic, app)
+}
+
+/// DPDK memif: the provider on the server port, the peer (the host runtime on its own thread)
+/// on the client port.
+#[cfg(feature = "dpdk")]
+fn over_memif<R>(provider: Provider, peer: Peer, app: impl FnOnce(&mut dyn App, SocketAddrV4) -> R) -> R {
+    let (app_nic, peer_nic) = memif::link();
+    over_slimtcp_peer(provider, peer, app_nic, peer_nic, app)
+}
+
+/// `app` on `provider` over `app_nic`; the peer is the host runtime on `peer_nic`, on its own
+/// thread, kept alive until `app` is done.
+fn over_slimtcp_peer<N: Nic + Send + 'static, R>(
+    provider: Provider,
+    peer: Peer,
+    app_nic: N,
+    peer_nic: N,
+    app: impl FnOnce(&mut dyn App, SocketAddrV4) -> R,
+) -> R {
     let (ca, cb) = default_configs();
     let target_ip = cb.ip;
     let mut peer_api = HostSockets::single(Interface::new(peer_nic, cb), Clock::real());
@@ -281,6 +331,8 @@ fn measure(
     match link {
         Link::Memwire => over_memwire(provider, peer, app),
         Link::Tap => over_tap(provider, peer, app),
+        #[cfg(feature = "dpdk")]
+        Link::Memif => over_memif(provider, peer, app),
     }
 }
 
@@ -290,30 +342,84 @@ fn percentiles(mut samples: Vec<Duration>) -> (f64, f64) {
     (at(0.5), at(0.99))
 }
 
+/// Repetitions of every measurement (`GUEST_PATH_RUNS`, default 3): the tables give medians.
+fn runs() -> usize {
+    match std::env::var("GUEST_PATH_RUNS") {
+        Ok(v) => v
+            .parse()
+            .ok()
+            .filter(|&n| n > 0)
+            .unwrap_or_else(|| panic!("GUEST_PATH_RUNS={v:?}: want a count > 0")),
+        Err(_) => 3,
+    }
+}
+
+fn median(v: &[f64]) -> f64 {
+    let mut v = v.to_vec();
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
+/// Ratio of the medians, and with several runs the range of the runs' own ratios (each guest run
+/// against the host run right after it).
+fn ratio_cell(guest: &[f64], host: &[f64]) -> String {
+    let r = median(guest) / median(host);
+    if guest.len() < 2 {
+        return format!("{r:.2}");
+    }
+    let per_run: Vec<f64> = guest.iter().zip(host).map(|(g, h)| g / h).collect();
+    let lo = per_run.iter().copied().fold(f64::INFINITY, f64::min);
+    let hi = per_run.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    format!("{r:.2} ({lo:.2}-{hi:.2})")
+}
+
+fn json_list(v: &[f64], decimals: usize) -> String {
+    let items: Vec<String> = v.iter().map(|x| format!("{x:.decimals$}")).collect();
+    format!("[{}]", items.join(","))
+}
+
 fn main() {
     // `cargo bench` passes --bench; nothing else to parse.
     let _ = env_logger::builder().try_init();
     let mut rows = Vec::new();
     let mut json = Vec::new();
-    let links: Vec<Link> = match std::env::var("GUEST_PATH_LINKS").as_deref() {
-        Ok("memwire") => vec![Link::Memwire],
-        Ok("tap") => vec![Link::Tap],
-        _ => vec![Link::Memwire, Link::Tap],
+    let links: Vec<Link> = match std::env::var("GUEST_PATH_LINKS") {
+        Ok(names) => names
+            .split(',')
+            .map(|n| {
+                Link::ALL.iter().copied().find(|l| l.name() == n.trim()).unwrap_or_else(|| {
+                    let known: Vec<&str> = Link::ALL.iter().map(|l| l.name()).collect();
+                    panic!("GUEST_PATH_LINKS: unknown link {n:?} (this build has {known:?})")
+                })
+            })
+            .collect(),
+        Err(_) => Link::ALL.to_vec(),
     };
+    let runs = runs();
     for link in links {
         for mss in [64u16, 1460] {
             let bulk = |p| measure(link, p, Peer::Sink, |a, t| a.bulk(t, mss));
-            let (g, h) = (bulk(Provider::Guest), bulk(Provider::Host));
+            // Guest and host alternate, so a change in the machine's load hits both.
+            let (g, h): (Vec<f64>, Vec<f64>) =
+                (0..runs).map(|_| (bulk(Provider::Guest), bulk(Provider::Host))).unzip();
+            let (gm, hm) = (median(&g), median(&h));
             rows.push(format!(
-                "| {} | bulk, MSS {mss} | {:.2} Gb/s | {:.2} Gb/s | {:.2} |",
+                "| {} | bulk, MSS {mss} | {:.2} Gb/s | {:.2} Gb/s | {} |",
                 link.label(),
-                g / 1e9,
-                h / 1e9,
-                g / h
+                gm / 1e9,
+                hm / 1e9,
+                ratio_cell(&g, &h)
             ));
             json.push(format!(
-                "{{\"link\":\"{}\",\"test\":\"bulk\",\"mss\":{mss},\"guest_bps\":{g:.0},\"host_bps\":{h:.0}}}",
-                link.label()
+                "{{\"link\":\"{}\",\"test\":\"bulk\",\"mss\":{mss},\"guest_bps\":{gm:.0},\"host_bps\":{hm:.0},\"guest_bps_runs\":{},\"host_bps_runs\":{}}}",
+                link.label(),
+                json_list(&g, 0),
+                json_list(&h, 0)
             ));
         }
         let rtt = |p| {
@@ -324,24 +430,41 @@ fn main() {
             });
             percentiles(samples)
         };
-        let ((g50, g99), (h50, h99)) = (rtt(Provider::Guest), rtt(Provider::Host));
-        rows.push(format!(
-            "| {} | 64 B round trip p50 | {g50:.1} us | {h50:.1} us | {:.2} |",
-            link.label(),
-            g50 / h50
-        ));
-        rows.push(format!(
-            "| {} | 64 B round trip p99 | {g99:.1} us | {h99:.1} us | {:.2} |",
-            link.label(),
-            g99 / h99
-        ));
+        let (mut g50, mut g99, mut h50, mut h99) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        for _ in 0..runs {
+            let (g, h) = (rtt(Provider::Guest), rtt(Provider::Host));
+            g50.push(g.0);
+            g99.push(g.1);
+            h50.push(h.0);
+            h99.push(h.1);
+        }
+        for (name, gs, hs) in [("p50", &g50, &h50), ("p99", &g99, &h99)] {
+            rows.push(format!(
+                "| {} | 64 B round trip {name} | {:.1} us | {:.1} us | {} |",
+                link.label(),
+                median(gs),
+                median(hs),
+                ratio_cell(gs, hs)
+            ));
+        }
         json.push(format!(
-            "{{\"link\":\"{}\",\"test\":\"rtt64\",\"guest_p50_us\":{g50:.2},\"guest_p99_us\":{g99:.2},\"host_p50_us\":{h50:.2},\"host_p99_us\":{h99:.2}}}",
-            link.label()
+            "{{\"link\":\"{}\",\"test\":\"rtt64\",\"guest_p50_us\":{:.2},\"guest_p99_us\":{:.2},\"host_p50_us\":{:.2},\"host_p99_us\":{:.2},\"guest_p50_us_runs\":{},\"guest_p99_us_runs\":{},\"host_p50_us_runs\":{},\"host_p99_us_runs\":{}}}",
+            link.label(),
+            median(&g50),
+            median(&g99),
+            median(&h50),
+            median(&h99),
+            json_list(&g50, 2),
+            json_list(&g99, 2),
+            json_list(&h50, 2),
+            json_list(&h99, 2)
         ));
     }
+    #[cfg(feature = "dpdk")]
+    memif::remove_runtime_dir();
     let table = format!(
-        "| link | measurement | guest-lib -> slimtcp-vhost | host runtime | guest/host |\n| --- | --- | --- | --- | --- |\n{}\n",
+        "Medians of {runs} run(s); guest/host: ratio of the medians (range of the runs' ratios).\n\n\
+         | link | measurement | guest-lib -> slimtcp-vhost | host runtime | guest/host |\n| --- | --- | --- | --- | --- |\n{}\n",
         rows.join("\n")
     );
     println!("{table}");

@@ -9,6 +9,7 @@ use slimtcp::nic::Nic;
 use slimtcp::time::Clock;
 use slimtcp::wire::EthernetAddress;
 use std::net::Ipv4Addr;
+use std::time::{Duration, Instant};
 
 use crate::config::{Config, LocalAddr, NicChoice, Role, RuntimeMode};
 use crate::meter::Interval;
@@ -17,6 +18,11 @@ use crate::workload::{self, Measurement, Settings, WorkloadError};
 /// Frames in flight per direction of the memwire link: deep enough that the link, not a
 /// small queue, is never what drops segments (the stack has no congestion control).
 const MEMWIRE_CAPACITY: usize = 1 << 17;
+/// After its last close, a lone role keeps its stack running until the link was quiet this long
+/// (its last FIN or ACK must leave, and be retransmitted if lost, before the process ends) ...
+const LINGER_QUIET: Duration = Duration::from_millis(300);
+/// ... but no longer than this.
+const LINGER_MAX: Duration = Duration::from_secs(2);
 
 /// Why a SlimTCP run failed.
 #[derive(Debug, thiserror::Error)]
@@ -133,15 +139,34 @@ fn run_one<N: Nic + Send + 'static>(
     match cfg.runtime {
         RuntimeMode::Single => {
             let mut api = HostSockets::single(iface, Clock::real());
-            Ok(one_role(&mut api, cfg, progress)?)
+            let result = one_role(&mut api, cfg, progress);
+            linger(&mut api);
+            Ok(result?)
         }
         RuntimeMode::TwoCore => {
             let (mut api, worker) =
                 HostSockets::two_core(iface, Clock::real(), &runtime_config()).map_err(HostError::Runtime)?;
             let result = one_role(&mut api, cfg, progress);
+            linger(&mut api);
             drop(api);
             worker.join().map_err(|_| HostError::WorkerPanicked)?;
             Ok(result?)
+        }
+    }
+}
+
+/// Keeps the stack of a lone role running after its workload closed everything, until it was
+/// quiet for [`LINGER_QUIET`] (at most [`LINGER_MAX`]): otherwise the process can end with its
+/// last FIN unsent or unacknowledged, and the peer waits for it in vain (seen over memif, whose
+/// link goes down with the process). A two-core worker runs by itself: the wait is then fixed.
+fn linger(api: &mut HostSockets) {
+    let start = Instant::now();
+    let mut last_work = start;
+    while last_work.elapsed() < LINGER_QUIET && start.elapsed() < LINGER_MAX {
+        match api.progress() {
+            Ok(true) => last_work = Instant::now(),
+            Ok(false) => std::thread::sleep(Duration::from_micros(50)),
+            Err(_) => return,
         }
     }
 }

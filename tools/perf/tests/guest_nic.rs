@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use common::{boolean, number, summary, BIN};
 use slimtcp::iface::InterfaceConfig;
 use slimtcp::wire::EthernetAddress;
-use slimtcp_testkit::{require_netns, Netns};
+use slimtcp_testkit::{require_netns, wait_for, Netns};
 use slimtcp_vhost::server::{serve_tenant, StopHandle, TenantConfig};
 
 #[test]
@@ -65,6 +65,17 @@ fn guest_library_sender_to_a_linux_receiver_through_the_backend() {
         .stdout(std::process::Stdio::piped())
         .spawn()
         .expect("linux receiver");
+    // The sender does not retry a refused connect: start it once the receiver listens (its
+    // namespace's TCP table, seen through the receiver's /proc entry).
+    let tcp_table = format!("/proc/{}/net/tcp", receiver.id());
+    let listening = wait_for(Duration::from_secs(20), || {
+        std::fs::read_to_string(&tcp_table).unwrap_or_default().lines().any(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            // local_address 00000000:1389 (port 5001), state 0A (LISTEN)
+            f.len() > 3 && f[1].ends_with(":1389") && f[3] == "0A"
+        })
+    });
+    assert!(listening, "the Linux receiver never listened");
     let sock = socket.display().to_string();
     let nic = format!("guest:{sock}");
     let out = std::process::Command::new(BIN)
