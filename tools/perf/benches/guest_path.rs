@@ -38,7 +38,7 @@ use slimtcp_perf::host::no_progress;
 use slimtcp_perf::workload::{self, Settings};
 use slimtcp_testkit::linux_peer;
 use slimtcp_testkit::Netns;
-use slimtcp_vhost::server::{serve_tenant, StopHandle, TenantConfig};
+use slimtcp_vhost::server::{serve_tenant_reporting, StopHandle, TenantConfig};
 
 #[cfg(feature = "dpdk")]
 #[path = "guest_path/memif.rs"]
@@ -178,7 +178,9 @@ fn on_provider<N: Nic + Send + 'static, R>(
             let mut nic = Some(nic);
             let backend = std::thread::spawn(move || {
                 let make = move || nic.take().ok_or_else(|| "the NIC is used once".to_owned());
-                serve_tenant(&cfg, make, &StopHandle::default(), Some(1))
+                // The session's copy counters show whether transmit was zero-copy on this link.
+                let report = |r: &slimtcp_vhost::engine::SessionReport| eprintln!("  backend session: {r}");
+                serve_tenant_reporting(&cfg, make, &StopHandle::default(), Some(1), report)
             });
             while !socket.exists() {
                 std::thread::sleep(Duration::from_millis(5));
