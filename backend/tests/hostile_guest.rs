@@ -7,7 +7,7 @@ mod common;
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::sync::Arc;
 
-use common::engine_bench::{bench, error_of, hello, run_until, socket_of, PEER_IP, QSIZE};
+use common::engine_bench::{bench, connected, error_of, hello, run_until, socket_of, Connected, QSIZE};
 use common::{guest_memory, PairDriver, F_NEXT, F_WRITE, RAM};
 use slimtcp_abi::{Errno, Request, RequestBody, RxMessage, SocketId, SocketKind};
 use slimtcp_vhost::queues::LocalRings;
@@ -149,19 +149,7 @@ fn small_and_misdirected_receive_buffers_are_returned_unused() {
 fn zero_copy_send_returns_the_chain_only_after_the_ack_and_data_arrives_with_one_copy() {
     let mem = Arc::new(guest_memory());
     let mut b = bench(1, None);
-    let listener = b.peer.tcp_listen(5000, 4).expect("peer listen");
-    let mut p0 = PairDriver::new(&mem, 0, QSIZE, 0);
-    let rings = LocalRings::new(vec![p0.rx.queue(), p0.tx.queue()]);
-    p0.post(64, 4096);
-    p0.request(&hello(1), &[]);
-    p0.request(&Request::new(2, SocketId::NONE, RequestBody::Socket { kind: SocketKind::Tcp }), &[]);
-    let mut seen = vec![Vec::new()];
-    run_until(&mut b, &rings, &mem, &mut [&mut p0], &mut seen, |s| socket_of(&s[0], 2).is_some());
-    let sock = socket_of(&seen[0], 2).expect("socket");
-    let remote = SocketAddrV4::new(PEER_IP, 5000);
-    p0.request(&Request::new(3, sock, RequestBody::Connect { remote }), &[]);
-    run_until(&mut b, &rings, &mem, &mut [&mut p0], &mut seen, |s| socket_of(&s[0], 3).is_some());
-    let conn = b.peer.tcp_accept(listener).expect("peer accepted");
+    let Connected { mut p0, rings, sock, conn, mut seen } = connected(&mut b, &mem, 5000);
 
     // 3000 bytes in two payload descriptors.
     let part1: Vec<u8> = (0..1800u32).map(|i| (i % 251) as u8).collect();

@@ -14,7 +14,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::engine_bench::{bench, hello, run_until, socket_of, PEER_IP, QSIZE};
+use common::engine_bench::{bench, connected, run_until, socket_of, Connected, PEER_IP};
 use common::vmm::{connect, memfd_memory, negotiate, regions, setup_ring};
 use common::{PairDriver, F_NEXT};
 use slimtcp::iface::{Interface, InterfaceConfig, SocketHandle};
@@ -25,7 +25,6 @@ use slimtcp::wire::EthernetAddress;
 use slimtcp_abi::{Done, Request, RequestBody, RxMessage, SocketId, SocketKind, Version};
 use slimtcp_vhost::device::DEVICE_FEATURES;
 use slimtcp_vhost::engine::SessionReport;
-use slimtcp_vhost::queues::LocalRings;
 use slimtcp_vhost::server::{serve_tenant_reporting, StopHandle, TenantConfig};
 use vhost::vhost_user::message::VhostUserVirtioFeatures;
 use vhost::vhost_user::VhostUserFrontend;
@@ -69,19 +68,7 @@ fn drain(peer: &mut Interface<MemwireNic>, conn: SocketHandle, into: &mut Vec<u8
 fn the_engine_gives_back_an_unacknowledged_send_and_retransmits_from_its_copy() {
     let mem = Arc::new(common::guest_memory());
     let mut b = bench(1, None);
-    let listener = b.peer.tcp_listen(5000, 4).expect("peer listen");
-    let mut p0 = PairDriver::new(&mem, 0, QSIZE, 0);
-    let rings = LocalRings::new(vec![p0.rx.queue(), p0.tx.queue()]);
-    p0.post(64, 4096);
-    p0.request(&hello(1), &[]);
-    p0.request(&Request::new(2, SocketId::NONE, RequestBody::Socket { kind: SocketKind::Tcp }), &[]);
-    let mut seen = vec![Vec::new()];
-    run_until(&mut b, &rings, &mem, &mut [&mut p0], &mut seen, |s| socket_of(&s[0], 2).is_some());
-    let sock = socket_of(&seen[0], 2).expect("socket");
-    let remote = SocketAddrV4::new(PEER_IP, 5000);
-    p0.request(&Request::new(3, sock, RequestBody::Connect { remote }), &[]);
-    run_until(&mut b, &rings, &mem, &mut [&mut p0], &mut seen, |s| socket_of(&s[0], 3).is_some());
-    let conn = b.peer.tcp_accept(listener).expect("peer accepted");
+    let Connected { mut p0, rings, sock, conn, mut seen } = connected(&mut b, &mem, 5000);
 
     let original = payload();
     let (head, at) = send_at_known_address(&mut p0, 4, sock, &original);

@@ -375,18 +375,7 @@ impl<N: Nic> Engine<N> {
             }
             let Some(send) = s.sends.remove(&tag.seq) else { continue };
             s.in_flight = s.in_flight.saturating_sub(u64::from(send.len));
-            if !send.quiet {
-                self.push(
-                    pair,
-                    Out::Msg(RxMessage::Complete {
-                        cookie: send.cookie,
-                        socket: sock_id(id),
-                        op: slimtcp_abi::Op::Send.code(),
-                        result: Ok(Done::value(u64::from(send.len))),
-                    }),
-                );
-            }
-            self.push(pair, Out::Return(send.head));
+            self.finish_send(pair, id, &send, Ok(Done::value(u64::from(send.len))));
         }
         self.completed = completed;
         let Some(s) = self.sockets.get_mut(&id) else { return };

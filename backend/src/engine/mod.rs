@@ -9,6 +9,7 @@
 mod chain;
 mod deliver;
 mod requests;
+mod sends;
 mod stop;
 
 use std::collections::{HashMap, VecDeque};

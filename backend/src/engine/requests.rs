@@ -533,29 +533,6 @@ impl<N: Nic> Engine<N> {
         let _ = self.iface.tcp_recv_release(h, bytes as usize);
         Ok(Done::value(0))
     }
-
-    /// Completes every held send of `id` with `errno` and returns their chains.
-    pub(super) fn fail_sends(&mut self, id: u32, errno: Errno) {
-        let Some(s) = self.sockets.get_mut(&id) else { return };
-        let mut sends: Vec<(u64, HeldSend)> = s.sends.drain().collect();
-        s.in_flight = 0;
-        s.backlog.clear();
-        let pair = s.pair;
-        sends.sort_by_key(|(seq, _)| *seq);
-        for (_, send) in sends {
-            self.counters.error_completions += 1;
-            self.push(
-                pair,
-                Out::Msg(RxMessage::Complete {
-                    cookie: send.cookie,
-                    socket: sock_id(id),
-                    op: slimtcp_abi::Op::Send.code(),
-                    result: Err(errno),
-                }),
-            );
-            self.push(pair, Out::Return(send.head));
-        }
-    }
 }
 
 impl GSock {

@@ -8,9 +8,9 @@ use std::time::Duration;
 
 use slimtcp::nic::Nic;
 use slimtcp::tcp::TxPayload;
-use slimtcp_abi::{Done, RxMessage};
+use slimtcp_abi::Done;
 
-use super::{sock_id, Engine, Out};
+use super::{Engine, Out};
 use crate::guest_mem::GuestMem;
 use crate::queues::{self, Vrings};
 
@@ -91,24 +91,7 @@ impl<N: Nic> Engine<N> {
             "socket {id}: {} sends still read by the NIC; their chains are returned anyway",
             s.sends.len()
         );
-        let mut sends: Vec<_> = s.sends.drain().collect();
-        sends.sort_by_key(|(seq, _)| *seq);
-        s.in_flight = 0;
-        let pair = s.pair;
-        for (_, send) in sends {
-            if !send.quiet {
-                self.push(
-                    pair,
-                    Out::Msg(RxMessage::Complete {
-                        cookie: send.cookie,
-                        socket: sock_id(id),
-                        op: slimtcp_abi::Op::Send.code(),
-                        result: Ok(Done::value(u64::from(send.len))),
-                    }),
-                );
-            }
-            self.push(pair, Out::Return(send.head));
-        }
+        self.finish_all_sends(id, |send| Ok(Done::value(u64::from(send.len))));
     }
 
     /// Puts every chain return queued for pair `p` on its transmit used ring now, ahead of the

@@ -1,16 +1,17 @@
 //! The tenant engine stepped by the test against a SlimTCP peer over the in-memory wire: the
 //! guest side is a [`PairDriver`] per queue pair over [`LocalRings`].
 
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, SocketAddrV4};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use slimtcp::iface::{Interface, InterfaceConfig};
+use slimtcp::iface::{Interface, InterfaceConfig, SocketHandle};
 use slimtcp::nic::memwire::{link, LinkConfig, MemwireNic};
 use slimtcp::time::Clock;
 use slimtcp::wire::EthernetAddress;
-use slimtcp_abi::{Errno, Request, RequestBody, RxMessage, SocketId, Version};
+use slimtcp_abi::{Errno, Request, RequestBody, RxMessage, SocketId, SocketKind, Version};
 use slimtcp_vhost::engine::{Engine, EngineConfig};
+use slimtcp_vhost::guest_mem::GuestMem;
 use slimtcp_vhost::queues::LocalRings;
 
 use super::PairDriver;
@@ -80,4 +81,35 @@ pub fn run_until(
             s.extend(d.messages());
         }
     }
+}
+
+/// Pair 0 of a one-pair bench after hello, with a TCP socket connected to the peer.
+pub struct Connected<'m> {
+    pub p0: PairDriver<'m>,
+    pub rings: LocalRings,
+    /// The guest's socket.
+    pub sock: SocketId,
+    /// The peer's end of the connection.
+    pub conn: SocketHandle,
+    /// Pair 0's messages so far (cookies 1 to 3 used).
+    pub seen: Vec<Vec<(RxMessage, Vec<u8>)>>,
+}
+
+/// Says hello on pair 0 (64 receive buffers of 4 KiB posted) and connects a TCP socket to the
+/// peer, which listens on `port`.
+pub fn connected<'m>(b: &mut Bench, mem: &'m Arc<GuestMem>, port: u16) -> Connected<'m> {
+    let listener = b.peer.tcp_listen(port, 4).expect("peer listen");
+    let mut p0 = PairDriver::new(mem, 0, QSIZE, 0);
+    let rings = LocalRings::new(vec![p0.rx.queue(), p0.tx.queue()]);
+    p0.post(64, 4096);
+    p0.request(&hello(1), &[]);
+    p0.request(&Request::new(2, SocketId::NONE, RequestBody::Socket { kind: SocketKind::Tcp }), &[]);
+    let mut seen = vec![Vec::new()];
+    run_until(b, &rings, mem, &mut [&mut p0], &mut seen, |s| socket_of(&s[0], 2).is_some());
+    let sock = socket_of(&seen[0], 2).expect("socket");
+    let remote = SocketAddrV4::new(PEER_IP, port);
+    p0.request(&Request::new(3, sock, RequestBody::Connect { remote }), &[]);
+    run_until(b, &rings, mem, &mut [&mut p0], &mut seen, |s| socket_of(&s[0], 3).is_some());
+    let conn = b.peer.tcp_accept(listener).expect("peer accepted");
+    Connected { p0, rings, sock, conn, seen }
 }
