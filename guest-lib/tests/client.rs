@@ -19,18 +19,7 @@ const LOCAL: SocketAddrV4 = SocketAddrV4::new(Ipv4Addr::new(10, 0, 0, 1), 49152)
 const PEER: SocketAddrV4 = SocketAddrV4::new(Ipv4Addr::new(10, 0, 0, 2), 5201);
 
 fn info() -> HelloInfo {
-    HelloInfo {
-        addr: Ipv4Addr::new(10, 0, 0, 1),
-        prefix_len: 24,
-        mac: [2, 0, 0, 0, 0, 1],
-        gateway: Ipv4Addr::new(10, 0, 0, 254),
-        mss: 1460,
-        max_datagram: 1472,
-        max_sockets: 4096,
-        max_send_in_flight: 8192,
-        rx_buffer: 4096,
-        max_requests: 64,
-    }
+    common::hello_info(4096)
 }
 
 fn done(req: &Request, socket: SocketId, d: Done) -> (RxMessage, Vec<u8>) {

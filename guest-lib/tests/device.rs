@@ -16,18 +16,7 @@ use slimtcp_guest::{GuestConfig, GuestDevice, GuestError};
 const PEER: SocketAddrV4 = SocketAddrV4::new(Ipv4Addr::new(10, 0, 0, 2), 5201);
 
 fn info() -> HelloInfo {
-    HelloInfo {
-        addr: Ipv4Addr::new(10, 0, 0, 1),
-        prefix_len: 24,
-        mac: [2, 0, 0, 0, 0, 1],
-        gateway: Ipv4Addr::new(10, 0, 0, 254),
-        mss: 1460,
-        max_datagram: 1472,
-        max_sockets: 64,
-        max_send_in_flight: 8192,
-        rx_buffer: 4096,
-        max_requests: 64,
-    }
+    common::hello_info(64)
 }
 
 /// A device for pair `k`: socket ids `100 + k`, stream data echoed back, chains returned at once.

@@ -34,6 +34,23 @@ pub fn device_queue(ring: &SplitRing, event_idx: bool) -> Queue {
     q
 }
 
+/// What a test device says in hello: the guest is 10.0.0.1/24 behind 10.0.0.254, MSS 1460, with
+/// `max_sockets` sockets.
+pub fn hello_info(max_sockets: u32) -> slimtcp_abi::HelloInfo {
+    slimtcp_abi::HelloInfo {
+        addr: std::net::Ipv4Addr::new(10, 0, 0, 1),
+        prefix_len: 24,
+        mac: [2, 0, 0, 0, 0, 1],
+        gateway: std::net::Ipv4Addr::new(10, 0, 0, 254),
+        mss: 1460,
+        max_datagram: 1472,
+        max_sockets,
+        max_send_in_flight: 8192,
+        rx_buffer: 4096,
+        max_requests: 64,
+    }
+}
+
 pub mod fake {
     //! A scripted device: a thread that serves one queue pair with virtio-queue, parses each
     //! request with slimtcp-abi and answers what the test's handler says.
