@@ -1,0 +1,304 @@
+//! `stack_peers`: SlimTCP and smoltcp side by side over the same in-memory link (memwire), each
+//! stack's sender and receiver in one thread (see `peers` for the set-up).
+//!
+//! - `compare`: the paper's experiment 1 (one connection, MSS 64, 256, 512, 1460; goodput and
+//!   segments/s, every byte checked) and 64-byte round trips (p50/p99), both stacks in one run,
+//!   each point the median of `--runs` runs, stacks alternating; writes JSON and markdown.
+//! - `segments`: moves exactly `--count` segments of `--mss` bytes and prints what moved: the
+//!   program `scripts/bench-peers.sh` runs under callgrind for instructions per segment.
+//!
+//! Run: `cargo run --release -p slimtcp-perf --example stack_peers -- compare --out target/bench`.
+
+mod peers;
+
+use std::fmt::Write as _;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Parser, Subcommand, ValueEnum};
+use peers::slim::SlimPair;
+use peers::smol::SmolPair;
+use peers::workload::{self, Bulk, Until};
+use peers::{Pair, PeerError};
+
+/// The segment sizes of the paper's experiment 1.
+const EXPERIMENT_1_MSS: [u16; 4] = [64, 256, 512, 1460];
+/// Round trips before measuring.
+const RTT_WARMUP: usize = 1_000;
+
+#[derive(Debug, Parser)]
+#[command(about = "SlimTCP and smoltcp over the same in-memory link")]
+struct Args {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Stack {
+    Slimtcp,
+    Smoltcp,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Experiment 1 and 64-byte round trips for both stacks; writes peers.json and peers.md.
+    Compare {
+        /// Seconds per bulk run.
+        #[arg(long, default_value_t = 2.0)]
+        seconds: f64,
+        /// Runs per point (the median is reported).
+        #[arg(long, default_value_t = 3)]
+        runs: usize,
+        /// Measured round trips per run.
+        #[arg(long, default_value_t = 20_000)]
+        round_trips: usize,
+        /// Directory for peers.json and peers.md.
+        #[arg(long, default_value = "target/bench")]
+        out: PathBuf,
+    },
+    /// Moves exactly `count` full segments A -> B and prints a JSON line (for callgrind).
+    Segments {
+        #[arg(long, value_enum)]
+        stack: Stack,
+        #[arg(long)]
+        mss: u16,
+        #[arg(long)]
+        count: u64,
+        /// Compare every byte with the pattern sent (off under callgrind: it would count the
+        /// comparison's instructions too; byte counts are always checked).
+        #[arg(long)]
+        verify: bool,
+    },
+}
+
+/// Why the example failed.
+#[derive(Debug, thiserror::Error)]
+enum ExampleError {
+    #[error("{stack} at MSS {mss}")]
+    Run {
+        stack: &'static str,
+        mss: u16,
+        #[source]
+        source: PeerError,
+    },
+    #[error("{stack}: moved {got} bytes, expected {want}")]
+    Short { stack: &'static str, got: u64, want: u64 },
+    #[error("writing {path}")]
+    Write {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+fn main() {
+    let args = Args::parse();
+    if let Err(e) = run(args) {
+        let mut msg = e.to_string();
+        let mut src = std::error::Error::source(&e);
+        while let Some(s) = src {
+            let _ = write!(msg, ": {s}");
+            src = s.source();
+        }
+        eprintln!("stack_peers: {msg}");
+        std::process::exit(1);
+    }
+}
+
+fn run(args: Args) -> Result<(), ExampleError> {
+    match args.command {
+        Command::Compare { seconds, runs, round_trips, out } => {
+            compare(seconds, runs.max(1), round_trips, &out)
+        }
+        Command::Segments { stack, mss, count, verify } => {
+            let want = count * u64::from(mss);
+            let b = match stack {
+                Stack::Slimtcp => bulk::<SlimPair>(mss, Until::Bytes(want), verify)?,
+                Stack::Smoltcp => bulk::<SmolPair>(mss, Until::Bytes(want), verify)?,
+            };
+            if b.bytes != want {
+                return Err(ExampleError::Short { stack: b.stack, got: b.bytes, want });
+            }
+            println!(
+                "{{\"stack\":\"{}\",\"mss\":{},\"segments\":{},\"bytes\":{},\"frames_a_to_b\":{},\"frames_b_to_a\":{},\"verified\":{}}}",
+                b.stack, mss, count, b.bytes, b.frames_a_to_b, b.frames_b_to_a, b.verified
+            );
+            Ok(())
+        }
+    }
+}
+
+fn bulk<P: Pair>(mss: u16, until: Until, verify: bool) -> Result<Bulk, ExampleError> {
+    workload::bulk::<P>(mss, until, verify).map_err(|source| ExampleError::Run {
+        stack: P::NAME,
+        mss,
+        source,
+    })
+}
+
+fn rtts<P: Pair>(count: usize) -> Result<(Duration, Duration), ExampleError> {
+    let mut v = workload::round_trips::<P>(1460, RTT_WARMUP, count).map_err(|source| ExampleError::Run {
+        stack: P::NAME,
+        mss: 1460,
+        source,
+    })?;
+    v.sort();
+    Ok((workload::percentile(&v, 50), workload::percentile(&v, 99)))
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+/// One bulk point: both stacks' runs (alternating) and their medians.
+struct Point {
+    mss: u16,
+    slim: Vec<Bulk>,
+    smol: Vec<Bulk>,
+}
+
+impl Point {
+    fn goodput(runs: &[Bulk]) -> f64 {
+        median(runs.iter().map(Bulk::goodput_bps).collect())
+    }
+    fn segments(runs: &[Bulk]) -> f64 {
+        median(runs.iter().map(Bulk::segments_per_s).collect())
+    }
+    fn acks_per_segment(runs: &[Bulk]) -> f64 {
+        median(runs.iter().map(|b| b.frames_b_to_a as f64 / b.frames_a_to_b.max(1) as f64).collect())
+    }
+}
+
+fn compare(seconds: f64, runs: usize, round_trips: usize, out: &std::path::Path) -> Result<(), ExampleError> {
+    let d = Duration::from_secs_f64(seconds);
+    let mut points = Vec::new();
+    for mss in EXPERIMENT_1_MSS {
+        let mut p = Point { mss, slim: Vec::new(), smol: Vec::new() };
+        for _ in 0..runs {
+            p.slim.push(bulk::<SlimPair>(mss, Until::Elapsed(d), true)?);
+            p.smol.push(bulk::<SmolPair>(mss, Until::Elapsed(d), true)?);
+        }
+        eprintln!(
+            "MSS {mss}: slimtcp {:.2} Gb/s, smoltcp {:.2} Gb/s",
+            Point::goodput(&p.slim) / 1e9,
+            Point::goodput(&p.smol) / 1e9
+        );
+        points.push(p);
+    }
+    let (mut slim_rtt, mut smol_rtt) = (Vec::new(), Vec::new());
+    for _ in 0..runs {
+        slim_rtt.push(rtts::<SlimPair>(round_trips)?);
+        smol_rtt.push(rtts::<SmolPair>(round_trips)?);
+    }
+    let us = |v: &[(Duration, Duration)], pick: fn(&(Duration, Duration)) -> Duration| {
+        median(v.iter().map(|r| pick(r).as_secs_f64() * 1e6).collect())
+    };
+    let rtt = [
+        ("p50", us(&slim_rtt, |r| r.0), us(&smol_rtt, |r| r.0)),
+        ("p99", us(&slim_rtt, |r| r.1), us(&smol_rtt, |r| r.1)),
+    ];
+
+    let date = date_utc();
+    let mut json = format!(
+        "{{\n \"meta\": {{\"date\": \"{date}\", \"cores\": {}, \"seconds_per_run\": {seconds}, \"runs\": {runs}, \
+         \"round_trips\": {round_trips}, \"setup\": \"one thread per stack pair (sender and receiver), memwire link, \
+         256 KiB buffers, window scale 3, no Nagle, no congestion control, software checksums\"}},\n \"bulk\": [\n",
+        std::thread::available_parallelism().map_or(0, |n| n.get())
+    );
+    for (i, p) in points.iter().enumerate() {
+        let runs_json = |v: &[Bulk]| {
+            v.iter()
+                .map(|b| {
+                    format!(
+                        "{{\"goodput_bps\": {:.0}, \"segments_per_s\": {:.0}, \"bytes\": {}, \"seconds\": {:.4}, \
+                         \"frames_a_to_b\": {}, \"frames_b_to_a\": {}, \"verified\": {}}}",
+                        b.goodput_bps(),
+                        b.segments_per_s(),
+                        b.bytes,
+                        b.elapsed.as_secs_f64(),
+                        b.frames_a_to_b,
+                        b.frames_b_to_a,
+                        b.verified
+                    )
+                })
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let _ = writeln!(
+            json,
+            "  {{\"mss\": {}, \"slimtcp\": {{\"goodput_bps\": {:.0}, \"segments_per_s\": {:.0}, \"acks_per_segment\": {:.3}, \"runs\": [{}]}}, \
+             \"smoltcp\": {{\"goodput_bps\": {:.0}, \"segments_per_s\": {:.0}, \"acks_per_segment\": {:.3}, \"runs\": [{}]}}, \"ratio\": {:.3}}}{}",
+            p.mss,
+            Point::goodput(&p.slim),
+            Point::segments(&p.slim),
+            Point::acks_per_segment(&p.slim),
+            runs_json(&p.slim),
+            Point::goodput(&p.smol),
+            Point::segments(&p.smol),
+            Point::acks_per_segment(&p.smol),
+            runs_json(&p.smol),
+            Point::goodput(&p.slim) / Point::goodput(&p.smol),
+            if i + 1 < points.len() { "," } else { "" }
+        );
+    }
+    let _ = write!(
+        json,
+        " ],\n \"rtt_64b_us\": {{\"slimtcp\": {{\"p50\": {:.2}, \"p99\": {:.2}}}, \"smoltcp\": {{\"p50\": {:.2}, \"p99\": {:.2}}}}}\n}}\n",
+        rtt[0].1, rtt[1].1, rtt[0].2, rtt[1].2
+    );
+
+    let mut md = format!(
+        "SlimTCP vs smoltcp over memwire, {date}, {} cores, median of {runs} runs of {seconds} s per point \
+         (every byte checked).\nBoth: sender and receiver stacks in one thread, 256 KiB buffers, window scale 3, \
+         no Nagle, no congestion control.\n\n\
+         | MSS | SlimTCP Gb/s | SlimTCP Mseg/s | smoltcp Gb/s | smoltcp Mseg/s | SlimTCP/smoltcp | ACKs per segment (SlimTCP / smoltcp) |\n\
+         | --- | --- | --- | --- | --- | --- | --- |\n",
+        std::thread::available_parallelism().map_or(0, |n| n.get())
+    );
+    for p in &points {
+        let _ = writeln!(
+            md,
+            "| {} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} / {:.2} |",
+            p.mss,
+            Point::goodput(&p.slim) / 1e9,
+            Point::segments(&p.slim) / 1e6,
+            Point::goodput(&p.smol) / 1e9,
+            Point::segments(&p.smol) / 1e6,
+            Point::goodput(&p.slim) / Point::goodput(&p.smol),
+            Point::acks_per_segment(&p.slim),
+            Point::acks_per_segment(&p.smol)
+        );
+    }
+    let _ = write!(
+        md,
+        "\n64-byte round trip ({round_trips} per run after {RTT_WARMUP} warm-up, median of {runs} runs):\n\n\
+         | | SlimTCP | smoltcp | SlimTCP/smoltcp |\n| --- | --- | --- | --- |\n"
+    );
+    for (name, s, m) in rtt {
+        let _ = writeln!(md, "| {name} | {s:.2} us | {m:.2} us | {:.2} |", s / m);
+    }
+    print!("{md}");
+    std::fs::create_dir_all(out).map_err(|source| ExampleError::Write { path: out.to_owned(), source })?;
+    for (name, text) in [("peers.json", &json), ("peers.md", &md)] {
+        let path = out.join(name);
+        std::fs::write(&path, text).map_err(|source| ExampleError::Write { path, source })?;
+    }
+    Ok(())
+}
+
+/// Now as `YYYY-MM-DD HH:MM UTC` (civil-from-days, no date crate).
+fn date_utc() -> String {
+    let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    let (days, rem) = ((secs / 86_400) as i64, secs % 86_400);
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!("{year:04}-{month:02}-{day:02} {:02}:{:02} UTC", rem / 3600, rem % 3600 / 60)
+}
