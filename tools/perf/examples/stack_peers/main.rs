@@ -136,14 +136,18 @@ fn bulk<P: Pair>(mss: u16, until: Until, verify: bool) -> Result<Bulk, ExampleEr
     })
 }
 
-fn rtts<P: Pair>(count: usize) -> Result<(Duration, Duration), ExampleError> {
-    let mut v = workload::round_trips::<P>(1460, RTT_WARMUP, count).map_err(|source| ExampleError::Run {
+/// One run of round trips: p50, p99 and frames on the link per round trip.
+type RttRun = (Duration, Duration, f64);
+
+fn rtts<P: Pair>(count: usize) -> Result<RttRun, ExampleError> {
+    let r = workload::round_trips::<P>(1460, RTT_WARMUP, count).map_err(|source| ExampleError::Run {
         stack: P::NAME,
         mss: 1460,
         source,
     })?;
+    let mut v = r.rtts;
     v.sort();
-    Ok((workload::percentile(&v, 50), workload::percentile(&v, 99)))
+    Ok((workload::percentile(&v, 50), workload::percentile(&v, 99), r.frames_per_round_trip))
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -191,9 +195,10 @@ fn compare(seconds: f64, runs: usize, round_trips: usize, out: &std::path::Path)
         slim_rtt.push(rtts::<SlimPair>(round_trips)?);
         smol_rtt.push(rtts::<SmolPair>(round_trips)?);
     }
-    let us = |v: &[(Duration, Duration)], pick: fn(&(Duration, Duration)) -> Duration| {
+    let us = |v: &[RttRun], pick: fn(&RttRun) -> Duration| {
         median(v.iter().map(|r| pick(r).as_secs_f64() * 1e6).collect())
     };
+    let frames = |v: &[RttRun]| median(v.iter().map(|r| r.2).collect());
     let rtt = [
         ("p50", us(&slim_rtt, |r| r.0), us(&smol_rtt, |r| r.0)),
         ("p99", us(&slim_rtt, |r| r.1), us(&smol_rtt, |r| r.1)),
@@ -244,8 +249,14 @@ fn compare(seconds: f64, runs: usize, round_trips: usize, out: &std::path::Path)
     }
     let _ = write!(
         json,
-        " ],\n \"rtt_64b_us\": {{\"slimtcp\": {{\"p50\": {:.2}, \"p99\": {:.2}}}, \"smoltcp\": {{\"p50\": {:.2}, \"p99\": {:.2}}}}}\n}}\n",
-        rtt[0].1, rtt[1].1, rtt[0].2, rtt[1].2
+        " ],\n \"rtt_64b_us\": {{\"slimtcp\": {{\"p50\": {:.2}, \"p99\": {:.2}, \"frames_per_round_trip\": {:.2}}}, \
+         \"smoltcp\": {{\"p50\": {:.2}, \"p99\": {:.2}, \"frames_per_round_trip\": {:.2}}}}}\n}}\n",
+        rtt[0].1,
+        rtt[1].1,
+        frames(&slim_rtt),
+        rtt[0].2,
+        rtt[1].2,
+        frames(&smol_rtt)
     );
 
     let mut md = format!(
@@ -273,11 +284,12 @@ fn compare(seconds: f64, runs: usize, round_trips: usize, out: &std::path::Path)
     let _ = write!(
         md,
         "\n64-byte round trip ({round_trips} per run after {RTT_WARMUP} warm-up, median of {runs} runs):\n\n\
-         | | SlimTCP | smoltcp | SlimTCP/smoltcp |\n| --- | --- | --- | --- |\n"
+         | | SlimTCP | smoltcp | SlimTCP/smoltcp (lower is faster) |\n| --- | --- | --- | --- |\n"
     );
     for (name, s, m) in rtt {
         let _ = writeln!(md, "| {name} | {s:.2} us | {m:.2} us | {:.2} |", s / m);
     }
+    let _ = writeln!(md, "| frames per round trip | {:.2} | {:.2} | |", frames(&slim_rtt), frames(&smol_rtt));
     print!("{md}");
     std::fs::create_dir_all(out).map_err(|source| ExampleError::Write { path: out.to_owned(), source })?;
     for (name, text) in [("peers.json", &json), ("peers.md", &md)] {

@@ -4,7 +4,8 @@
 //! interface, the device talks to the link in bursts: it takes up to [`BURST`] frames per
 //! `MemwireNic::receive` and hands smoltcp one at a time, and it collects transmitted frames and
 //! passes them to `MemwireNic::transmit` [`BURST`] at a time (and on [`MemwireDevice::flush`]
-//! after each `Interface::poll`). Received buffers are reused for transmission after the flush.
+//! after each `Interface::poll`). Buffers are handled as for SlimTCP's interface: transmit
+//! buffers come from `MemwireNic::alloc_tx`, received ones are dropped once read.
 
 use slimtcp::nic::memwire::MemwireNic;
 use slimtcp::nic::{Nic, PacketBuf};
@@ -28,10 +29,6 @@ pub struct MemwireDevice {
     rx: Vec<PacketBuf>,
     /// Frames smoltcp transmitted, not yet given to the link.
     tx: Vec<PacketBuf>,
-    /// Buffers to transmit into.
-    free: Vec<PacketBuf>,
-    /// Buffers smoltcp has read, moved to `free` on [`flush`](Self::flush).
-    returned: Vec<PacketBuf>,
     /// The IP MTU that makes smoltcp's MSS equal the requested one.
     mtu: usize,
     /// A link error, reported by [`flush`](Self::flush).
@@ -46,8 +43,6 @@ impl MemwireDevice {
             now: slimtcp::time::Instant::ZERO,
             rx: Vec::with_capacity(BURST),
             tx: Vec::with_capacity(BURST),
-            free: Vec::with_capacity(4 * BURST),
-            returned: Vec::with_capacity(4 * BURST),
             mtu: usize::from(mss) + IP_TCP_HEADERS + ETHERNET_HEADER,
             error: None,
         }
@@ -68,11 +63,6 @@ impl MemwireDevice {
         if let Some(e) = self.error.take() {
             return Err(e);
         }
-        while self.free.len() < 4 * BURST {
-            let Some(b) = self.returned.pop() else { break };
-            self.free.push(b);
-        }
-        self.returned.clear();
         while !self.tx.is_empty() {
             if self.nic.transmit(self.now, &mut self.tx)? == 0 {
                 // The link is full: keep the rest for the next flush (back-pressure).
@@ -95,9 +85,8 @@ impl MemwireDevice {
 
 /// A received frame.
 #[derive(Debug)]
-pub struct RxToken<'a> {
+pub struct RxToken {
     frame: PacketBuf,
-    returned: &'a mut Vec<PacketBuf>,
 }
 
 /// Room for one frame to transmit.
@@ -106,37 +95,24 @@ pub struct TxToken<'a> {
     nic: &'a mut MemwireNic,
     now: slimtcp::time::Instant,
     tx: &'a mut Vec<PacketBuf>,
-    free: &'a mut Vec<PacketBuf>,
     error: &'a mut Option<slimtcp::nic::NicError>,
 }
 
 impl phy::Device for MemwireDevice {
-    type RxToken<'a> = RxToken<'a>;
+    type RxToken<'a> = RxToken;
     type TxToken<'a> = TxToken<'a>;
 
-    fn receive(&mut self, _timestamp: smoltcp::time::Instant) -> Option<(RxToken<'_>, TxToken<'_>)> {
+    fn receive(&mut self, _timestamp: smoltcp::time::Instant) -> Option<(RxToken, TxToken<'_>)> {
         self.refill();
         let frame = self.rx.pop()?;
         Some((
-            RxToken { frame, returned: &mut self.returned },
-            TxToken {
-                nic: &mut self.nic,
-                now: self.now,
-                tx: &mut self.tx,
-                free: &mut self.free,
-                error: &mut self.error,
-            },
+            RxToken { frame },
+            TxToken { nic: &mut self.nic, now: self.now, tx: &mut self.tx, error: &mut self.error },
         ))
     }
 
     fn transmit(&mut self, _timestamp: smoltcp::time::Instant) -> Option<TxToken<'_>> {
-        Some(TxToken {
-            nic: &mut self.nic,
-            now: self.now,
-            tx: &mut self.tx,
-            free: &mut self.free,
-            error: &mut self.error,
-        })
+        Some(TxToken { nic: &mut self.nic, now: self.now, tx: &mut self.tx, error: &mut self.error })
     }
 
     fn capabilities(&self) -> DeviceCapabilities {
@@ -148,16 +124,12 @@ impl phy::Device for MemwireDevice {
     }
 }
 
-impl phy::RxToken for RxToken<'_> {
+impl phy::RxToken for RxToken {
     fn consume<R, F>(self, f: F) -> R
     where
         F: FnOnce(&[u8]) -> R,
     {
-        let r = f(self.frame.as_slice());
-        if self.returned.len() < 4 * BURST {
-            self.returned.push(self.frame);
-        }
-        r
+        f(self.frame.as_slice())
     }
 }
 
@@ -166,14 +138,14 @@ impl phy::TxToken for TxToken<'_> {
     where
         F: FnOnce(&mut [u8]) -> R,
     {
-        let mut frame = match self.free.pop() {
-            Some(mut b) => {
-                b.reset(0);
-                b
+        let mut frame = match self.nic.alloc_tx() {
+            Ok(b) => b,
+            Err(e) => {
+                *self.error = Some(e);
+                PacketBuf::new_tx()
             }
-            None => PacketBuf::with_headroom(slimtcp::nic::buf::DEFAULT_BUF_SIZE, 0),
         };
-        if frame.capacity() < len {
+        if frame.tailroom() < len {
             frame = PacketBuf::with_headroom(len, 0);
         }
         let r = match frame.append(len) {

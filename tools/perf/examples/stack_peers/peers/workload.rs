@@ -152,15 +152,28 @@ fn check(pat: &[u8], at: u64, got: &[u8]) -> Result<(), PeerError> {
     Ok(())
 }
 
+/// What a round-trip run measured.
+#[derive(Debug, Clone)]
+pub struct RoundTrips {
+    /// One time per measured round trip, in order.
+    pub rtts: Vec<Duration>,
+    /// Frames on the link per measured round trip (both directions: data, echo, pure ACKs).
+    pub frames_per_round_trip: f64,
+}
+
 /// Round-trip times of `count` 64-byte messages A -> B -> A (after `warmup` unmeasured ones),
 /// each echo checked against its message.
-pub fn round_trips<P: Pair>(mss: u16, warmup: usize, count: usize) -> Result<Vec<Duration>, PeerError> {
+pub fn round_trips<P: Pair>(mss: u16, warmup: usize, count: usize) -> Result<RoundTrips, PeerError> {
     let mut pair = P::connect(mss)?;
     let mut rtts = Vec::with_capacity(count);
+    let mut frames_at_warmup = (0, 0);
     let mut at_b = [0u8; RTT_BYTES];
     let mut at_a = [0u8; RTT_BYTES];
     for i in 0..warmup + count {
         let msg = [(i % 251) as u8; RTT_BYTES];
+        if i == warmup {
+            frames_at_warmup = pair.frames();
+        }
         let start = Instant::now();
         if pair.send(Side::A, &msg)? != RTT_BYTES {
             return Err(PeerError::Stack { stack: P::NAME, what: "a 64-byte send was cut short".into() });
@@ -178,7 +191,9 @@ pub fn round_trips<P: Pair>(mss: u16, warmup: usize, count: usize) -> Result<Vec
             rtts.push(rtt);
         }
     }
-    Ok(rtts)
+    let (ab, ba) = pair.frames();
+    let frames = (ab - frames_at_warmup.0) + (ba - frames_at_warmup.1);
+    Ok(RoundTrips { rtts, frames_per_round_trip: frames as f64 / count.max(1) as f64 })
 }
 
 /// Steps until `side` has read `buf.len()` bytes into `buf`.
