@@ -37,7 +37,7 @@ TUNABLES=glibc.cpu.x86_rep_stosb_threshold=0x7fffffff:glibc.cpu.x86_rep_movsb_th
 : >"$RAW"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-for stack in slimtcp smoltcp; do
+for stack in slimtcp smoltcp smoltcp-one-poll; do
     for mss in 64 1460; do
         for count in "$N" "$((2 * N))"; do
             GLIBC_TUNABLES="$TUNABLES" valgrind --tool=callgrind --callgrind-out-file="$tmp/cg.out" \
@@ -58,15 +58,18 @@ for line in open(raw):
     moved = json.loads(js)
     assert moved["segments"] == int(count) and moved["bytes"] == int(count) * int(mss), line
     ir[(stack, int(mss), int(count))] = (int(total), moved)
+STACKS = ("slimtcp", "smoltcp", "smoltcp-one-poll")
 rows = []
 for mss in (64, 1460):
     row = {"mss": mss}
-    for stack in ("slimtcp", "smoltcp"):
+    for stack in STACKS:
         (t1, m1), (t2, m2) = ir[(stack, mss, n)], ir[(stack, mss, 2 * n)]
         row[stack] = {"instructions_per_segment": (t2 - t1) / n, "ir_n": t1, "ir_2n": t2,
                       "frames_a_to_b_per_segment": (m2["frames_a_to_b"] - m1["frames_a_to_b"]) / n,
                       "frames_b_to_a_per_segment": (m2["frames_b_to_a"] - m1["frames_b_to_a"]) / n}
-    row["ratio"] = row["slimtcp"]["instructions_per_segment"] / row["smoltcp"]["instructions_per_segment"]
+    ips = {s: row[s]["instructions_per_segment"] for s in STACKS}
+    row["ratio"] = ips["slimtcp"] / ips["smoltcp"]
+    row["ratio_one_poll"] = ips["slimtcp"] / ips["smoltcp-one-poll"]
     rows.append(row)
 meta = {"date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "n": n,
         "cores": os.cpu_count(),
@@ -75,13 +78,17 @@ meta = {"date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d 
                 "GLIBC_TUNABLES keeps memset/memcpy off rep stosb/movsb"}
 json.dump({"meta": meta, "points": rows}, open(f"{out}/callgrind.json", "w"), indent=1)
 lines = [f"Instructions per segment (callgrind), {meta['date']}: (Ir(2N) - Ir(N)) / N with N = {n}; "
-         "sender and receiver stacks, link and application copies, one thread.", "",
-         "| MSS | SlimTCP Ir/segment | smoltcp Ir/segment | SlimTCP/smoltcp | frames B->A per segment (SlimTCP / smoltcp) |",
-         "| --- | --- | --- | --- | --- |"]
+         "sender and receiver stacks, link and application copies, one thread. smoltcp: polled until idle; "
+         "one poll: one `poll` per step.", "",
+         "| MSS | SlimTCP Ir/segment | smoltcp Ir/segment | SlimTCP/smoltcp | smoltcp one poll Ir/segment | "
+         "SlimTCP/smoltcp one poll | frames B->A per segment (SlimTCP / smoltcp / one poll) |",
+         "| --- | --- | --- | --- | --- | --- | --- |"]
 for r in rows:
-    s, m = r["slimtcp"], r["smoltcp"]
+    s, m, o = r["slimtcp"], r["smoltcp"], r["smoltcp-one-poll"]
     lines.append(f"| {r['mss']} | {s['instructions_per_segment']:.0f} | {m['instructions_per_segment']:.0f} | "
-                 f"{r['ratio']:.2f} | {s['frames_b_to_a_per_segment']:.3f} / {m['frames_b_to_a_per_segment']:.3f} |")
+                 f"{r['ratio']:.2f} | {o['instructions_per_segment']:.0f} | {r['ratio_one_poll']:.2f} | "
+                 f"{s['frames_b_to_a_per_segment']:.3f} / {m['frames_b_to_a_per_segment']:.3f} / "
+                 f"{o['frames_b_to_a_per_segment']:.3f} |")
 open(f"{out}/callgrind.md", "w").write("\n".join(lines) + "\n")
 print("\n".join(lines))
 PY

@@ -8,7 +8,7 @@
 mod peers;
 
 use peers::slim::SlimPair;
-use peers::smol::SmolPair;
+use peers::smol::{SmolPair, SmolPairOnePoll};
 use peers::workload::{bulk, round_trips, Until};
 use peers::Pair;
 
@@ -36,6 +36,12 @@ fn slimtcp_moves_small_and_full_segments_intact() {
 fn smoltcp_moves_small_and_full_segments_intact() {
     transfers_exactly::<SmolPair>(64, 3_000);
     transfers_exactly::<SmolPair>(1460, 3_000);
+}
+
+#[test]
+fn smoltcp_polled_once_per_step_moves_segments_intact() {
+    transfers_exactly::<SmolPairOnePoll>(64, 3_000);
+    transfers_exactly::<SmolPairOnePoll>(1460, 3_000);
 }
 
 #[test]

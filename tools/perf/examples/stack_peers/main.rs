@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use clap::{Parser, Subcommand, ValueEnum};
 use peers::slim::SlimPair;
-use peers::smol::SmolPair;
+use peers::smol::{SmolPair, SmolPairOnePoll};
 use peers::workload::{self, Bulk, Until};
 use peers::{Pair, PeerError};
 
@@ -37,6 +37,8 @@ struct Args {
 enum Stack {
     Slimtcp,
     Smoltcp,
+    /// smoltcp with one `poll` per step (at most one segment sent per step and side).
+    SmoltcpOnePoll,
 }
 
 #[derive(Debug, Subcommand)]
@@ -115,6 +117,7 @@ fn run(args: Args) -> Result<(), ExampleError> {
             let b = match stack {
                 Stack::Slimtcp => bulk::<SlimPair>(mss, Until::Bytes(want), verify)?,
                 Stack::Smoltcp => bulk::<SmolPair>(mss, Until::Bytes(want), verify)?,
+                Stack::SmoltcpOnePoll => bulk::<SmolPairOnePoll>(mss, Until::Bytes(want), verify)?,
             };
             if b.bytes != want {
                 return Err(ExampleError::Short { stack: b.stack, got: b.bytes, want });
@@ -155,38 +158,72 @@ fn median(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
-/// One bulk point: both stacks' runs (alternating) and their medians.
+/// The stacks of a bulk point, in report order: SlimTCP, smoltcp (polled until idle), smoltcp
+/// (one poll per step).
+const STACKS: [&str; 3] = ["slimtcp", "smoltcp", "smoltcp_one_poll"];
+
+/// One bulk point: each stack's runs (interleaved in time).
 struct Point {
     mss: u16,
-    slim: Vec<Bulk>,
-    smol: Vec<Bulk>,
+    runs: [Vec<Bulk>; 3],
 }
 
 impl Point {
-    fn goodput(runs: &[Bulk]) -> f64 {
-        median(runs.iter().map(Bulk::goodput_bps).collect())
+    fn goodput(&self, stack: usize) -> f64 {
+        median(self.runs[stack].iter().map(Bulk::goodput_bps).collect())
     }
-    fn segments(runs: &[Bulk]) -> f64 {
-        median(runs.iter().map(Bulk::segments_per_s).collect())
+    fn segments(&self, stack: usize) -> f64 {
+        median(self.runs[stack].iter().map(Bulk::segments_per_s).collect())
     }
-    fn acks_per_segment(runs: &[Bulk]) -> f64 {
-        median(runs.iter().map(|b| b.frames_b_to_a as f64 / b.frames_a_to_b.max(1) as f64).collect())
+    fn acks_per_segment(&self, stack: usize) -> f64 {
+        median(
+            self.runs[stack].iter().map(|b| b.frames_b_to_a as f64 / b.frames_a_to_b.max(1) as f64).collect(),
+        )
+    }
+    fn json(&self, stack: usize) -> String {
+        let runs: Vec<String> = self.runs[stack]
+            .iter()
+            .map(|b| {
+                format!(
+                    "{{\"goodput_bps\": {:.0}, \"segments_per_s\": {:.0}, \"bytes\": {}, \"seconds\": {:.4}, \
+                     \"frames_a_to_b\": {}, \"frames_b_to_a\": {}, \"verified\": {}}}",
+                    b.goodput_bps(),
+                    b.segments_per_s(),
+                    b.bytes,
+                    b.elapsed.as_secs_f64(),
+                    b.frames_a_to_b,
+                    b.frames_b_to_a,
+                    b.verified
+                )
+            })
+            .collect();
+        format!(
+            "\"{}\": {{\"goodput_bps\": {:.0}, \"segments_per_s\": {:.0}, \"acks_per_segment\": {:.3}, \"runs\": [{}]}}",
+            STACKS[stack],
+            self.goodput(stack),
+            self.segments(stack),
+            self.acks_per_segment(stack),
+            runs.join(", ")
+        )
     }
 }
 
 fn compare(seconds: f64, runs: usize, round_trips: usize, out: &std::path::Path) -> Result<(), ExampleError> {
     let d = Duration::from_secs_f64(seconds);
+    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
     let mut points = Vec::new();
     for mss in EXPERIMENT_1_MSS {
-        let mut p = Point { mss, slim: Vec::new(), smol: Vec::new() };
+        let mut p = Point { mss, runs: [Vec::new(), Vec::new(), Vec::new()] };
         for _ in 0..runs {
-            p.slim.push(bulk::<SlimPair>(mss, Until::Elapsed(d), true)?);
-            p.smol.push(bulk::<SmolPair>(mss, Until::Elapsed(d), true)?);
+            p.runs[0].push(bulk::<SlimPair>(mss, Until::Elapsed(d), true)?);
+            p.runs[1].push(bulk::<SmolPair>(mss, Until::Elapsed(d), true)?);
+            p.runs[2].push(bulk::<SmolPairOnePoll>(mss, Until::Elapsed(d), true)?);
         }
         eprintln!(
-            "MSS {mss}: slimtcp {:.2} Gb/s, smoltcp {:.2} Gb/s",
-            Point::goodput(&p.slim) / 1e9,
-            Point::goodput(&p.smol) / 1e9
+            "MSS {mss}: slimtcp {:.2} Gb/s, smoltcp {:.2} Gb/s, smoltcp one poll per step {:.2} Gb/s",
+            p.goodput(0) / 1e9,
+            p.goodput(1) / 1e9,
+            p.goodput(2) / 1e9
         );
         points.push(p);
     }
@@ -205,52 +242,28 @@ fn compare(seconds: f64, runs: usize, round_trips: usize, out: &std::path::Path)
     ];
 
     let date = date_utc();
-    let mut json = format!(
-        "{{\n \"meta\": {{\"date\": \"{date}\", \"cores\": {}, \"seconds_per_run\": {seconds}, \"runs\": {runs}, \
-         \"round_trips\": {round_trips}, \"setup\": \"one thread per stack pair (sender and receiver), memwire link, \
-         256 KiB buffers, window scale 3, no Nagle, no congestion control, software checksums\"}},\n \"bulk\": [\n",
-        std::thread::available_parallelism().map_or(0, |n| n.get())
-    );
-    for (i, p) in points.iter().enumerate() {
-        let runs_json = |v: &[Bulk]| {
-            v.iter()
-                .map(|b| {
-                    format!(
-                        "{{\"goodput_bps\": {:.0}, \"segments_per_s\": {:.0}, \"bytes\": {}, \"seconds\": {:.4}, \
-                         \"frames_a_to_b\": {}, \"frames_b_to_a\": {}, \"verified\": {}}}",
-                        b.goodput_bps(),
-                        b.segments_per_s(),
-                        b.bytes,
-                        b.elapsed.as_secs_f64(),
-                        b.frames_a_to_b,
-                        b.frames_b_to_a,
-                        b.verified
-                    )
-                })
-                .collect::<Vec<_>>()
-                .join(", ")
-        };
-        let _ = writeln!(
-            json,
-            "  {{\"mss\": {}, \"slimtcp\": {{\"goodput_bps\": {:.0}, \"segments_per_s\": {:.0}, \"acks_per_segment\": {:.3}, \"runs\": [{}]}}, \
-             \"smoltcp\": {{\"goodput_bps\": {:.0}, \"segments_per_s\": {:.0}, \"acks_per_segment\": {:.3}, \"runs\": [{}]}}, \"ratio\": {:.3}}}{}",
-            p.mss,
-            Point::goodput(&p.slim),
-            Point::segments(&p.slim),
-            Point::acks_per_segment(&p.slim),
-            runs_json(&p.slim),
-            Point::goodput(&p.smol),
-            Point::segments(&p.smol),
-            Point::acks_per_segment(&p.smol),
-            runs_json(&p.smol),
-            Point::goodput(&p.slim) / Point::goodput(&p.smol),
-            if i + 1 < points.len() { "," } else { "" }
-        );
-    }
-    let _ = write!(
-        json,
-        " ],\n \"rtt_64b_us\": {{\"slimtcp\": {{\"p50\": {:.2}, \"p99\": {:.2}, \"frames_per_round_trip\": {:.2}}}, \
+    let bulk_json: Vec<String> = points
+        .iter()
+        .map(|p| {
+            format!(
+                "  {{\"mss\": {}, {}, {}, {}, \"ratio\": {:.3}, \"ratio_one_poll\": {:.3}}}",
+                p.mss,
+                p.json(0),
+                p.json(1),
+                p.json(2),
+                p.goodput(0) / p.goodput(1),
+                p.goodput(0) / p.goodput(2)
+            )
+        })
+        .collect();
+    let json = format!(
+        "{{\n \"meta\": {{\"date\": \"{date}\", \"cores\": {cores}, \"seconds_per_run\": {seconds}, \"runs\": {runs}, \
+         \"round_trips\": {round_trips}, \"setup\": \"sender and receiver stacks in one thread, memwire link, \
+         256 KiB buffers, window scale 3, no Nagle, no congestion control, software checksums; smoltcp: poll then \
+         poll_egress until idle; smoltcp_one_poll: one poll per step\"}},\n \"bulk\": [\n{}\n ],\n \
+         \"rtt_64b_us\": {{\"slimtcp\": {{\"p50\": {:.2}, \"p99\": {:.2}, \"frames_per_round_trip\": {:.2}}}, \
          \"smoltcp\": {{\"p50\": {:.2}, \"p99\": {:.2}, \"frames_per_round_trip\": {:.2}}}}}\n}}\n",
+        bulk_json.join(",\n"),
         rtt[0].1,
         rtt[1].1,
         frames(&slim_rtt),
@@ -260,25 +273,28 @@ fn compare(seconds: f64, runs: usize, round_trips: usize, out: &std::path::Path)
     );
 
     let mut md = format!(
-        "SlimTCP vs smoltcp over memwire, {date}, {} cores, median of {runs} runs of {seconds} s per point \
+        "SlimTCP vs smoltcp over memwire, {date}, {cores} cores, median of {runs} runs of {seconds} s per point \
          (every byte checked).\nBoth: sender and receiver stacks in one thread, 256 KiB buffers, window scale 3, \
-         no Nagle, no congestion control.\n\n\
-         | MSS | SlimTCP Gb/s | SlimTCP Mseg/s | smoltcp Gb/s | smoltcp Mseg/s | SlimTCP/smoltcp | ACKs per segment (SlimTCP / smoltcp) |\n\
-         | --- | --- | --- | --- | --- | --- | --- |\n",
-        std::thread::available_parallelism().map_or(0, |n| n.get())
+         no Nagle, no congestion control. smoltcp is polled until it has nothing to send (as SlimTCP's poll \
+         sends what the window allows); the last columns poll it once per step.\n\n\
+         | MSS | SlimTCP Gb/s | SlimTCP Mseg/s | smoltcp Gb/s | smoltcp Mseg/s | SlimTCP/smoltcp | ACKs per segment \
+         (SlimTCP / smoltcp) | smoltcp one poll Gb/s | SlimTCP/smoltcp one poll |\n\
+         | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n"
     );
     for p in &points {
         let _ = writeln!(
             md,
-            "| {} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} / {:.2} |",
+            "| {} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} | {:.3} / {:.3} | {:.2} | {:.2} |",
             p.mss,
-            Point::goodput(&p.slim) / 1e9,
-            Point::segments(&p.slim) / 1e6,
-            Point::goodput(&p.smol) / 1e9,
-            Point::segments(&p.smol) / 1e6,
-            Point::goodput(&p.slim) / Point::goodput(&p.smol),
-            Point::acks_per_segment(&p.slim),
-            Point::acks_per_segment(&p.smol)
+            p.goodput(0) / 1e9,
+            p.segments(0) / 1e6,
+            p.goodput(1) / 1e9,
+            p.segments(1) / 1e6,
+            p.goodput(0) / p.goodput(1),
+            p.acks_per_segment(0),
+            p.acks_per_segment(1),
+            p.goodput(2) / 1e9,
+            p.goodput(0) / p.goodput(2)
         );
     }
     let _ = write!(

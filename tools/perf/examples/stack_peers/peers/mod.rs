@@ -4,13 +4,14 @@
 //! Both sides are set up the same way: side A (10.0.0.1) connects to side B (10.0.0.2) over a
 //! memwire link of [`LINK_CAPACITY`] frames per direction; 256 KiB send and receive buffers,
 //! window scaling, no congestion control, no Nagle, checksums computed and verified in software.
-//! One step polls A, then B; the application calls (send on A, receive on B) run between steps
-//! in the same thread. Nothing sleeps and nothing else runs: what a run measures is the CPU cost
+//! One step polls A, then B (each stack taking in what arrived and sending what its window
+//! allows; see [`smol`] for how smoltcp is polled to do that); the application calls (send on A,
+//! receive on B) run between steps in the same thread. Nothing sleeps and nothing else runs: what a run measures is the CPU cost
 //! of both stacks plus the link and the application's copies.
 //!
 //! - [`slim`]: SlimTCP's `Interface` over `MemwireNic`.
 //! - [`smol`]: smoltcp's `Interface` + `tcp::Socket` over a `phy::Device` that wraps a
-//!   `MemwireNic` ([`device`]).
+//!   `MemwireNic` ([`device`]); also polled the plain way (one `poll` per step).
 //! - [`workload`]: bulk transfer (with a pattern check), 64-byte round trips, fixed segment
 //!   counts (for callgrind).
 

@@ -1,9 +1,16 @@
 //! smoltcp's side: two `smoltcp::iface::Interface`s, each with its own socket set, over the two
 //! ends of a memwire link ([`MemwireDevice`]), polled on a real clock.
+//!
+//! smoltcp's `Interface::poll` takes in every frame the device holds but sends at most one
+//! segment per socket; SlimTCP's `poll` takes in up to a burst (32 frames) and sends what the
+//! window allows (handing frames to the link 32 at a time). [`SmolPair`] therefore calls
+//! `poll_egress` after `poll` until smoltcp has nothing more to send: one step then does the same
+//! work in both stacks. [`SmolPairOnePoll`] calls `poll` alone (one segment per step and side),
+//! to show what that choice is worth.
 
 use slimtcp::nic::memwire;
 use slimtcp::time::Clock;
-use smoltcp::iface::{Config, Interface, SocketHandle, SocketSet};
+use smoltcp::iface::{Config, Interface, PollResult, SocketHandle, SocketSet};
 use smoltcp::socket::tcp;
 use smoltcp::wire::{EthernetAddress, HardwareAddress, IpAddress, IpCidr};
 
@@ -24,13 +31,19 @@ impl std::fmt::Debug for Host {
     }
 }
 
-/// A connected smoltcp pair.
+/// A connected smoltcp pair whose step sends up to `EGRESS` segments per side (`poll`, then
+/// `poll_egress` while it sends).
 #[derive(Debug)]
-pub struct SmolPair {
+pub struct SmolPairWith<const EGRESS: usize> {
     clock: Clock,
     a: Host,
     b: Host,
 }
+
+/// smoltcp sending all it can per step (the comparison with SlimTCP).
+pub type SmolPair = SmolPairWith<{ usize::MAX }>;
+/// smoltcp with one `poll` per step (at most one segment sent per step and side).
+pub type SmolPairOnePoll = SmolPairWith<1>;
 
 fn err(what: impl std::fmt::Display) -> PeerError {
     PeerError::Stack { stack: "smoltcp", what: what.to_string() }
@@ -67,10 +80,16 @@ impl Host {
         Host { iface, device, sockets, conn }
     }
 
-    fn poll(&mut self, clock: &Clock) -> Result<(), PeerError> {
+    fn poll(&mut self, clock: &Clock, egress: usize) -> Result<(), PeerError> {
         let (now, smol) = smol_now(clock);
         self.device.set_now(now);
-        self.iface.poll(smol, &mut self.device, &mut self.sockets);
+        // See the module's documentation for why `poll_egress` follows `poll`.
+        let mut result = self.iface.poll(smol, &mut self.device, &mut self.sockets);
+        let mut sent = 1;
+        while result == PollResult::SocketStateChanged && sent < egress {
+            result = self.iface.poll_egress(smol, &mut self.device, &mut self.sockets);
+            sent += 1;
+        }
         self.device.flush().map_err(err)
     }
 
@@ -79,8 +98,8 @@ impl Host {
     }
 }
 
-impl Pair for SmolPair {
-    const NAME: &'static str = "smoltcp";
+impl<const EGRESS: usize> Pair for SmolPairWith<EGRESS> {
+    const NAME: &'static str = if EGRESS == 1 { "smoltcp-one-poll" } else { "smoltcp" };
 
     fn connect(mss: u16) -> Result<Self, PeerError> {
         let (na, nb) = memwire::link(link_config())?;
@@ -92,18 +111,18 @@ impl Pair for SmolPair {
         let cx = a.iface.context();
         a.sockets.get_mut::<tcp::Socket>(a.conn).connect(cx, remote, 49152).map_err(err)?;
         for _ in 0..SETUP_STEPS {
-            a.poll(&clock)?;
-            b.poll(&clock)?;
+            a.poll(&clock, EGRESS)?;
+            b.poll(&clock, EGRESS)?;
             if a.conn().state() == tcp::State::Established && b.conn().state() == tcp::State::Established {
-                return Ok(SmolPair { clock, a, b });
+                return Ok(SmolPairWith { clock, a, b });
             }
         }
         Err(PeerError::SetupTimeout)
     }
 
     fn step(&mut self) -> Result<(), PeerError> {
-        self.a.poll(&self.clock)?;
-        self.b.poll(&self.clock)
+        self.a.poll(&self.clock, EGRESS)?;
+        self.b.poll(&self.clock, EGRESS)
     }
 
     fn send(&mut self, side: Side, data: &[u8]) -> Result<usize, PeerError> {
