@@ -63,7 +63,7 @@ if [[ -f $tmp/mss.dat ]]; then
              '' using 1:3 with linespoints lw 2 title 'Linux, veth, offloads off',
              '' using 1:4 with linespoints lw 2 dt 2 title 'SlimTCP, memwire, one thread (vs smoltcp)',
              '' using 1:5 with linespoints lw 2 dt 2 title 'smoltcp, memwire, one thread (polled until idle)',
-             '' using 1:6 with linespoints lw 1 dt 3 title 'smoltcp, memwire, one thread (one poll per step)'"
+             '' using 1:6 with linespoints lw 2 dt 3 lc rgb 'gray30' title 'smoltcp, memwire, one thread (one poll per step)'"
     echo "bench-plots: $OUT/goodput_vs_mss.png"
 else
     echo "bench-plots: no experiments.json or peers.json: goodput_vs_mss.png skipped" >&2
