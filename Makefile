@@ -34,14 +34,18 @@ lint:
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 
 # Criterion benchmarks of the stack, then the paper's experiments 1 and 2 (SlimTCP over memwire,
-# two-core runtime, beside Linux over a veth pair): target/bench/experiments.{md,json}; then the
-# guest-library path beside the host runtime over memwire, TAP and DPDK memif:
-# target/bench/guest_path.{md,json} (GUEST_PATH_LINKS=memif for one link).
+# two-core runtime, beside Linux over a veth pair): target/bench/experiments.{md,json}; SlimTCP
+# beside smoltcp over memwire (experiment 1, 64 B round trips, callgrind instructions per
+# segment): target/bench/peers.{md,json}, callgrind.{md,json}; then the guest-library path beside
+# the host runtime over memwire, TAP and DPDK memif: target/bench/guest_path.{md,json}
+# (GUEST_PATH_LINKS=memif for one link); last, PNG plots of all of it: target/bench/*.png.
 bench: deps
 	mkdir -p target/bench
 	set -o pipefail; $(CARGO) bench -p slimtcp 2>&1 | tee target/bench/bench.txt
 	./scripts/bench-experiments.sh
+	./scripts/bench-peers.sh
 	set -o pipefail; $(CARGO) bench -p slimtcp-perf --features dpdk --bench guest_path 2>&1 | tee target/bench/guest_path.txt
+	./scripts/bench-plots.sh
 
 demo: deps
 	$(CARGO) build --release -p slimtcp-vhost --bin slimtcp-vhost

@@ -15,6 +15,7 @@ PACKAGES=(
     pkg-config      # dpdk-sys finds libdpdk through it
     libdpdk-dev     # DPDK 22.11 (Debian) for the dpdk feature
     valgrind        # callgrind: instructions per segment in benchmarks
+    gnuplot-nox     # make bench's PNG plots (scripts/bench-plots.sh)
 )
 
 # Rust toolchain components required by `make lint`.

@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# PNG plots of make bench's results, with gnuplot (gnuplot-nox, from scripts/install-deps.sh):
+#   target/bench/goodput_vs_mss.png          experiment 1: goodput against MSS, one connection:
+#       SlimTCP (two-core runtime) and Linux (veth) from experiments.json, SlimTCP and smoltcp
+#       (one thread per pair) from peers.json;
+#   target/bench/goodput_vs_connections.png  experiment 2: goodput against connections, MSS 1400,
+#       SlimTCP and Linux from experiments.json;
+#   target/bench/instructions_per_segment.png  callgrind: SlimTCP and smoltcp at MSS 64 and 1460.
+# smoltcp appears twice: polled until idle (the comparison) and with one poll per step.
+# A plot whose input file is missing is skipped (with a note), so this runs after any subset of
+# scripts/bench-experiments.sh and scripts/bench-peers.sh.
+set -euo pipefail
+
+cd "$(dirname "$0")/.."
+OUT=target/bench
+if ! command -v gnuplot >/dev/null 2>&1; then
+    echo "bench-plots: gnuplot missing (scripts/install-deps.sh installs gnuplot-nox); no plots" >&2
+    exit 0
+fi
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+# JSON -> whitespace-separated columns gnuplot reads ("-" where a value is missing).
+python3 - "$OUT" "$tmp" <<'PY'
+import json, os, sys
+out, tmp = sys.argv[1], sys.argv[2]
+def load(name):
+    path = os.path.join(out, name)
+    return json.load(open(path)) if os.path.exists(path) else None
+def gb(d, key="goodput_bps"):
+    return f"{d[key] / 1e9:.3f}" if d and d.get(key) else "-"
+exp, peers, cg = load("experiments.json"), load("peers.json"), load("callgrind.json")
+if exp or peers:
+    e1 = {p["mss"]: p for p in (exp or {}).get("points", []) if p["experiment"] == 1}
+    pr = {p["mss"]: p for p in (peers or {}).get("bulk", [])}
+    with open(f"{tmp}/mss.dat", "w") as f:
+        f.write("# mss slimtcp_two_core linux slimtcp_one_thread smoltcp_one_thread smoltcp_one_poll\n")
+        for mss in sorted(set(e1) | set(pr)):
+            e, p = e1.get(mss, {}), pr.get(mss, {})
+            f.write(f"{mss} {gb(e.get('slimtcp'))} {gb(e.get('linux'))} {gb(p.get('slimtcp'))} {gb(p.get('smoltcp'))} "
+                    f"{gb(p.get('smoltcp_one_poll'))}\n")
+if exp:
+    with open(f"{tmp}/conns.dat", "w") as f:
+        f.write("# connections slimtcp linux\n")
+        for p in exp["points"]:
+            if p["experiment"] == 2:
+                f.write(f"{p['connections']} {gb(p.get('slimtcp'))} {gb(p.get('linux'))}\n")
+if cg:
+    with open(f"{tmp}/cg.dat", "w") as f:
+        f.write("# mss slimtcp smoltcp smoltcp_one_poll\n")
+        for p in cg["points"]:
+            f.write(f"\"MSS {p['mss']}\" {p['slimtcp']['instructions_per_segment']:.0f} "
+                    f"{p['smoltcp']['instructions_per_segment']:.0f} "
+                    f"{p.get('smoltcp-one-poll', {}).get('instructions_per_segment', float('nan')):.0f}\n")
+PY
+
+common='set terminal pngcairo size 900,560 font ",11"; set grid; set key top left; set datafile missing "-"'
+if [[ -f $tmp/mss.dat ]]; then
+    gnuplot -e "$common; set output '$OUT/goodput_vs_mss.png';
+        set title 'Experiment 1: one connection, goodput against MSS';
+        set xlabel 'MSS (bytes)'; set ylabel 'goodput (Gb/s)'; set xrange [0:1540]; set xtics (64, 256, 512, 1460);
+        plot '$tmp/mss.dat' using 1:2 with linespoints lw 2 title 'SlimTCP, memwire, two-core runtime',
+             '' using 1:3 with linespoints lw 2 title 'Linux, veth, offloads off',
+             '' using 1:4 with linespoints lw 2 dt 2 title 'SlimTCP, memwire, one thread (vs smoltcp)',
+             '' using 1:5 with linespoints lw 2 dt 2 title 'smoltcp, memwire, one thread (polled until idle)',
+             '' using 1:6 with linespoints lw 2 dt 3 lc rgb 'gray30' title 'smoltcp, memwire, one thread (one poll per step)'"
+    echo "bench-plots: $OUT/goodput_vs_mss.png"
+else
+    echo "bench-plots: no experiments.json or peers.json: goodput_vs_mss.png skipped" >&2
+fi
+if [[ -f $tmp/conns.dat ]]; then
+    gnuplot -e "$common; set output '$OUT/goodput_vs_connections.png';
+        set title 'Experiment 2: MSS 1400, goodput against connections';
+        set xlabel 'connections'; set ylabel 'goodput (Gb/s)'; set yrange [0:*];
+        plot '$tmp/conns.dat' using 0:2:xtic(1) with linespoints lw 2 title 'SlimTCP, memwire, two-core runtime',
+             '' using 0:3 with linespoints lw 2 title 'Linux, veth, offloads off'"
+    echo "bench-plots: $OUT/goodput_vs_connections.png"
+else
+    echo "bench-plots: no experiments.json: goodput_vs_connections.png skipped" >&2
+fi
+if [[ -f $tmp/cg.dat ]]; then
+    gnuplot -e "$common; set output '$OUT/instructions_per_segment.png';
+        set title 'Instructions per segment (callgrind; both stacks of a pair, link, copies)';
+        set ylabel 'instructions per segment'; set yrange [0:*]; set xrange [-0.6:1.6]; set style data histograms;
+        set style histogram clustered gap 1; set style fill solid 0.8 border -1; set boxwidth 0.9;
+        plot '$tmp/cg.dat' using 2:xtic(1) title 'SlimTCP', '' using 3 title 'smoltcp (polled until idle)',
+             '' using 4 title 'smoltcp (one poll per step)'"
+    echo "bench-plots: $OUT/instructions_per_segment.png"
+else
+    echo "bench-plots: no callgrind.json: instructions_per_segment.png skipped" >&2
+fi
