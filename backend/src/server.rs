@@ -3,13 +3,16 @@
 //! outlives connections unless a worker panic lost it, in which case it is built anew.
 
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use slimtcp::iface::{Interface, InterfaceConfig};
 use slimtcp::nic::Nic;
 use slimtcp::time::Clock;
+use std::os::linux::net::SocketAddrExt;
+use std::os::unix::net::{SocketAddr, UnixListener, UnixStream};
+
 use vhost::vhost_user::Listener;
 use vhost_user_backend::VhostUserDaemon;
 use vm_memory::{GuestAddressSpace, GuestMemoryAtomic};
@@ -18,6 +21,7 @@ use crate::config::{TenantSpec, MAX_QUEUE_SIZE};
 use crate::device::{DeviceError, NetDevice};
 use crate::engine::{Engine, EngineConfig, SessionReport};
 use crate::guest_mem::GuestMem;
+use crate::relay::{Relay, RelayError};
 use crate::worker::{spawn_worker, WorkerError, WorkerExit};
 
 /// Idle polls spun before the worker starts yielding its core between polls.
@@ -37,8 +41,23 @@ pub enum ServerError {
         path: String,
         /// Why.
         #[source]
-        source: vhost::vhost_user::Error,
+        source: std::io::Error,
     },
+    /// A VMM's connection could not be accepted.
+    #[error("accepting a VMM on {path}")]
+    Accept {
+        /// The socket path.
+        path: String,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The daemon's end of a connection could not be set up.
+    #[error("connecting the daemon to the VMM")]
+    DaemonSocket(#[source] std::io::Error),
+    /// The relay between the VMM and the daemon could not start.
+    #[error("relay")]
+    Relay(#[from] RelayError),
     /// The daemon failed.
     #[error("vhost-user daemon: {0}")]
     Daemon(vhost_user_backend::Error),
@@ -138,7 +157,9 @@ where
 {
     crate::worker::remember_affinity();
     let path = cfg.socket.display().to_string();
-    let mut listener = Listener::new(&cfg.socket, true)
+    // An existing file (a socket left by an earlier run) is replaced.
+    let _ = std::fs::remove_file(&cfg.socket);
+    let listener = UnixListener::bind(&cfg.socket)
         .map_err(|source| ServerError::Listen { path: path.clone(), source })?;
     let mut iface: Option<Interface<N>> = None;
     let mut served = 0usize;
@@ -151,7 +172,9 @@ where
             GuestMemoryAtomic::new(GuestMem::new()),
         )
         .map_err(ServerError::Daemon)?;
-        daemon.start(&mut listener).map_err(ServerError::Daemon)?;
+        let (vmm, _) =
+            listener.accept().map_err(|source| ServerError::Accept { path: path.clone(), source })?;
+        let relay = connect_daemon(&mut daemon, vmm, &cfg.name, served)?;
         served += 1;
         log::info!("{}: VMM connected (connection {served})", cfg.name);
         let the_iface = match iface.take() {
@@ -219,8 +242,28 @@ where
             }
         }
         drop(daemon);
+        relay.join();
     }
     Ok(())
+}
+
+/// Hands a VMM's connection to `daemon` through a [`Relay`]: the daemon accepts its end on a
+/// private abstract socket, the relay joins the two.
+fn connect_daemon(
+    daemon: &mut VhostUserDaemon<NetDevice>,
+    vmm: UnixStream,
+    tenant: &str,
+    connection: usize,
+) -> Result<Relay, ServerError> {
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    let unique = NEXT.fetch_add(1, Ordering::Relaxed);
+    let name = format!("slimtcp-vhost.{}.{unique}.{tenant}.{connection}", std::process::id());
+    let addr = SocketAddr::from_abstract_name(name.as_bytes()).map_err(ServerError::DaemonSocket)?;
+    let private = UnixListener::bind_addr(&addr).map_err(ServerError::DaemonSocket)?;
+    let daemon_end = UnixStream::connect_addr(&addr).map_err(ServerError::DaemonSocket)?;
+    // The connection is already queued: the daemon accepts it at once.
+    daemon.start(&mut Listener::from(private)).map_err(ServerError::Daemon)?;
+    Ok(Relay::spawn(tenant, vmm, daemon_end)?)
 }
 
 /// Sets its flag when dropped: on a worker's return and on its unwinding alike.
