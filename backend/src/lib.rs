@@ -9,6 +9,7 @@
 //! - [`guest_mem`]: range-checked translation of guest addresses; guest-memory payloads.
 //! - [`guest_dma`]: guest memory announced to the NIC (DPDK registration) for zero copy.
 //! - [`queues`]: ring access for the engine (live vrings or plain queues in tests).
+//! - [`relay`]: the VMM's vhost-user connection, relayed to the daemon (QEMU's early enable).
 //! - [`ring_stop`]: GET_VRING_BASE handed from the control thread to the worker.
 //! - [`server`]: a tenant's connection loop (reconnects, resets); [`worker`]: thread spawning.
 
