@@ -1,0 +1,412 @@
+//! The real-VM tier: a real QEMU (10.x, TCG) attaches a VM to `slimtcp-vhost` as a vhost-user
+//! net device, and a stock Debian kernel drives it with its own virtio-net driver.
+//!
+//! The guest (`scripts/build-guest-image.sh`: Debian kernel + busybox initramfs) loads
+//! virtio_pci and virtio_net, checks that the device 1af4:1041 is there, brings its interface up
+//! (the driver posts receive buffers) and pings the host (the driver transmits ARP frames, which
+//! are not protocol requests: the backend must give them back without harm). Then the test stops
+//! and continues the VM over QMP (QEMU sends GET_VRING_BASE and restarts the rings), tells the
+//! guest to go on through a file on a 9p share, and the guest transmits again, checks that its
+//! transmit buffers came back after the restart, and leaves through isa-debug-exit.
+//!
+//! Afterwards the backend must still be alive and serve the next VMM on the same socket: a
+//! guest-library instance attaches there and does a TCP echo with a Linux server.
+//!
+//! Needs root (namespace, TAP), `qemu-system-x86_64` and the guest image. The test builds the
+//! image itself if it is missing (the script caches it under target/vm); without QEMU or the
+//! image it says SKIP, unless `SLIMTCP_REQUIRE_NETNS` is set (as `make test` does, after
+//! installing QEMU and building the image): then it fails.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{Ipv4Addr, SocketAddrV4, TcpListener};
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use slimtcp::api::{Proto, Shutdown, SocketApi};
+use slimtcp_guest::{GuestConfig, GuestSockets};
+use slimtcp_testkit::data::pattern;
+use slimtcp_testkit::netns::{ChildGuard, Netns};
+use slimtcp_testkit::skip::REQUIRE_ENV;
+use slimtcp_testkit::wait::wait_for;
+
+/// The subnet of this test's TAP link: the backend's stack is .2, Linux .1, the guest kernel's
+/// own interface .3 (its frames never reach the link: the device speaks the SlimTCP protocol).
+const HOST_IP: &str = "10.73.0.1";
+const STACK_IP: &str = "10.73.0.2/24";
+const GUEST_KERNEL_IP: &str = "10.73.0.3/24";
+const ECHO_PORT: u16 = 7000;
+/// The guest's success status 0x10 through isa-debug-exit: QEMU exits with (0x10 << 1) | 1.
+const GUEST_OK_EXIT: i32 = 33;
+/// Queue pairs offered by the backend and configured in QEMU.
+const QUEUES: &str = "2";
+
+const BACKEND_UP: Duration = Duration::from_secs(20);
+const BOOT_TO_PHASE1: Duration = Duration::from_secs(60);
+const LOG_LINE: Duration = Duration::from_secs(10);
+const GUEST_FINISH: Duration = Duration::from_secs(60);
+
+/// A directory removed when dropped.
+struct TempDir(PathBuf);
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("workspace root").to_path_buf()
+}
+
+/// Says SKIP (or fails under `SLIMTCP_REQUIRE_NETNS`) and returns true if `reason` is set.
+fn skip_because(reason: Option<String>) -> bool {
+    let Some(reason) = reason else { return false };
+    let required = std::env::var(REQUIRE_ENV).map(|v| !v.is_empty() && v != "0").unwrap_or(false);
+    if required {
+        panic!("vm_qemu: {reason} ({REQUIRE_ENV} is set; `make test` installs QEMU and builds the image)");
+    }
+    let _ = writeln!(std::io::stderr(), "SKIP vm_qemu: {reason}");
+    true
+}
+
+/// `qemu-system-x86_64`, if it runs.
+fn qemu_unavailable() -> Option<String> {
+    match Command::new("qemu-system-x86_64").arg("--version").output() {
+        Ok(out) if out.status.success() => None,
+        Ok(out) => Some(format!("qemu-system-x86_64 --version failed ({})", out.status)),
+        Err(e) => Some(format!("qemu-system-x86_64 not found ({e}); run scripts/install-deps.sh")),
+    }
+}
+
+/// The guest kernel and initramfs, built (or found cached) by scripts/build-guest-image.sh.
+fn guest_image() -> Result<(PathBuf, PathBuf), String> {
+    let dir = std::env::var_os("VM_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| workspace_root().join("target").join("vm"));
+    let kernel = dir.join("vmlinux");
+    let initrd = dir.join("initramfs.cpio.gz");
+    if !(kernel.exists() && initrd.exists()) {
+        let script = workspace_root().join("scripts").join("build-guest-image.sh");
+        let out = Command::new(&script)
+            .env("VM_DIR", &dir)
+            .output()
+            .map_err(|e| format!("cannot run {}: {e}", script.display()))?;
+        if !out.status.success() {
+            return Err(format!(
+                "{} failed ({}): {}",
+                script.display(),
+                out.status,
+                String::from_utf8_lossy(&out.stderr).trim()
+            ));
+        }
+    }
+    if kernel.exists() && initrd.exists() {
+        Ok((kernel, initrd))
+    } else {
+        Err(format!("no guest image in {}", dir.display()))
+    }
+}
+
+fn read_lossy(path: &Path) -> String {
+    std::fs::read(path).map(|b| String::from_utf8_lossy(&b).into_owned()).unwrap_or_default()
+}
+
+/// The last `n` lines of a file, for failure messages.
+fn tail(path: &Path, n: usize) -> String {
+    let text = read_lossy(path);
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(n)..].join("\n")
+}
+
+/// A QMP session on QEMU's control socket: commands in, their `return` (or `error`) out;
+/// asynchronous events in between are skipped.
+struct Qmp {
+    reader: BufReader<UnixStream>,
+    writer: UnixStream,
+}
+
+impl Qmp {
+    fn connect(path: &Path, timeout: Duration) -> Qmp {
+        let up = wait_for(timeout, || path.exists());
+        assert!(up, "QEMU did not create its QMP socket {}", path.display());
+        let stream = UnixStream::connect(path).expect("connect to QMP");
+        stream.set_read_timeout(Some(timeout)).expect("QMP read timeout");
+        let writer = stream.try_clone().expect("QMP stream clone");
+        let mut qmp = Qmp { reader: BufReader::new(stream), writer };
+        let greeting = qmp.line();
+        assert!(greeting.contains("\"QMP\""), "not a QMP greeting: {greeting}");
+        qmp.execute("qmp_capabilities");
+        qmp
+    }
+
+    fn line(&mut self) -> String {
+        let mut line = String::new();
+        let n = self.reader.read_line(&mut line).expect("read from QMP");
+        assert!(n > 0, "QMP connection closed");
+        line
+    }
+
+    /// Runs `command` and returns its answer line; panics on an `error` answer.
+    fn execute(&mut self, command: &str) -> String {
+        writeln!(self.writer, "{{\"execute\": \"{command}\"}}").expect("write to QMP");
+        loop {
+            let line = self.line();
+            if line.contains("\"return\"") {
+                return line;
+            }
+            assert!(!line.contains("\"error\""), "QMP {command}: {line}");
+        }
+    }
+}
+
+/// Waits until `path`'s text contains `needle` or `timeout` passes.
+fn log_shows(path: &Path, needle: &str, timeout: Duration) -> bool {
+    wait_for(timeout, || read_lossy(path).contains(needle))
+}
+
+/// The numbers of the last `session counters:` line, by name (`requests` -> 12, ...).
+fn last_session_counters(log: &str) -> Option<Vec<(String, u64)>> {
+    let line = log.lines().rev().find(|l| l.contains("session counters: "))?;
+    let body = line.split("session counters: ").nth(1)?;
+    Some(
+        body.split(", ")
+            .filter_map(|item| {
+                let words: Vec<&str> = item.split(' ').collect();
+                let (value_at, _) = words.iter().enumerate().find(|(_, w)| w.parse::<u64>().is_ok())?;
+                Some((words[..value_at].join(" "), words[value_at].parse().ok()?))
+            })
+            .collect(),
+    )
+}
+
+fn counter(counters: &[(String, u64)], name: &str) -> u64 {
+    counters.iter().find(|(n, _)| n == name).map(|(_, v)| *v).unwrap_or_else(|| {
+        panic!("no counter {name:?} in {counters:?}");
+    })
+}
+
+/// Waits for `child` to exit, up to `timeout`.
+fn wait_exit(child: &mut ChildGuard, timeout: Duration) -> Option<ExitStatus> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(status) = child.child().try_wait().expect("try_wait") {
+            return Some(status);
+        }
+        if Instant::now() >= deadline {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// The guest library on the same socket: one TCP connection to the Linux echo server, 64 KiB
+/// in 4 KiB messages, each echo checked.
+fn echo_through_guest_library(socket: &Path, server: SocketAddrV4) {
+    let mut api =
+        GuestSockets::connect_vhost_user(socket, GuestConfig::default()).expect("guest library attaches");
+    let fd = api.socket(Proto::Tcp).expect("socket");
+    api.connect(fd, server).expect("connect");
+    let mut msg = vec![0u8; 4096];
+    let mut back = vec![0u8; 4096];
+    for i in 0..16u64 {
+        pattern(73, i * 4096, &mut msg);
+        let mut sent = 0;
+        while sent < msg.len() {
+            sent += api.send(fd, &msg[sent..]).expect("send");
+        }
+        let mut got = 0;
+        while got < back.len() {
+            got += api.recv(fd, &mut back[got..]).expect("recv");
+        }
+        assert!(back == msg, "message {i} came back changed");
+    }
+    api.shutdown(fd, Shutdown::Write).expect("shutdown");
+    let mut b = [0u8; 1];
+    assert_eq!(api.recv(fd, &mut b), Ok(0));
+    api.close(fd).expect("close");
+}
+
+#[test]
+fn a_stock_kernel_drives_the_device_through_stop_cont_and_the_backend_outlives_the_vm() {
+    slimtcp_testkit::require_netns!("vm_qemu");
+    if skip_because(qemu_unavailable()) {
+        return;
+    }
+    let image = guest_image();
+    if skip_because(image.as_ref().err().cloned()) {
+        return;
+    }
+    let (kernel, initrd) = image.expect("checked above");
+    let started = Instant::now();
+
+    let ns = Netns::create("vmqemu").expect("namespace");
+    let dir = TempDir(std::env::temp_dir().join(format!("slimtcp-vm-qemu-{}", std::process::id())));
+    let _ = std::fs::remove_dir_all(&dir.0);
+    let share = dir.0.join("share");
+    std::fs::create_dir_all(&share).expect("temp dir");
+    let socket = dir.0.join("vhost.sock");
+    let qmp_path = dir.0.join("qmp.sock");
+    let backend_log = dir.0.join("backend.log");
+    let serial_log = dir.0.join("serial.log");
+    let qemu_log = dir.0.join("qemu.log");
+    let tap = Netns::unique_ifname("vmq");
+
+    // The backend, in the namespace, its log in a file.
+    let host_ip_prefix = format!("{HOST_IP}/24");
+    let mut backend = {
+        let mut cmd = ns.command(&[
+            env!("CARGO_BIN_EXE_slimtcp-vhost"),
+            "--socket",
+            socket.to_str().expect("utf-8 path"),
+            "--tap",
+            &tap,
+            "--ip",
+            STACK_IP,
+            "--host-ip",
+            &host_ip_prefix,
+            "--queues",
+            QUEUES,
+        ]);
+        cmd.env("RUST_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&backend_log).expect("backend log"));
+        ChildGuard::new(cmd.spawn().expect("backend process"))
+    };
+    assert!(
+        log_shows(&backend_log, "serving on", BACKEND_UP) && wait_for(BACKEND_UP, || socket.exists()),
+        "the backend did not come up:\n{}",
+        tail(&backend_log, 20)
+    );
+
+    // The VM. QEMU itself needs no namespace: it reaches the backend through the socket path.
+    let append = format!(
+        "console=ttyS0 panic=-1 loglevel=4 slimvm.ip={GUEST_KERNEL_IP} slimvm.peer={HOST_IP} slimvm.wait={}",
+        GUEST_FINISH.as_secs()
+    );
+    let mut qemu = {
+        let qemu_out = std::fs::File::create(&qemu_log).expect("qemu log");
+        let mut cmd = Command::new("qemu-system-x86_64");
+        cmd.args(["-machine", "q35", "-accel", "tcg", "-cpu", "max", "-smp", "1", "-m", "256M"])
+            .args(["-nodefaults", "-no-user-config", "-display", "none", "-no-reboot"])
+            .args(["-object", "memory-backend-memfd,id=mem,size=256M,share=on", "-numa", "node,memdev=mem"])
+            .arg("-chardev")
+            .arg(format!("socket,id=c0,path={}", socket.display()))
+            .args(["-netdev", &format!("vhost-user,id=n0,chardev=c0,queues={QUEUES}")])
+            .args(["-device", "virtio-net-pci,netdev=n0,mq=on,disable-legacy=on"])
+            .arg("-virtfs")
+            .arg(format!("local,path={},mount_tag=share,security_model=none,id=fs0", share.display()))
+            .args(["-device", "isa-debug-exit,iobase=0xf4,iosize=0x04"])
+            .arg("-serial")
+            .arg(format!("file:{}", serial_log.display()))
+            .arg("-qmp")
+            .arg(format!("unix:{},server=on,wait=off", qmp_path.display()))
+            .arg("-kernel")
+            .arg(&kernel)
+            .arg("-initrd")
+            .arg(&initrd)
+            .args(["-append", &append])
+            .stdin(Stdio::null())
+            .stdout(qemu_out.try_clone().expect("qemu log"))
+            .stderr(qemu_out);
+        ChildGuard::new(cmd.spawn().expect("qemu-system-x86_64"))
+    };
+    let context = |what: &str| {
+        format!(
+            "{what}\n--- guest serial (tail) ---\n{}\n--- backend log ---\n{}\n--- qemu ---\n{}",
+            tail(&serial_log, 25),
+            tail(&backend_log, 30),
+            tail(&qemu_log, 10)
+        )
+    };
+
+    let mut qmp = Qmp::connect(&qmp_path, BACKEND_UP);
+
+    // Phase 1: the kernel has the device, its interface is up and it has transmitted.
+    let phase1 = share.join("phase1");
+    let mut exited_early = None;
+    let reached = wait_for(BOOT_TO_PHASE1, || {
+        if let Ok(Some(status)) = qemu.child().try_wait() {
+            exited_early = Some(status);
+            return true;
+        }
+        phase1.exists()
+    });
+    assert!(exited_early.is_none(), "{}", context(&format!("QEMU exited early: {exited_early:?}")));
+    assert!(reached, "{}", context("the guest did not reach phase 1"));
+    assert!(log_shows(&backend_log, "VMM connected", LOG_LINE), "{}", context("no VMM connected"));
+
+    // stop: QEMU stops the vhost device (GET_VRING_BASE per ring) before `stop` returns.
+    qmp.execute("stop");
+    let stop_handled = log_shows(&backend_log, "stopped by the VMM", LOG_LINE);
+    qmp.execute("cont");
+    std::fs::write(share.join("go"), b"go").expect("tell the guest to go on");
+
+    let status = wait_exit(&mut qemu, GUEST_FINISH);
+    let backend_text = read_lossy(&backend_log);
+    let guest_result = read_lossy(&share.join("result"));
+    let early_end: Vec<&str> = backend_text.lines().filter(|l| l.contains("connection ended")).collect();
+    assert!(
+        early_end.is_empty(),
+        "{}",
+        context(&format!("the backend dropped QEMU's connection: {early_end:?}"))
+    );
+    let status = status.unwrap_or_else(|| panic!("{}", context("the VM did not finish")));
+    assert_eq!(
+        status.code(),
+        Some(GUEST_OK_EXIT),
+        "{}",
+        context(&format!("guest result: {}", guest_result.trim()))
+    );
+    assert!(stop_handled, "{}", context("no ring stop logged after QMP stop"));
+
+    // The VM is gone: the backend ends the session, logs its counters and waits for the next.
+    assert!(
+        log_shows(&backend_log, "session counters:", LOG_LINE),
+        "{}",
+        context("no session counters after the VM left")
+    );
+    let backend_text = read_lossy(&backend_log);
+    let counters = last_session_counters(&backend_text).expect("session counters parse");
+    // Every chain the kernel transmitted is an Ethernet frame, not a request: taken (counted in
+    // `requests`), given back unanswered, no error completion and no message written.
+    assert!(counter(&counters, "requests") > 0, "the backend saw no transmit chain: {counters:?}");
+    assert_eq!(counter(&counters, "errors"), 0, "{counters:?}");
+    assert_eq!(counter(&counters, "rx messages"), 0, "{counters:?}");
+    assert!(
+        backend_text.contains("VMM disconnected"),
+        "{}",
+        context("the VM's departure was not a normal disconnect")
+    );
+    assert!(
+        matches!(backend.child().try_wait(), Ok(None)),
+        "{}",
+        context("the backend process ended with the VM")
+    );
+
+    // The next VMM on the same socket: the guest library, TCP echo with Linux in the namespace.
+    let listener = ns.run(|| TcpListener::bind((Ipv4Addr::UNSPECIFIED, ECHO_PORT))).expect("listen");
+    let server = ns
+        .spawn("echo", move || {
+            let (mut s, _) = listener.accept().expect("accept");
+            let mut buf = [0u8; 65536];
+            loop {
+                let n = s.read(&mut buf).expect("read");
+                if n == 0 {
+                    break;
+                }
+                s.write_all(&buf[..n]).expect("write");
+            }
+        })
+        .expect("echo thread");
+    echo_through_guest_library(&socket, SocketAddrV4::new(HOST_IP.parse().expect("ip"), ECHO_PORT));
+    server.join().expect("echo server");
+    assert!(matches!(backend.child().try_wait(), Ok(None)), "{}", context("the backend died"));
+    let _ = writeln!(
+        std::io::stderr(),
+        "vm_qemu: VM, stop/cont and a second attach in {:.1} s; counters of the VM session: {counters:?}",
+        started.elapsed().as_secs_f64()
+    );
+}
