@@ -56,6 +56,7 @@ key="$kernel_pkg=$kernel_pkg_ver busybox-static=$busybox_ver script=$script_sum"
 
 if [[ -f $vm_dir/image.key && $(cat "$vm_dir/image.key") == "$key" \
     && -s $vm_dir/vmlinux && -s $vm_dir/initramfs.cpio.gz ]]; then
+    touch "$vm_dir/image.key" # newer than the lists again: the next run takes the fast path
     log "up to date ($key)"
     exit 0
 fi
@@ -70,10 +71,10 @@ fetch_deb() { # package version
     file=$(deb_of "$1" "$2")
     if [[ ! -s $vm_dir/debs/$file ]]; then
         log "downloading $1 $2"
-        (cd "$vm_dir/debs" && apt-get -q download "$1=$2" >&2) || {
+        (cd "$vm_dir/debs" && apt-get -q -o APT::Sandbox::User=root download "$1=$2" >&2) || {
             log "download failed; running apt-get update and retrying"
             apt-get -q -o DPkg::Lock::Timeout=600 update >&2
-            (cd "$vm_dir/debs" && apt-get -q download "$1=$2" >&2)
+            (cd "$vm_dir/debs" && apt-get -q -o APT::Sandbox::User=root download "$1=$2" >&2)
         }
     fi
     [[ -s $vm_dir/debs/$file ]] || die "apt-get download did not produce $file"

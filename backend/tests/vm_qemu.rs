@@ -12,8 +12,8 @@
 //! Afterwards the backend must still be alive and serve the next VMM on the same socket: a
 //! guest-library instance attaches there and does a TCP echo with a Linux server.
 //!
-//! Needs root (namespace, TAP), `qemu-system-x86_64` and the guest image. The test builds the
-//! image itself if it is missing (the script caches it under target/vm); without QEMU or the
+//! Needs root (namespace, TAP), `qemu-system-x86_64` and the guest image. The test runs the
+//! image script itself (it caches the image under target/vm); without QEMU or the
 //! image it says SKIP, unless `SLIMTCP_REQUIRE_NETNS` is set (as `make test` does, after
 //! installing QEMU and building the image): then it fails. `SLIMTCP_VM_KEEP=1` keeps the logs.
 
@@ -87,32 +87,34 @@ fn qemu_unavailable() -> Option<String> {
     }
 }
 
-/// The guest kernel and initramfs, built (or found cached) by scripts/build-guest-image.sh.
+/// The guest kernel and initramfs from scripts/build-guest-image.sh, which rebuilds them when
+/// the kernel package or the script changed and otherwise returns at once (cached in target/vm).
 fn guest_image() -> Result<(PathBuf, PathBuf), String> {
     let dir = std::env::var_os("VM_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| workspace_root().join("target").join("vm"));
     let kernel = dir.join("vmlinux");
     let initrd = dir.join("initramfs.cpio.gz");
-    if !(kernel.exists() && initrd.exists()) {
-        let script = workspace_root().join("scripts").join("build-guest-image.sh");
-        let out = Command::new(&script)
-            .env("VM_DIR", &dir)
-            .output()
-            .map_err(|e| format!("cannot run {}: {e}", script.display()))?;
-        if !out.status.success() {
-            return Err(format!(
-                "{} failed ({}): {}",
-                script.display(),
-                out.status,
-                String::from_utf8_lossy(&out.stderr).trim()
-            ));
+    let script = workspace_root().join("scripts").join("build-guest-image.sh");
+    let built = match Command::new(&script).env("VM_DIR", &dir).output() {
+        Ok(out) if out.status.success() => Ok(()),
+        Ok(out) => Err(format!(
+            "{} failed ({}): {}",
+            script.display(),
+            out.status,
+            String::from_utf8_lossy(&out.stderr).trim()
+        )),
+        Err(e) => Err(format!("cannot run {}: {e}", script.display())),
+    };
+    match built {
+        Ok(()) if kernel.exists() && initrd.exists() => Ok((kernel, initrd)),
+        Ok(()) => Err(format!("{} left no image in {}", script.display(), dir.display())),
+        // Offline, say: an image built earlier still serves.
+        Err(e) if kernel.exists() && initrd.exists() => {
+            let _ = writeln!(std::io::stderr(), "vm_qemu: using the existing image: {e}");
+            Ok((kernel, initrd))
         }
-    }
-    if kernel.exists() && initrd.exists() {
-        Ok((kernel, initrd))
-    } else {
-        Err(format!("no guest image in {}", dir.display()))
+        Err(e) => Err(e),
     }
 }
 
@@ -347,7 +349,8 @@ fn a_stock_kernel_drives_the_device_through_stop_cont_and_the_backend_outlives_t
 
     // stop: QEMU stops the vhost device (GET_VRING_BASE per ring) before `stop` returns.
     qmp.execute("stop");
-    let stop_handled = log_shows(&backend_log, "stopped by the VMM", LOG_LINE);
+    let stop_handled = !read_lossy(&backend_log).contains("connection ended")
+        && log_shows(&backend_log, "stopped by the VMM", LOG_LINE);
     qmp.execute("cont");
     std::fs::write(share.join("go"), b"go").expect("tell the guest to go on");
 
