@@ -9,8 +9,9 @@
 //! guest to go on through a file on a 9p share, and the guest transmits again, checks that its
 //! transmit buffers came back after the restart, and leaves through isa-debug-exit.
 //!
-//! Afterwards the backend must still be alive and serve the next VMM on the same socket: a
-//! guest-library instance attaches there and does a TCP echo with a Linux server.
+//! Afterwards the backend must still be alive and serve the next VMMs on the same socket: a
+//! second VM, killed (SIGKILL) once its kernel has transmitted, and then a guest-library
+//! instance doing a TCP echo with a Linux server in the namespace.
 //!
 //! Needs root (namespace, TAP), `qemu-system-x86_64` and the guest image. The test runs the
 //! image script itself (it caches the image under target/vm); without QEMU or the
@@ -237,6 +238,90 @@ fn echo_through_guest_library(socket: &Path, server: SocketAddrV4) {
     api.close(fd).expect("close");
 }
 
+/// One QEMU run: its process (killed on drop), and its files under the test's directory.
+struct Vm {
+    qemu: ChildGuard,
+    share: PathBuf,
+    serial: PathBuf,
+    output: PathBuf,
+    qmp: PathBuf,
+}
+
+impl Vm {
+    /// Boots the guest image attached to the backend's `socket`; files are named after `name`.
+    /// QEMU itself needs no namespace: it reaches the backend through the socket path.
+    fn boot(dir: &Path, name: &str, socket: &Path, kernel: &Path, initrd: &Path) -> Vm {
+        let share = dir.join(format!("{name}-share"));
+        std::fs::create_dir_all(&share).expect("share dir");
+        let serial = dir.join(format!("{name}-serial.log"));
+        let output = dir.join(format!("{name}-qemu.log"));
+        let qmp = dir.join(format!("{name}-qmp.sock"));
+        let append = format!(
+            "console=ttyS0 panic=-1 loglevel=4 slimvm.ip={GUEST_KERNEL_IP} slimvm.peer={HOST_IP} slimvm.wait={}",
+            GUEST_FINISH.as_secs()
+        );
+        let out = std::fs::File::create(&output).expect("qemu log");
+        let mut cmd = Command::new("qemu-system-x86_64");
+        cmd.args(["-machine", "q35", "-accel", "tcg", "-cpu", "max", "-smp", "1", "-m", "256M"])
+            .args(["-nodefaults", "-no-user-config", "-display", "none", "-no-reboot"])
+            .args(["-object", "memory-backend-memfd,id=mem,size=256M,share=on", "-numa", "node,memdev=mem"])
+            .arg("-chardev")
+            .arg(format!("socket,id=c0,path={}", socket.display()))
+            .args(["-netdev", &format!("vhost-user,id=n0,chardev=c0,queues={QUEUES}")])
+            .args(["-device", "virtio-net-pci,netdev=n0,mq=on,disable-legacy=on"])
+            .arg("-virtfs")
+            .arg(format!("local,path={},mount_tag=share,security_model=none,id=fs0", share.display()))
+            .args(["-device", "isa-debug-exit,iobase=0xf4,iosize=0x04"])
+            .arg("-serial")
+            .arg(format!("file:{}", serial.display()))
+            .arg("-qmp")
+            .arg(format!("unix:{},server=on,wait=off", qmp.display()))
+            .arg("-kernel")
+            .arg(kernel)
+            .arg("-initrd")
+            .arg(initrd)
+            .args(["-append", &append])
+            .stdin(Stdio::null())
+            .stdout(out.try_clone().expect("qemu log"))
+            .stderr(out);
+        let qemu = ChildGuard::new(cmd.spawn().expect("qemu-system-x86_64"));
+        Vm { qemu, share, serial, output, qmp }
+    }
+
+    /// Waits until the guest wrote `phase1` (device found, interface up, frames transmitted).
+    fn wait_phase1(&mut self) -> Result<(), String> {
+        let phase1 = self.share.join("phase1");
+        let mut exited = None;
+        let qemu = &mut self.qemu;
+        let reached = wait_for(BOOT_TO_PHASE1, || {
+            if let Ok(Some(status)) = qemu.child().try_wait() {
+                exited = Some(status);
+                return true;
+            }
+            phase1.exists()
+        });
+        match (exited, reached) {
+            (Some(status), _) => Err(format!("QEMU exited early: {status}")),
+            (None, false) => Err("the guest did not reach phase 1".into()),
+            (None, true) => Ok(()),
+        }
+    }
+
+    /// `what`, then the tails of the guest's serial console, the backend log and QEMU's output.
+    fn context(&self, what: &str, backend_log: &Path) -> String {
+        format!(
+            "{what}\n--- guest serial (tail) ---\n{}\n--- backend log ---\n{}\n--- qemu ---\n{}",
+            tail(&self.serial, 25),
+            tail(backend_log, 30),
+            tail(&self.output, 10)
+        )
+    }
+}
+
+fn count(text: &str, needle: &str) -> usize {
+    text.matches(needle).count()
+}
+
 #[test]
 fn a_stock_kernel_drives_the_device_through_stop_cont_and_the_backend_outlives_the_vm() {
     slimtcp_testkit::require_netns!("vm_qemu");
@@ -253,13 +338,9 @@ fn a_stock_kernel_drives_the_device_through_stop_cont_and_the_backend_outlives_t
     let ns = Netns::create("vmqemu").expect("namespace");
     let dir = TempDir(std::env::temp_dir().join(format!("slimtcp-vm-qemu-{}", std::process::id())));
     let _ = std::fs::remove_dir_all(&dir.0);
-    let share = dir.0.join("share");
-    std::fs::create_dir_all(&share).expect("temp dir");
+    std::fs::create_dir_all(&dir.0).expect("temp dir");
     let socket = dir.0.join("vhost.sock");
-    let qmp_path = dir.0.join("qmp.sock");
     let backend_log = dir.0.join("backend.log");
-    let serial_log = dir.0.join("serial.log");
-    let qemu_log = dir.0.join("qemu.log");
     let tap = Netns::unique_ifname("vmq");
 
     // The backend, in the namespace, its log in a file.
@@ -290,62 +371,17 @@ fn a_stock_kernel_drives_the_device_through_stop_cont_and_the_backend_outlives_t
         tail(&backend_log, 20)
     );
 
-    // The VM. QEMU itself needs no namespace: it reaches the backend through the socket path.
-    let append = format!(
-        "console=ttyS0 panic=-1 loglevel=4 slimvm.ip={GUEST_KERNEL_IP} slimvm.peer={HOST_IP} slimvm.wait={}",
-        GUEST_FINISH.as_secs()
-    );
-    let mut qemu = {
-        let qemu_out = std::fs::File::create(&qemu_log).expect("qemu log");
-        let mut cmd = Command::new("qemu-system-x86_64");
-        cmd.args(["-machine", "q35", "-accel", "tcg", "-cpu", "max", "-smp", "1", "-m", "256M"])
-            .args(["-nodefaults", "-no-user-config", "-display", "none", "-no-reboot"])
-            .args(["-object", "memory-backend-memfd,id=mem,size=256M,share=on", "-numa", "node,memdev=mem"])
-            .arg("-chardev")
-            .arg(format!("socket,id=c0,path={}", socket.display()))
-            .args(["-netdev", &format!("vhost-user,id=n0,chardev=c0,queues={QUEUES}")])
-            .args(["-device", "virtio-net-pci,netdev=n0,mq=on,disable-legacy=on"])
-            .arg("-virtfs")
-            .arg(format!("local,path={},mount_tag=share,security_model=none,id=fs0", share.display()))
-            .args(["-device", "isa-debug-exit,iobase=0xf4,iosize=0x04"])
-            .arg("-serial")
-            .arg(format!("file:{}", serial_log.display()))
-            .arg("-qmp")
-            .arg(format!("unix:{},server=on,wait=off", qmp_path.display()))
-            .arg("-kernel")
-            .arg(&kernel)
-            .arg("-initrd")
-            .arg(&initrd)
-            .args(["-append", &append])
-            .stdin(Stdio::null())
-            .stdout(qemu_out.try_clone().expect("qemu log"))
-            .stderr(qemu_out);
-        ChildGuard::new(cmd.spawn().expect("qemu-system-x86_64"))
-    };
-    let context = |what: &str| {
-        format!(
-            "{what}\n--- guest serial (tail) ---\n{}\n--- backend log ---\n{}\n--- qemu ---\n{}",
-            tail(&serial_log, 25),
-            tail(&backend_log, 30),
-            tail(&qemu_log, 10)
-        )
-    };
-
-    let mut qmp = Qmp::connect(&qmp_path, BACKEND_UP);
+    // The first VM: the whole scenario, and a clean exit.
+    let mut vm = Vm::boot(&dir.0, "vm1", &socket, &kernel, &initrd);
+    let share = vm.share.clone();
+    let context = |vm: &Vm, what: &str| vm.context(what, &backend_log);
+    let mut qmp = Qmp::connect(&vm.qmp, BACKEND_UP);
 
     // Phase 1: the kernel has the device, its interface is up and it has transmitted.
-    let phase1 = share.join("phase1");
-    let mut exited_early = None;
-    let reached = wait_for(BOOT_TO_PHASE1, || {
-        if let Ok(Some(status)) = qemu.child().try_wait() {
-            exited_early = Some(status);
-            return true;
-        }
-        phase1.exists()
-    });
-    assert!(exited_early.is_none(), "{}", context(&format!("QEMU exited early: {exited_early:?}")));
-    assert!(reached, "{}", context("the guest did not reach phase 1"));
-    assert!(log_shows(&backend_log, "VMM connected", LOG_LINE), "{}", context("no VMM connected"));
+    if let Err(e) = vm.wait_phase1() {
+        panic!("{}", context(&vm, &e));
+    }
+    assert!(log_shows(&backend_log, "VMM connected", LOG_LINE), "{}", context(&vm, "no VMM connected"));
 
     // stop: QEMU stops the vhost device (GET_VRING_BASE per ring) before `stop` returns.
     qmp.execute("stop");
@@ -354,29 +390,29 @@ fn a_stock_kernel_drives_the_device_through_stop_cont_and_the_backend_outlives_t
     qmp.execute("cont");
     std::fs::write(share.join("go"), b"go").expect("tell the guest to go on");
 
-    let status = wait_exit(&mut qemu, GUEST_FINISH);
+    let status = wait_exit(&mut vm.qemu, GUEST_FINISH);
     let backend_text = read_lossy(&backend_log);
     let guest_result = read_lossy(&share.join("result"));
     let early_end: Vec<&str> = backend_text.lines().filter(|l| l.contains("connection ended")).collect();
     assert!(
         early_end.is_empty(),
         "{}",
-        context(&format!("the backend dropped QEMU's connection: {early_end:?}"))
+        context(&vm, &format!("the backend dropped QEMU's connection: {early_end:?}"))
     );
-    let status = status.unwrap_or_else(|| panic!("{}", context("the VM did not finish")));
+    let status = status.unwrap_or_else(|| panic!("{}", context(&vm, "the VM did not finish")));
     assert_eq!(
         status.code(),
         Some(GUEST_OK_EXIT),
         "{}",
-        context(&format!("guest result: {}", guest_result.trim()))
+        context(&vm, &format!("guest result: {}", guest_result.trim()))
     );
-    assert!(stop_handled, "{}", context("no ring stop logged after QMP stop"));
+    assert!(stop_handled, "{}", context(&vm, "no ring stop logged after QMP stop"));
 
     // The VM is gone: the backend ends the session, logs its counters and waits for the next.
     assert!(
         log_shows(&backend_log, "session counters:", LOG_LINE),
         "{}",
-        context("no session counters after the VM left")
+        context(&vm, "no session counters after the VM left")
     );
     let backend_text = read_lossy(&backend_log);
     let counters = last_session_counters(&backend_text).expect("session counters parse");
@@ -400,12 +436,40 @@ fn a_stock_kernel_drives_the_device_through_stop_cont_and_the_backend_outlives_t
     assert!(
         backend_text.contains("VMM disconnected"),
         "{}",
-        context("the VM's departure was not a normal disconnect")
+        context(&vm, "the VM's departure was not a normal disconnect")
     );
     assert!(
         matches!(backend.child().try_wait(), Ok(None)),
         "{}",
-        context("the backend process ended with the VM")
+        context(&vm, "the backend process ended with the VM")
+    );
+
+    // A second VM on the same socket, killed (SIGKILL) once its kernel has transmitted: a VMM
+    // that vanishes without stopping the device. The backend ends that session too.
+    let mut vm2 = Vm::boot(&dir.0, "vm2", &socket, &kernel, &initrd);
+    if let Err(e) = vm2.wait_phase1() {
+        panic!("{}", context(&vm2, &format!("second VM: {e}")));
+    }
+    vm2.qemu.child().kill().expect("kill the second VM");
+    let _ = vm2.qemu.child().wait();
+    assert!(
+        wait_for(LOG_LINE, || count(&read_lossy(&backend_log), "session counters:") == 2),
+        "{}",
+        context(&vm2, "no second session's counters after the killed VM")
+    );
+    let backend_text = read_lossy(&backend_log);
+    let counters2 = last_session_counters(&backend_text).expect("session counters parse");
+    assert!(counter(&counters2, "requests") > 0, "the killed VM's frames were not seen: {counters2:?}");
+    assert_eq!(
+        count(&backend_text, "connection ended"),
+        0,
+        "{}",
+        context(&vm2, "a connection ended in error")
+    );
+    assert!(
+        matches!(backend.child().try_wait(), Ok(None)),
+        "{}",
+        context(&vm2, "the backend process ended with the killed VM")
     );
 
     // The next VMM on the same socket: the guest library, TCP echo with Linux in the namespace.
@@ -425,10 +489,11 @@ fn a_stock_kernel_drives_the_device_through_stop_cont_and_the_backend_outlives_t
         .expect("echo thread");
     echo_through_guest_library(&socket, SocketAddrV4::new(HOST_IP.parse().expect("ip"), ECHO_PORT));
     server.join().expect("echo server");
-    assert!(matches!(backend.child().try_wait(), Ok(None)), "{}", context("the backend died"));
+    assert!(matches!(backend.child().try_wait(), Ok(None)), "{}", context(&vm2, "the backend died"));
     let _ = writeln!(
         std::io::stderr(),
-        "vm_qemu: VM, stop/cont and a second attach in {:.1} s; counters of the VM session: {counters:?}",
+        "vm_qemu: VM with stop/cont, a killed VM and the guest library in {:.1} s; counters of the first VM's \
+         session: {counters:?}; of the killed VM's: {counters2:?}",
         started.elapsed().as_secs_f64()
     );
 }
