@@ -22,13 +22,14 @@ vm-image: deps
 	./scripts/build-guest-image.sh
 
 # Release: the simulations are heavy. Leftover namespaces are cleaned up even when tests fail.
-# The guest image is built first, so the VM test (QEMU from deps) runs for real.
+# The guest image is built first, so the VM test (QEMU from deps) runs for real. --no-fail-fast:
+# one failing test binary does not hide the results of the others.
 # The DPDK tests (feature `dpdk`, one EAL per test binary) run in a second pass.
 test: deps
 	@status=0; \
 	./scripts/build-guest-image.sh && \
 	$(CARGO) build --release --workspace --all-targets && \
-	$(CARGO) test --release --workspace && \
+	$(CARGO) test --release --workspace --no-fail-fast && \
 	$(CARGO) build --release -p slimtcp --features dpdk --example tap_echo && $(CARGO) test --release -p slimtcp --features dpdk --test 'dpdk_*' --test 'interop_dpdk_*' && \
 	$(CARGO) test --release -p slimtcp-vhost --features dpdk --test e2e_guest_dpdk_tap && \
 	$(CARGO) test --release -p slimtcp-perf --features dpdk --test 'dpdk_*' && \
