@@ -6,7 +6,7 @@ export CARGO_BUILD_JOBS ?= 1
 # Under `make test`, namespace tests must run: a missing privilege fails instead of skipping.
 export SLIMTCP_REQUIRE_NETNS ?= 1
 
-.PHONY: all deps build test lint bench demo demo-stack fuzz clean
+.PHONY: all deps build test lint bench demo demo-stack fuzz clean vm-image
 
 all: build
 
@@ -16,12 +16,20 @@ deps:
 build: deps
 	$(CARGO) build --release --workspace --all-targets
 
+# The guest of the real-VM tier (backend/tests/vm_qemu.rs): Debian kernel + busybox initramfs,
+# cached under target/vm (a re-run only checks it).
+vm-image: deps
+	./scripts/build-guest-image.sh
+
 # Release: the simulations are heavy. Leftover namespaces are cleaned up even when tests fail.
+# The guest image is built first, so the VM test (QEMU from deps) runs for real. --no-fail-fast:
+# one failing test binary does not hide the results of the others.
 # The DPDK tests (feature `dpdk`, one EAL per test binary) run in a second pass.
 test: deps
 	@status=0; \
+	./scripts/build-guest-image.sh && \
 	$(CARGO) build --release --workspace --all-targets && \
-	$(CARGO) test --release --workspace && \
+	$(CARGO) test --release --workspace --no-fail-fast && \
 	$(CARGO) build --release -p slimtcp --features dpdk --example tap_echo && $(CARGO) test --release -p slimtcp --features dpdk --test 'dpdk_*' --test 'interop_dpdk_*' && \
 	$(CARGO) test --release -p slimtcp-vhost --features dpdk --test e2e_guest_dpdk_tap && \
 	$(CARGO) test --release -p slimtcp-perf --features dpdk --test 'dpdk_*' && \

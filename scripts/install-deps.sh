@@ -16,22 +16,45 @@ PACKAGES=(
     libdpdk-dev     # DPDK 22.11 (Debian) for the dpdk feature
     valgrind        # callgrind: instructions per segment in benchmarks
     gnuplot-nox     # make bench's PNG plots (scripts/bench-plots.sh)
+    kmod            # depmod/modprobe: the VM guest image's module closure (build-guest-image.sh)
+    cpio            # packs the VM guest's initramfs
+    xz-utils        # unpacks the guest kernel's vmlinux from vmlinuz
 )
+
+# Debian packages taken from bookworm-backports (Debian 12's own QEMU is 7.2; the VM tier uses 10).
+BACKPORTS_PACKAGES=(
+    qemu-system-x86 # the real VMM of the VM test tier (backend/tests/vm_qemu.rs)
+)
+BACKPORTS_SOURCE=/etc/apt/sources.list.d/bookworm-backports.sources
 
 # Rust toolchain components required by `make lint`.
 RUSTUP_COMPONENTS=(clippy rustfmt)
 
+installed() {
+    dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q '^install ok installed$'
+}
+
 missing=()
 for pkg in "${PACKAGES[@]}"; do
-    if ! dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q '^install ok installed$'; then
-        missing+=("$pkg")
-    fi
+    installed "$pkg" || missing+=("$pkg")
+done
+missing_bpo=()
+for pkg in "${BACKPORTS_PACKAGES[@]}"; do
+    installed "$pkg" || missing_bpo+=("$pkg")
 done
 
-if ((${#missing[@]} > 0)); then
-    echo "install-deps: installing ${missing[*]}"
-    sudo_cmd=()
-    if [[ $(id -u) -ne 0 ]]; then sudo_cmd=(sudo); fi
+sudo_cmd=()
+if [[ $(id -u) -ne 0 ]]; then sudo_cmd=(sudo); fi
+
+if ((${#missing_bpo[@]} > 0)) && ! grep -rqs 'bookworm-backports' /etc/apt/sources.list /etc/apt/sources.list.d/; then
+    echo "install-deps: adding the bookworm-backports apt source ($BACKPORTS_SOURCE)"
+    printf '%s\n' 'Types: deb' 'URIs: http://deb.debian.org/debian' 'Suites: bookworm-backports' \
+        'Components: main' 'Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg' \
+        | "${sudo_cmd[@]}" tee "$BACKPORTS_SOURCE" >/dev/null
+fi
+
+if ((${#missing[@]} + ${#missing_bpo[@]} > 0)); then
+    echo "install-deps: installing ${missing[*]} ${missing_bpo[*]}"
     # tshark asks whether non-root users may capture; answer "no" without a prompt.
     echo "wireshark-common wireshark-common/install-setuid boolean false" \
         | "${sudo_cmd[@]}" debconf-set-selections
@@ -39,9 +62,15 @@ if ((${#missing[@]} > 0)); then
     # Several engineers share this machine: wait for the dpkg lock instead of failing.
     apt_opts=(-y -q -o DPkg::Lock::Timeout=600 --no-install-recommends)
     "${sudo_cmd[@]}" apt-get -q -o DPkg::Lock::Timeout=600 update
-    "${sudo_cmd[@]}" env DEBIAN_FRONTEND=noninteractive apt-get "${apt_opts[@]}" install "${missing[@]}"
+    if ((${#missing[@]} > 0)); then
+        "${sudo_cmd[@]}" env DEBIAN_FRONTEND=noninteractive apt-get "${apt_opts[@]}" install "${missing[@]}"
+    fi
+    if ((${#missing_bpo[@]} > 0)); then
+        "${sudo_cmd[@]}" env DEBIAN_FRONTEND=noninteractive apt-get "${apt_opts[@]}" \
+            -t bookworm-backports install "${missing_bpo[@]}"
+    fi
 else
-    echo "install-deps: all ${#PACKAGES[@]} Debian packages present"
+    echo "install-deps: all $((${#PACKAGES[@]} + ${#BACKPORTS_PACKAGES[@]})) Debian packages present"
 fi
 
 if command -v rustup >/dev/null 2>&1; then
