@@ -431,6 +431,11 @@ fn a_stock_kernel_drives_the_device_through_stop_cont_and_the_backend_outlives_t
         counter(&counters, "requests") >= guest_tx,
         "the backend took fewer transmit chains than the kernel saw completed ({guest_tx}): {counters:?}"
     );
+    assert_eq!(
+        counter(&counters, "unanswerable chains"),
+        counter(&counters, "requests"),
+        "every chain of the kernel's driver is an Ethernet frame, not a request: {counters:?}"
+    );
     assert_eq!(counter(&counters, "errors"), 0, "{counters:?}");
     assert_eq!(counter(&counters, "rx messages"), 0, "{counters:?}");
     assert!(

@@ -117,10 +117,12 @@ impl std::fmt::Display for SessionReport {
         let c = &self.device;
         write!(
             f,
-            "requests {}, errors {}, rx messages {}, tx by reference {} B, tx copied by backend {} B, \
+            "requests {}, unanswerable chains {}, errors {}, rx messages {}, tx by reference {} B, \
+             tx copied by backend {} B, \
              stack tx payload copied {} B, NIC copied guest payload {} B, guest regions attached {}, \
              rx copied {} B, copied at ring stops {} B, chains returned at ring stops {}",
             c.requests,
+            c.unanswerable_chains,
             c.error_completions,
             c.rx_messages,
             c.tx_payload_by_reference,
