@@ -3,14 +3,14 @@
 //! instances attach, one per socket, and talk to a Linux echo server through their own TAP at
 //! the same time; each connection arrives from its own tenant's address.
 
-use std::io::{Read, Write};
-use std::net::{Ipv4Addr, SocketAddrV4, TcpListener};
+mod e2e;
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use slimtcp::api::{Proto, Shutdown, SocketApi};
 use slimtcp_guest::{GuestConfig, GuestSockets};
-use slimtcp_testkit::data::pattern;
+use slimtcp_testkit::linux_peer;
 use slimtcp_testkit::netns::Netns;
 
 struct TempDir(PathBuf);
@@ -27,31 +27,11 @@ fn attach(socket: &Path) -> GuestSockets {
     GuestSockets::connect_vhost_user(socket, GuestConfig::default()).expect("guest attaches")
 }
 
-/// Connects to `server`, sends 256 KiB of a seeded stream in 4 KiB messages and checks each
-/// echo; returns the address the guest was told in hello.
+/// Echoes 256 KiB of stream `seed` in 4 KiB messages through `server`; returns the address the
+/// guest was told in hello.
 fn echo_through(api: &mut GuestSockets, server: SocketAddrV4, seed: u64) -> Ipv4Addr {
-    let own = api.hello_info().addr;
-    let fd = api.socket(Proto::Tcp).expect("socket");
-    api.connect(fd, server).expect("connect");
-    let mut msg = vec![0u8; 4096];
-    let mut back = vec![0u8; 4096];
-    for i in 0..64u64 {
-        pattern(seed, i * 4096, &mut msg);
-        let mut sent = 0;
-        while sent < msg.len() {
-            sent += api.send(fd, &msg[sent..]).expect("send");
-        }
-        let mut got = 0;
-        while got < back.len() {
-            got += api.recv(fd, &mut back[got..]).expect("recv");
-        }
-        assert!(back == msg, "tenant {own}: message {i} came back changed");
-    }
-    api.shutdown(fd, Shutdown::Write).expect("shutdown");
-    let mut b = [0u8; 1];
-    assert_eq!(api.recv(fd, &mut b), Ok(0));
-    api.close(fd).expect("close");
-    own
+    e2e::echo_messages(api, server, seed, 64, 4096);
+    api.hello_info().addr
 }
 
 #[test]
@@ -73,32 +53,13 @@ fn two_tenants_from_the_command_line_serve_two_guests_at_once() {
         .expect("backend process");
 
     // One Linux echo server for both tenants, in the namespace, on every address.
-    let listener = ns.run(|| TcpListener::bind((Ipv4Addr::UNSPECIFIED, 7000))).expect("listen");
-    let server = ns
-        .spawn("echo", move || {
-            let mut peers = Vec::new();
-            let mut conns = Vec::new();
-            for _ in 0..2 {
-                let (s, from) = listener.accept().expect("accept");
-                peers.push(from.ip());
-                conns.push(std::thread::spawn(move || {
-                    let mut s = s;
-                    let mut buf = [0u8; 65536];
-                    loop {
-                        let n = s.read(&mut buf).expect("read");
-                        if n == 0 {
-                            break;
-                        }
-                        s.write_all(&buf[..n]).expect("write");
-                    }
-                }));
-            }
-            for c in conns {
-                c.join().expect("echo connection");
-            }
-            peers
-        })
-        .expect("echo thread");
+    let (_, server) = linux_peer::spawn_tcp_echo_server(
+        &ns,
+        SocketAddr::from((Ipv4Addr::UNSPECIFIED, 7000)),
+        2,
+        Duration::from_secs(60),
+    )
+    .expect("echo server");
 
     let mut a = attach(&sock_a);
     let mut b = attach(&sock_b);
@@ -113,9 +74,8 @@ fn two_tenants_from_the_command_line_serve_two_guests_at_once() {
         (Ipv4Addr::new(10, 71, 1, 2), Ipv4Addr::new(10, 71, 2, 2)),
         "hello tells each its own"
     );
-    let mut peers = server.join().expect("echo server");
+    let mut peers: Vec<IpAddr> = server.join().expect("echo server").iter().map(SocketAddr::ip).collect();
     peers.sort();
-    let want: [std::net::IpAddr; 2] =
-        [Ipv4Addr::new(10, 71, 1, 2).into(), Ipv4Addr::new(10, 71, 2, 2).into()];
+    let want: [IpAddr; 2] = [Ipv4Addr::new(10, 71, 1, 2).into(), Ipv4Addr::new(10, 71, 2, 2).into()];
     assert_eq!(peers, want, "each from its own tenant");
 }

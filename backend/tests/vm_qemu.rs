@@ -18,16 +18,17 @@
 //! image it says SKIP, unless `SLIMTCP_REQUIRE_NETNS` is set (as `make test` does, after
 //! installing QEMU and building the image): then it fails. `SLIMTCP_VM_KEEP=1` keeps the logs.
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{Ipv4Addr, SocketAddrV4, TcpListener};
+mod e2e;
+
+use std::io::{BufRead, BufReader, Write};
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
-use slimtcp::api::{Proto, Shutdown, SocketApi};
 use slimtcp_guest::{GuestConfig, GuestSockets};
-use slimtcp_testkit::data::pattern;
+use slimtcp_testkit::linux_peer;
 use slimtcp_testkit::netns::{ChildGuard, Netns};
 use slimtcp_testkit::skip::REQUIRE_ENV;
 use slimtcp_testkit::wait::wait_for;
@@ -216,26 +217,7 @@ fn wait_exit(child: &mut ChildGuard, timeout: Duration) -> Option<ExitStatus> {
 fn echo_through_guest_library(socket: &Path, server: SocketAddrV4) {
     let mut api =
         GuestSockets::connect_vhost_user(socket, GuestConfig::default()).expect("guest library attaches");
-    let fd = api.socket(Proto::Tcp).expect("socket");
-    api.connect(fd, server).expect("connect");
-    let mut msg = vec![0u8; 4096];
-    let mut back = vec![0u8; 4096];
-    for i in 0..16u64 {
-        pattern(73, i * 4096, &mut msg);
-        let mut sent = 0;
-        while sent < msg.len() {
-            sent += api.send(fd, &msg[sent..]).expect("send");
-        }
-        let mut got = 0;
-        while got < back.len() {
-            got += api.recv(fd, &mut back[got..]).expect("recv");
-        }
-        assert!(back == msg, "message {i} came back changed");
-    }
-    api.shutdown(fd, Shutdown::Write).expect("shutdown");
-    let mut b = [0u8; 1];
-    assert_eq!(api.recv(fd, &mut b), Ok(0));
-    api.close(fd).expect("close");
+    e2e::echo_messages(&mut api, server, 73, 16, 4096);
 }
 
 /// One QEMU run: its process (killed on drop), and its files under the test's directory.
@@ -478,20 +460,13 @@ fn a_stock_kernel_drives_the_device_through_stop_cont_and_the_backend_outlives_t
     );
 
     // The next VMM on the same socket: the guest library, TCP echo with Linux in the namespace.
-    let listener = ns.run(|| TcpListener::bind((Ipv4Addr::UNSPECIFIED, ECHO_PORT))).expect("listen");
-    let server = ns
-        .spawn("echo", move || {
-            let (mut s, _) = listener.accept().expect("accept");
-            let mut buf = [0u8; 65536];
-            loop {
-                let n = s.read(&mut buf).expect("read");
-                if n == 0 {
-                    break;
-                }
-                s.write_all(&buf[..n]).expect("write");
-            }
-        })
-        .expect("echo thread");
+    let (_, server) = linux_peer::spawn_tcp_echo_server(
+        &ns,
+        SocketAddr::from((Ipv4Addr::UNSPECIFIED, ECHO_PORT)),
+        1,
+        Duration::from_secs(60),
+    )
+    .expect("echo server");
     echo_through_guest_library(&socket, SocketAddrV4::new(HOST_IP.parse().expect("ip"), ECHO_PORT));
     server.join().expect("echo server");
     assert!(matches!(backend.child().try_wait(), Ok(None)), "{}", context(&vm2, "the backend died"));

@@ -174,6 +174,58 @@ pub fn spawn_tcp_client_recv(
     Ok(PeerThread { thread })
 }
 
+/// An echo server on its own thread; [`EchoServer::join`] gives the clients' addresses.
+#[derive(Debug)]
+pub struct EchoServer {
+    thread: NsThread<Result<Vec<SocketAddr>, PeerError>>,
+}
+
+impl EchoServer {
+    /// Waits until every connection ended; returns where each came from, in accept order.
+    pub fn join(self) -> Result<Vec<SocketAddr>, PeerError> {
+        self.thread.join()?
+    }
+}
+
+/// Listens on `listen` inside `ns`, accepts `connections` connections and echoes each (on a
+/// thread of its own) until its client half-closes, then closes it. Returns the bound address
+/// once listening.
+pub fn spawn_tcp_echo_server(
+    ns: &Netns,
+    listen: SocketAddr,
+    connections: usize,
+    timeout: Duration,
+) -> Result<(SocketAddr, EchoServer), PeerError> {
+    let deadline = Instant::now() + timeout;
+    let (listener, bound) = listen_in(ns, listen)?;
+    let thread = ns.spawn("linux-echo", move || {
+        let mut peers = Vec::with_capacity(connections);
+        let mut echoes = Vec::with_capacity(connections);
+        for _ in 0..connections {
+            let stream = accept(&listener, deadline, timeout)?;
+            peers.push(stream.peer_addr().map_err(|source| PeerError::Io { what: "peer_addr", source })?);
+            echoes.push(std::thread::spawn(move || echo(stream)));
+        }
+        for e in echoes {
+            e.join().map_err(|_| PeerError::Timeout { what: "echo (the thread panicked)", timeout })??;
+        }
+        Ok(peers)
+    })?;
+    Ok((bound, EchoServer { thread }))
+}
+
+/// Writes back everything read until end of stream.
+fn echo(mut stream: TcpStream) -> Result<(), PeerError> {
+    let mut buf = vec![0u8; CHUNK];
+    loop {
+        let n = stream.read(&mut buf).map_err(|source| PeerError::Io { what: "echo read", source })?;
+        if n == 0 {
+            return Ok(());
+        }
+        stream.write_all(&buf[..n]).map_err(|source| PeerError::Io { what: "echo write", source })?;
+    }
+}
+
 fn listen_in(ns: &Netns, listen: SocketAddr) -> Result<(TcpListener, SocketAddr), PeerError> {
     ns.try_run(|| {
         let listener =

@@ -6,7 +6,7 @@
 
 #![allow(dead_code)]
 
-use std::io::{Read, Write};
+use std::io::Read;
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, TcpListener};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -121,37 +121,32 @@ fn send_all<A: SocketApi>(api: &mut A, fd: Fd, mut data: &[u8]) {
 
 /// Echo: a Linux echo server; the guest sends 1 MiB in 1000-byte messages and reads each back.
 pub fn echo<A: SocketApi>(api: &mut A, ns: &Netns) {
-    let listener = ns.run(|| TcpListener::bind((LINUX_IP, 7000))).expect("listen");
-    let server = ns
-        .spawn("echo", move || {
-            let (mut s, _) = listener.accept().expect("accept");
-            let mut buf = [0u8; 65536];
-            loop {
-                let n = s.read(&mut buf).expect("read");
-                if n == 0 {
-                    break;
-                }
-                s.write_all(&buf[..n]).expect("write");
-            }
-        })
-        .expect("echo thread");
+    let (bound, server) = linux_peer::spawn_tcp_echo_server(ns, SocketAddr::from((LINUX_IP, 7000)), 1, LIMIT)
+        .expect("echo server");
+    let SocketAddr::V4(bound) = bound else { unreachable!("IPv4") };
+    echo_messages(api, bound, 7, 1000, 1000);
+    server.join().expect("echo server");
+}
+
+/// Connects to the echo server at `server`, sends `count` messages of `size` bytes of stream
+/// `seed`, checks each echo, then half-closes and expects the server's end of stream.
+pub fn echo_messages<A: SocketApi>(api: &mut A, server: SocketAddrV4, seed: u64, count: u64, size: usize) {
     let fd = api.socket(Proto::Tcp).expect("socket");
-    api.connect(fd, SocketAddrV4::new(LINUX_IP, 7000)).expect("connect");
-    let mut msg = [0u8; 1000];
-    let mut back = [0u8; 1000];
-    for i in 0..1000u64 {
-        pattern(7, i * 1000, &mut msg);
+    api.connect(fd, server).expect("connect");
+    let mut msg = vec![0u8; size];
+    let mut back = vec![0u8; size];
+    for i in 0..count {
+        pattern(seed, i * size as u64, &mut msg);
         send_all(api, fd, &msg);
         let mut got = 0;
         while got < back.len() {
             got += api.recv(fd, &mut back[got..]).expect("recv");
         }
-        assert_eq!(back, msg, "message {i}");
+        assert!(back == msg, "message {i} came back changed");
     }
     api.shutdown(fd, Shutdown::Write).expect("shutdown");
     assert_eq!(api.recv(fd, &mut back), Ok(0));
     api.close(fd).expect("close");
-    server.join().expect("echo server");
 }
 
 /// The guest sends `len` bytes of a seeded stream to a Linux receiver, which hashes them.
