@@ -65,7 +65,16 @@ fn pair_workload(api: &mut GuestSockets, ns: &Netns, k: usize, conns: usize, len
     let mut events = vec![EpollEvent::default(); conns];
     let deadline = Instant::now() + LIMIT;
     while left > 0 {
-        assert!(Instant::now() < deadline, "pair {k}: {left} of {conns} streams unfinished");
+        if Instant::now() >= deadline {
+            let state: Vec<String> = streams
+                .iter()
+                .map(|s| match s {
+                    Stream::Out { fd, sent, .. } => format!("{fd:?} out: sent {sent} of {len}"),
+                    Stream::In { fd, got, .. } => format!("{fd:?} in: got {got} of {len}"),
+                })
+                .collect();
+            panic!("pair {k}: {left} of {conns} streams unfinished: {state:?}");
+        }
         let n = api.epoll_wait(ep, &mut events, 100).expect("epoll_wait");
         for ev in &events[..n] {
             assert!(!ev.events.contains(Ready::ERR), "pair {k}: connection {} failed", ev.data);

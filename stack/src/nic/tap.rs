@@ -133,6 +133,7 @@ union IfReqData {
     addr: libc::sockaddr_in,
     flags: c_short,
     mtu: c_int,
+    qlen: c_int,
     map: IfMap,
 }
 
@@ -221,13 +222,25 @@ fn control_socket() -> Result<OwnedFd, TapError> {
     Ok(unsafe { OwnedFd::from_raw_fd(raw) })
 }
 
+/// Frames the kernel may queue for us on the device (its transmit queue, kernel -> SlimTCP).
+/// Linux's default of 1000 overflows while a busy worker is away for a moment, and SlimTCP,
+/// which keeps no reorder buffer, pays each dropped frame with a go-back-N retransmission.
+const TAP_TX_QUEUE: c_int = 10_000;
+
 fn set_up_via(fd: RawFd, name: &str) -> Result<(), TapError> {
     let mut req = IfReq::new(name).ok_or_else(|| TapError::InvalidName { name: name.to_string() })?;
     ioctl_ifreq(fd, libc::SIOCGIFFLAGS as libc::Ioctl, &mut req)
         .map_err(|source| TapError::GetFlags { name: name.to_string(), source })?;
     req.data.flags = req.flags() | libc::IFF_UP as c_short;
     ioctl_ifreq(fd, libc::SIOCSIFFLAGS as libc::Ioctl, &mut req)
-        .map_err(|source| TapError::SetFlags { name: name.to_string(), source })
+        .map_err(|source| TapError::SetFlags { name: name.to_string(), source })?;
+    let mut qlen = IfReq::new(name).ok_or_else(|| TapError::InvalidName { name: name.to_string() })?;
+    qlen.data.qlen = TAP_TX_QUEUE;
+    if let Err(e) = ioctl_ifreq(fd, libc::SIOCSIFTXQLEN as libc::Ioctl, &mut qlen) {
+        // Not fatal: the device works with the kernel's default queue, only drops sooner.
+        log::warn!("{name}: cannot set the transmit queue to {TAP_TX_QUEUE} frames: {e}");
+    }
+    Ok(())
 }
 
 fn set_address_via(fd: RawFd, name: &str, addr: Ipv4Addr, prefix_len: u8) -> Result<(), TapError> {

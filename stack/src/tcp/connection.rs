@@ -109,6 +109,10 @@ pub struct Connection {
 
     // Output requests.
     pub(super) ack_pending: bool,
+    /// Out-of-order data segments since the last dispatch: each earns its own duplicate ACK (up
+    /// to [`DUP_ACKS_PER_BURST`]), so a sender without SACK sees the three it needs for a fast
+    /// retransmit instead of waiting for its RTO (RFC 5681 section 4.2).
+    pub(super) dup_acks_owed: u32,
     /// When we last answered an out-of-window or challenged segment (rate limit).
     pub(super) last_oow_ack: Option<Instant>,
     /// A RST to send (in reply to a bad segment, or for an abort).
@@ -186,6 +190,7 @@ impl Connection {
             probes_unanswered: 0,
             time_wait_deadline: None,
             ack_pending: false,
+            dup_acks_owed: 0,
             last_oow_ack: None,
             rst_pending: None,
             error: None,

@@ -262,9 +262,12 @@ impl Connection {
             if seq > self.rcv_nxt {
                 self.stats.out_of_order += 1;
                 self.ack_pending = true;
+                self.dup_acks_owed = (self.dup_acks_owed + 1).min(super::DUP_ACKS_PER_BURST);
                 return;
             }
             self.ack_pending = true;
+            // In-order data moves the ACK: duplicates of the old one would only mislead.
+            self.dup_acks_owed = 0;
             let dup = self.rcv_nxt.since(seq);
             if dup < payload.len() {
                 payload.advance(dup);

@@ -4,7 +4,11 @@
 //! SlimTCP keeps RTO (RFC 6298 with Karn's rule and backoff), window scaling and MSS, and drops
 //! what a reliable, ordered link makes unnecessary: SACK, timestamps, PAWS, congestion control,
 //! fast retransmit and the reorder buffer (an out-of-order segment is dropped and answered with a
-//! duplicate ACK; recovery is go-back-N from the first unacknowledged byte).
+//! duplicate ACK; recovery is go-back-N from the first unacknowledged byte). Pure ACKs are
+//! coalesced to one per socket per receive burst, except that each out-of-order segment earns a
+//! duplicate ACK (up to [`DUP_ACKS_PER_BURST`]): a peer that does fast retransmit (Linux) then
+//! recovers a loss after three duplicates instead of its retransmission timeout, whose backoff
+//! can stall a connection for a minute on a lossy link.
 
 pub mod config;
 pub mod connection;
@@ -22,6 +26,10 @@ mod timers;
 
 #[cfg(test)]
 mod tests;
+
+/// Duplicate ACKs sent at most per dispatch for out-of-order arrivals (a fast retransmit needs
+/// three).
+pub const DUP_ACKS_PER_BURST: u32 = 3;
 
 pub use config::TcpConfig;
 pub use connection::{ConnError, ConnStats, Connection, SendError};

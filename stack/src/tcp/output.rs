@@ -119,6 +119,15 @@ impl Connection {
         if self.ack_pending && self.state != State::SynSent && self.send_ack_at(sink, self.snd_nxt).is_ok() {
             self.stats.pure_acks += 1;
             sent += 1;
+            // One ACK went out for the burst; out-of-order segments each earn a duplicate.
+            while self.dup_acks_owed > 1 && self.send_ack_at(sink, self.snd_nxt).is_ok() {
+                self.dup_acks_owed -= 1;
+                self.stats.pure_acks += 1;
+                sent += 1;
+            }
+        }
+        if !self.ack_pending {
+            self.dup_acks_owed = 0;
         }
         sent
     }

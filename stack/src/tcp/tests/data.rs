@@ -70,6 +70,28 @@ fn out_of_order_segment_is_dropped_with_a_duplicate_ack() {
 }
 
 #[test]
+fn each_out_of_order_segment_of_a_burst_earns_a_duplicate_ack_up_to_three() {
+    let mut c = established(cfg(), 1000);
+    // A hole at IRS + 1, then five segments after it in one burst.
+    for i in 0..5u32 {
+        feed(&mut c, ms(20), seg(TcpFlags::empty(), IRS + 4 + 3 * i, Some(ISS + 1), 1000, b"xyz"));
+    }
+    assert_eq!(c.stats().out_of_order, 5);
+    let segs = out(&mut c, ms(20));
+    assert_eq!(segs.len(), 3, "three duplicates: enough for the sender's fast retransmit");
+    assert!(segs.iter().all(|(r, p)| is_pure_ack(r, p, IRS + 1)), "all duplicates of rcv_nxt");
+    // The hole is filled: one ACK for the burst again.
+    feed(&mut c, ms(21), seg(TcpFlags::empty(), IRS + 1, Some(ISS + 1), 1000, b"abc"));
+    assert_eq!(out(&mut c, ms(21)).len(), 1);
+    // In-order data after out-of-order data in the same burst: no duplicates of a stale ACK.
+    feed(&mut c, ms(22), seg(TcpFlags::empty(), IRS + 40, Some(ISS + 1), 1000, b"zzz"));
+    feed(&mut c, ms(22), seg(TcpFlags::empty(), IRS + 4, Some(ISS + 1), 1000, b"def"));
+    let segs = out(&mut c, ms(22));
+    assert_eq!(segs.len(), 1);
+    assert_eq!(segs[0].0.ack_number, Some(SeqNumber(IRS + 7)));
+}
+
+#[test]
 fn overlapping_retransmission_is_trimmed() {
     let mut c = established(cfg(), 1000);
     feed(&mut c, ms(20), seg(TcpFlags::empty(), IRS + 1, Some(ISS + 1), 1000, b"abcd"));
