@@ -17,6 +17,7 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use crate::spec::DeviceSpec;
 use crate::transport::Transport;
 use crate::{GuestConfig, GuestError, GuestSockets, VhostUserTransport};
 
@@ -52,6 +53,18 @@ impl GuestDevice {
             match GuestDevice::connect_vhost_user(path.as_ref(), cfg.clone()) {
                 Err(e) if not_listening(&e) && Instant::now() < deadline => std::thread::sleep(RETRY_PAUSE),
                 other => return other,
+            }
+        }
+    }
+
+    /// Attaches to the device `spec` names ([`DeviceSpec`]: `pci`, `pci:ADDR` inside a VM,
+    /// `vhost-user:SOCKET` on the host) and sets up `cfg.queue_pairs` queue pairs (0: all).
+    pub fn open(spec: &DeviceSpec, cfg: GuestConfig) -> Result<GuestDevice, GuestError> {
+        match spec {
+            DeviceSpec::VhostUser(path) => GuestDevice::connect_vhost_user(path, cfg),
+            DeviceSpec::Pci(addr) => {
+                let t = crate::pci::PciTransport::open(*addr, &cfg)?;
+                Ok(GuestDevice::new(Box::new(t), cfg))
             }
         }
     }

@@ -51,13 +51,16 @@ mod client;
 mod device;
 mod error;
 pub mod mem;
+pub mod pci;
 pub mod ring;
+pub mod spec;
 pub mod transport;
 pub mod vhost_user;
 
 pub use client::{GuestSockets, RxBuf, TxBuf, LARGE_TX};
 pub use device::GuestDevice;
 pub use error::GuestError;
+pub use spec::{DeviceSpec, PciAddress};
 pub use transport::{QueuePair, Transport};
 pub use vhost_user::VhostUserTransport;
 
