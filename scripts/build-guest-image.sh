@@ -133,6 +133,9 @@ echo "$kernel_ver" >"$root/etc/kernel-version"
 #   slimvm.ip=A/P     address for the virtio-net interface (default 10.99.0.3/24)
 #   slimvm.peer=A     address to ping, so the driver transmits ARP requests (default 10.99.0.1)
 #   slimvm.wait=S     seconds to wait for /share/go (default 60)
+#   slimvm.run=1      application mode instead: run the host-written /share/run.sh (the guest apps
+#                     of scripts/build-guest-apps.sh are in /bin), its output on the console and
+#                     in /share/run.log; exit status 0 = success, else 0x20 | (status & 0x1f)
 # Steps: load the modules; check the vhost-user net device (1af4:1041) is there; bring its
 # interface up (the driver posts receive buffers) and ping (the driver transmits ARP frames, which
 # are not protocol requests: the backend must give them back without harm); report the
@@ -156,9 +159,10 @@ finish() { # status message
     poweroff -f
 }
 
-ip_addr=10.99.0.3/24; peer=10.99.0.1; wait_s=60
+ip_addr=10.99.0.3/24; peer=10.99.0.1; wait_s=60; run=0
 for arg in $(cat /proc/cmdline); do
     case $arg in
+        slimvm.run=*) run=${arg#*=} ;;
         slimvm.ip=*) ip_addr=${arg#*=} ;;
         slimvm.peer=*) peer=${arg#*=} ;;
         slimvm.wait=*) wait_s=${arg#*=} ;;
@@ -175,6 +179,16 @@ if mount -t 9p -o trans=virtio,version=9p2000.L share /share 2>/dev/null; then
     touch /share/mounted
 else
     echo "SLIMVM no 9p share"
+fi
+
+if [ "$run" = 1 ]; then
+    [ -f /share/run.sh ] || finish 24 "slimvm.run=1 but no /share/run.sh"
+    echo "SLIMVM running /share/run.sh"
+    set -o pipefail
+    sh /share/run.sh 2>&1 | tee /share/run.log
+    status=$?
+    [ "$status" = 0 ] && finish 16 "ok run.sh"
+    finish $((32 | (status & 31))) "run.sh failed with status $status"
 fi
 
 dev=

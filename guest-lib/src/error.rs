@@ -63,6 +63,9 @@ pub enum GuestError {
         /// Theirs.
         host: slimtcp_abi::Version,
     },
+    /// The PCI transport could not set the device up.
+    #[error(transparent)]
+    Pci(#[from] crate::pci::PciError),
     /// The backend sent something that does not follow the protocol.
     #[error("protocol violation by the backend: {0}")]
     Protocol(slimtcp_abi::AbiError),

@@ -50,6 +50,7 @@
 mod client;
 mod device;
 mod error;
+pub mod features;
 pub mod mem;
 pub mod pci;
 pub mod ring;

@@ -52,7 +52,12 @@ impl FromStr for PciAddress {
         };
         let hex16 = |t: &str| u16::from_str_radix(t, 16).map_err(|_| bad());
         let hex8 = |t: &str| u8::from_str_radix(t, 16).map_err(|_| bad());
-        let a = PciAddress { domain: hex16(domain)?, bus: hex8(bus)?, device: hex8(device)?, function: hex8(function)? };
+        let a = PciAddress {
+            domain: hex16(domain)?,
+            bus: hex8(bus)?,
+            device: hex8(device)?,
+            function: hex8(function)?,
+        };
         if a.device >= 32 || a.function >= 8 {
             return Err(bad());
         }

@@ -36,25 +36,7 @@ use crate::{GuestConfig, GuestError};
 /// The guest-physical address of the memfd region (rings at GPA 0 count as "not set").
 pub const GUEST_MEMORY_BASE: u64 = 0x1_0000_0000;
 
-/// virtio-net / virtio feature bits this driver negotiates.
-pub mod features {
-    /// VIRTIO_NET_F_MRG_RXBUF (the 12-byte header; this protocol never merges).
-    pub const MRG_RXBUF: u64 = 1 << 15;
-    /// VIRTIO_NET_F_CTRL_VQ (not used here: this process is the VMM and enables pairs itself).
-    pub const CTRL_VQ: u64 = 1 << 17;
-    /// VIRTIO_NET_F_MQ.
-    pub const MQ: u64 = 1 << 22;
-    /// VIRTIO_RING_F_EVENT_IDX.
-    pub const EVENT_IDX: u64 = 1 << 29;
-    /// VHOST_USER_F_PROTOCOL_FEATURES.
-    pub const PROTOCOL_FEATURES: u64 = 1 << 30;
-    /// VIRTIO_F_VERSION_1.
-    pub const VERSION_1: u64 = 1 << 32;
-    /// What the device must offer.
-    pub const REQUIRED: u64 = VERSION_1 | PROTOCOL_FEATURES;
-    /// What the driver takes when offered.
-    pub const WANTED: u64 = REQUIRED | MRG_RXBUF | MQ | EVENT_IDX;
-}
+pub use crate::features;
 
 #[derive(Debug)]
 struct EventKick(EventFd);

@@ -1,0 +1,69 @@
+//! Notifications both ways on a PCI function: the driver's kick is a store of the queue index
+//! to the queue's notify address; the device's interrupt arrives (without MSI-X, as under
+//! uio_pci_generic) as legacy INTx, which `/dev/uioN` turns into a readable counter.
+
+use std::fs::File;
+use std::io::{Read, Write};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use super::regs::Window;
+use crate::transport::{Interrupt, Notify};
+
+/// The kick of one queue: its index written to its notify address.
+#[derive(Debug)]
+pub struct PciNotify {
+    /// The notify address (two bytes).
+    pub window: Window,
+    /// The queue index.
+    pub queue: u16,
+}
+
+impl Notify for PciNotify {
+    fn notify(&self) -> std::io::Result<()> {
+        self.window.write16(0, self.queue);
+        Ok(())
+    }
+}
+
+/// The function's INTx interrupt through uio, shared by every queue (one line for all).
+#[derive(Debug)]
+pub struct UioInterrupt {
+    uio: Mutex<File>,
+    /// Reading the ISR status byte acknowledges the interrupt (the line drops).
+    isr: Window,
+}
+
+impl UioInterrupt {
+    /// The interrupt of the function whose uio node is `uio`.
+    pub fn new(uio: File, isr: Window) -> Arc<UioInterrupt> {
+        Arc::new(UioInterrupt { uio: Mutex::new(uio), isr })
+    }
+}
+
+/// One queue's view of the shared interrupt.
+#[derive(Debug)]
+pub struct QueueInterrupt(pub Arc<UioInterrupt>);
+
+impl Interrupt for QueueInterrupt {
+    /// Unmasks INTx, then sleeps until the interrupt counter moves or `timeout` passes. Another
+    /// thread's queue may take the wake-up: waits are short (the caller re-checks its ring), so
+    /// that costs at most one timeout.
+    fn wait(&self, timeout: Duration) -> std::io::Result<()> {
+        let irq = &self.0;
+        let _ = irq.isr.read8(0);
+        let mut uio = irq.uio.lock().unwrap_or_else(PoisonError::into_inner);
+        // uio_pci_generic masks INTx in its handler; writing 1 unmasks it.
+        uio.write_all(&1u32.to_ne_bytes())?;
+        let mut pfd =
+            libc::pollfd { fd: std::os::fd::AsRawFd::as_raw_fd(&*uio), events: libc::POLLIN, revents: 0 };
+        let ms = libc::c_int::try_from(timeout.as_millis()).unwrap_or(libc::c_int::MAX);
+        // SAFETY: one valid pollfd for the duration of the call.
+        let rc = unsafe { libc::poll(&mut pfd, 1, ms) };
+        if rc > 0 {
+            let mut count = [0u8; 4];
+            uio.read_exact(&mut count)?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Builds the applications the VM test tier runs inside the QEMU guest, statically linked (the
+# guest is busybox only), and packs them as an initramfs overlay appended to the base image of
+# scripts/build-guest-image.sh:
+#   target/vm/apps/bin/slimtcp-vm-guest   the guest test app (tests/src/bin/vm_guest)
+#   target/vm/apps/bin/slimtcp-perf       the benchmark tool (--nic pci)
+#   target/vm/initramfs-apps.cpio.gz      base initramfs + the overlay (what QEMU boots)
+# The static build has its own target directory (target/guest-static), so it never invalidates
+# the workspace's normal build; cargo makes a re-run incremental.
+set -euo pipefail
+
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+vm_dir=${VM_DIR:-$repo/target/vm}
+log() { echo "build-guest-apps: $*" >&2; }
+die() { log "error: $*"; exit 1; }
+
+[[ -s $vm_dir/initramfs.cpio.gz ]] || die "no $vm_dir/initramfs.cpio.gz: run scripts/build-guest-image.sh first"
+host=$(rustc -vV | sed -n 's/^host: //p')
+[[ $host == x86_64-unknown-linux-gnu ]] || die "the guest is x86_64 Linux; this host is $host"
+
+static_dir=$repo/target/guest-static
+(cd "$repo" && RUSTFLAGS="-C target-feature=+crt-static" CARGO_TARGET_DIR=$static_dir \
+    cargo build --release --target "$host" -p slimtcp-system-tests --bin slimtcp-vm-guest \
+    -p slimtcp-perf --bin slimtcp-perf) >&2
+out=$static_dir/$host/release
+
+apps=$vm_dir/apps
+rm -rf "$apps.tmp"
+mkdir -p "$apps.tmp/bin"
+for bin in slimtcp-vm-guest slimtcp-perf; do
+    readelf -l "$out/$bin" | grep -q INTERP && die "$bin is not static (it names a program interpreter)"
+    cp "$out/$bin" "$apps.tmp/bin/$bin"
+    strip --strip-debug "$apps.tmp/bin/$bin"
+done
+rm -rf "$apps"
+mv "$apps.tmp" "$apps"
+
+# The overlay: a second gzip'd cpio after the base (the kernel unpacks them in order; the base
+# is padded to 512 bytes first as the initramfs format asks).
+overlay=$vm_dir/apps.cpio.gz
+(cd "$apps" && find . -print0 | LC_ALL=C sort -z | cpio --null -o -H newc --quiet) | gzip -1 -n >"$overlay"
+combined=$vm_dir/initramfs-apps.cpio.gz
+cp "$vm_dir/initramfs.cpio.gz" "$combined.tmp"
+size=$(stat -c %s "$combined.tmp")
+pad=$(( (512 - size % 512) % 512 ))
+head -c "$pad" /dev/zero >>"$combined.tmp"
+cat "$overlay" >>"$combined.tmp"
+mv -f "$combined.tmp" "$combined"
+log "done: $combined ($(du -h "$combined" | cut -f1)) with $(ls "$apps/bin" | tr '\n' ' ')"
