@@ -262,10 +262,11 @@ impl PciTransport {
         let largest = runs.iter().map(|r| r.2).max().unwrap_or(0);
         let mut allocs: Vec<BumpAllocator> = runs
             .into_iter()
-            // SAFETY: each run lies inside the hugepage mapping, which lives as long as the
-            // device (`keep`), and the device sees exactly those bytes at `gpa` (pagemap).
             .map(|(host, gpa, len)| {
-                BumpAllocator::new(unsafe { DmaRegion::new(host, gpa, len, keep.clone()) })
+                // SAFETY: each run lies inside the hugepage mapping, which lives as long as the
+                // device (`keep`), and the device sees exactly those bytes at `gpa` (pagemap).
+                let region = unsafe { DmaRegion::new(host, gpa, len, keep.clone()) };
+                BumpAllocator::new(region)
             })
             .collect();
 

@@ -71,8 +71,9 @@ pub struct Args {
     pub timeout: Option<f64>,
 
     /// Extension: the NIC: `dpdk` (default, as in the paper; needs the `dpdk` build feature),
-    /// `tap:IFNAME`, `memwire` (sender and receiver in this process), or `guest:SOCKET_PATH`
-    /// (the guest library attached to a slimtcp-vhost backend over vhost-user).
+    /// `tap:IFNAME`, `memwire` (sender and receiver in this process), `guest:SOCKET_PATH`
+    /// (the guest library attached to a slimtcp-vhost backend over vhost-user), or `pci` /
+    /// `pci:DDDD:BB:DD.F` (the guest library on the slimtcp-vhost device inside a VM).
     #[arg(long, value_name = "NIC", default_value = "dpdk")]
     pub nic: String,
     /// Extension: `two-core` (an application thread and a worker thread) or `single` (one thread

@@ -70,11 +70,12 @@ pub enum NicChoice {
     },
     /// Both ends of an in-memory link, sender and receiver in this process.
     Memwire,
-    /// The guest library attached to a `slimtcp-vhost` backend at this vhost-user socket (the
-    /// backend's stack and NIC carry the traffic; its address comes from the backend).
+    /// The guest library attached to a `slimtcp-vhost` device: over vhost-user from the host
+    /// (`guest:SOCKET`), or over the virtio-net PCI function inside a VM (`pci`, `pci:ADDR`). The
+    /// backend's stack and NIC carry the traffic; the address comes from the backend.
     Guest {
-        /// The backend's vhost-user socket.
-        socket: std::path::PathBuf,
+        /// Which device.
+        device: slimtcp_guest::DeviceSpec,
     },
 }
 
@@ -85,7 +86,10 @@ impl NicChoice {
             NicChoice::Dpdk { port } => format!("dpdk:{port}"),
             NicChoice::Tap { ifname } => format!("tap:{ifname}"),
             NicChoice::Memwire => "memwire".to_owned(),
-            NicChoice::Guest { socket } => format!("guest:{}", socket.display()),
+            NicChoice::Guest { device: slimtcp_guest::DeviceSpec::VhostUser(socket) } => {
+                format!("guest:{}", socket.display())
+            }
+            NicChoice::Guest { device } => device.to_string(),
         }
     }
 }
@@ -98,15 +102,19 @@ impl FromStr for NicChoice {
             "memwire" => Ok(NicChoice::Memwire),
             "dpdk" => Ok(NicChoice::Dpdk { port: "0".to_owned() }),
             _ if s.starts_with("guest:") => match s.strip_prefix("guest:") {
-                Some(path) if !path.is_empty() => Ok(NicChoice::Guest { socket: path.into() }),
+                Some(path) if !path.is_empty() => {
+                    Ok(NicChoice::Guest { device: slimtcp_guest::DeviceSpec::VhostUser(path.into()) })
+                }
                 _ => Err("guest:PATH needs the backend's vhost-user socket path".to_owned()),
             },
+            _ if s == "pci" || s.starts_with("pci:") => Ok(NicChoice::Guest { device: s.parse()? }),
             _ => match s.strip_prefix("tap:") {
                 Some(name) if !name.is_empty() && name.len() <= 15 && !name.contains('/') => {
                     Ok(NicChoice::Tap { ifname: name.to_owned() })
                 }
                 Some(_) => Err("tap interface names are 1..=15 bytes without '/'".to_owned()),
-                None => Err("expected dpdk, memwire, tap:IFNAME or guest:SOCKET_PATH".to_owned()),
+                None => Err("expected dpdk, memwire, tap:IFNAME, guest:SOCKET_PATH, pci or pci:DDDD:BB:DD.F"
+                    .to_owned()),
             },
         }
     }
@@ -412,6 +420,17 @@ mod tests {
         let args = Args::try_parse_from(std::iter::once("slimtcp-perf".to_owned()).chain(ours))
             .map_err(|e| ConfigError::Conflict(e.to_string()))?;
         Config::try_from((eal, args))
+    }
+
+    #[test]
+    fn nic_pci_is_the_guest_library_inside_a_vm() {
+        use slimtcp_guest::DeviceSpec;
+        assert_eq!("pci".parse::<NicChoice>(), Ok(NicChoice::Guest { device: DeviceSpec::Pci(None) }));
+        let at: NicChoice = "pci:00:03.0".parse().expect("pci address");
+        assert_eq!(at.label(), "pci:0000:00:03.0");
+        let host: NicChoice = "guest:/run/t.sock".parse().expect("vhost-user");
+        assert_eq!(host.label(), "guest:/run/t.sock");
+        assert!("pci:zz".parse::<NicChoice>().is_err());
     }
 
     #[test]

@@ -48,11 +48,11 @@ pub enum HostError {
     /// The workload failed.
     #[error("workload")]
     Workload(#[from] WorkloadError),
-    /// The guest library could not attach to the backend.
-    #[error("attaching to the slimtcp-vhost backend at {socket}")]
+    /// The guest library could not attach to the device.
+    #[error("attaching to the slimtcp-vhost device {device}")]
     Guest {
-        /// The socket path.
-        socket: String,
+        /// The device string.
+        device: String,
         /// Why.
         #[source]
         source: slimtcp_guest::GuestError,
@@ -67,12 +67,10 @@ pub enum HostError {
 pub fn run(cfg: &Config, progress: workload::Progress<'_>) -> Result<Measurement, HostError> {
     match &cfg.nic {
         NicChoice::Memwire => run_memwire(cfg, progress),
-        NicChoice::Guest { socket } => {
-            let mut api = slimtcp_guest::GuestSockets::connect_vhost_user(
-                socket,
-                slimtcp_guest::GuestConfig::default(),
-            )
-            .map_err(|source| HostError::Guest { socket: socket.display().to_string(), source })?;
+        NicChoice::Guest { device } => {
+            let mut api = slimtcp_guest::GuestDevice::open(device, slimtcp_guest::GuestConfig::default())
+                .and_then(|mut d| d.take(0))
+                .map_err(|source| HostError::Guest { device: device.to_string(), source })?;
             Ok(one_role(&mut api, cfg, progress)?)
         }
         NicChoice::Tap { ifname } => {

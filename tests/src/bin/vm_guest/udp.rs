@@ -27,6 +27,7 @@ pub fn run(
     let mut back = vec![0u8; 2048];
     let mut resent = 0;
     let mut bytes = 0;
+    let mut sent_bytes = 0;
     for i in 0..count {
         let size = 1 + (i * 37) % 1400;
         let mut msg = vec![0u8; size];
@@ -35,6 +36,7 @@ pub fn run(
         for attempt in 0..TRIES {
             resent += usize::from(attempt > 0);
             api.send_to(fd, &msg, server).map_err(sock("send_to"))?;
+            sent_bytes += size;
             // Earlier duplicates may still arrive: skip answers to other datagrams.
             while api.epoll_wait(ep, &mut events, 1000).map_err(sock("epoll_wait"))? > 0 {
                 let (n, from) = api.recv_from(fd, &mut back).map_err(sock("recv_from"))?;
@@ -56,6 +58,5 @@ pub fn run(
         bytes += size;
     }
     api.close(fd).map_err(sock("close"))?;
-    let local = "bound to an ephemeral port";
-    Ok(format!("{count} datagrams ({bytes} B) echoed from {server}, {resent} sent again, {local}"))
+    Ok(format!("{count} datagrams ({bytes} B) echoed from {server}, {resent} sent again, udp_sent_bytes={sent_bytes}"))
 }
