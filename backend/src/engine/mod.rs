@@ -9,6 +9,7 @@
 mod chain;
 mod deliver;
 mod requests;
+mod restart;
 mod sends;
 mod stop;
 

@@ -192,6 +192,9 @@ impl<N: Nic> Engine<N> {
     }
 
     fn hello(&mut self, p: usize, req: &Request, guest: Version) -> Outcome {
+        if self.pairs[p].hello {
+            self.restart_pair(p);
+        }
         let msg = match Version::CURRENT.negotiate(guest) {
             Some(version) => {
                 self.pairs[p].hello = true;
@@ -467,7 +470,7 @@ impl<N: Nic> Engine<N> {
         }
     }
 
-    fn close(&mut self, id: u32, abort: bool) -> Result<Done, Errno> {
+    pub(super) fn close(&mut self, id: u32, abort: bool) -> Result<Done, Errno> {
         let s = self.sock(id)?;
         if s.kind == Kind::Tcp && s.phase == Phase::Connected && !abort && !s.sends.is_empty() {
             // Finish the held sends first: FIN after them; the id is gone for the guest.

@@ -1,0 +1,26 @@
+//! A queue pair whose driver starts over: a second hello on a pair means a new driver
+//! instance (an application started after the previous one was killed, which reset the device
+//! on its way in). Nothing of the previous driver may leak into the new one's session.
+
+use slimtcp::nic::Nic;
+use super::{Engine, Out};
+
+impl<N: Nic> Engine<N> {
+    /// Aborts every socket of pair `p` (their peers get a RST; held sends fail, their chains
+    /// go back as usual) and drops the messages the previous driver never received. Returns
+    /// the sockets aborted.
+    pub(super) fn restart_pair(&mut self, p: usize) -> usize {
+        let ids: Vec<u32> = self.sockets.iter().filter(|(_, s)| s.pair == p).map(|(&id, _)| id).collect();
+        for &id in &ids {
+            let _ = self.close(id, true);
+        }
+        let Some(pair) = self.pairs.get_mut(p) else { return ids.len() };
+        pair.pending.retain(|o| matches!(o, Out::Return(_)));
+        pair.pending_msgs = 0;
+        pair.readable.clear();
+        if !ids.is_empty() {
+            log::info!("queue pair {p}: a new driver said hello; {} sockets of the previous one reset", ids.len());
+        }
+        ids.len()
+    }
+}
