@@ -23,7 +23,9 @@ fn a_new_hello_resets_the_pairs_sockets_and_only_that_pairs() {
         LocalRings::new(vec![p0.rx.queue(), p0.tx.queue(), p1.rx.queue(), p1.tx.queue(), ctrl.queue()]);
     p0.post(64, 2048);
     p1.post(64, 2048);
-    let tcp = |cookie| Request::new(cookie, slimtcp_abi::SocketId::NONE, RequestBody::Socket { kind: SocketKind::Tcp });
+    let tcp = |cookie| {
+        Request::new(cookie, slimtcp_abi::SocketId::NONE, RequestBody::Socket { kind: SocketKind::Tcp })
+    };
     p0.request(&hello(1), &[]);
     p0.request(&tcp(2), &[]);
     p1.request(&hello(3), &[]);

@@ -2,8 +2,8 @@
 //! instance (an application started after the previous one was killed, which reset the device
 //! on its way in). Nothing of the previous driver may leak into the new one's session.
 
-use slimtcp::nic::Nic;
 use super::{Engine, Out};
+use slimtcp::nic::Nic;
 
 impl<N: Nic> Engine<N> {
     /// Aborts every socket of pair `p` (their peers get a RST; held sends fail, their chains
@@ -19,7 +19,10 @@ impl<N: Nic> Engine<N> {
         pair.pending_msgs = 0;
         pair.readable.clear();
         if !ids.is_empty() {
-            log::info!("queue pair {p}: a new driver said hello; {} sockets of the previous one reset", ids.len());
+            log::info!(
+                "queue pair {p}: a new driver said hello; {} sockets of the previous one reset",
+                ids.len()
+            );
         }
         ids.len()
     }

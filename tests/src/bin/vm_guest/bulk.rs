@@ -28,6 +28,8 @@ pub fn send(
     let mut api = api(device, memory)?;
     let fd = api.socket(Proto::Tcp).map_err(sock("socket"))?;
     api.connect(fd, server).map_err(sock("connect"))?;
+    // A marker for tests that act mid-transfer (kill, stop/cont, backend restart).
+    println!("vm-guest: send connected");
     let start = Instant::now();
     let mut sent = 0u64;
     let mut buf = vec![0u8; CHUNK];

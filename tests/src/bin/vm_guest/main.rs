@@ -107,7 +107,7 @@ pub enum AppError {
     #[error("cannot attach to the device")]
     Attach(#[source] GuestError),
     /// A socket call failed.
-    #[error("{what}: {source} ({})", .source.name())]
+    #[error("{what} failed ({})", .source.name())]
     Socket {
         /// The call.
         what: &'static str,
