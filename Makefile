@@ -16,19 +16,22 @@ deps:
 build: deps
 	$(CARGO) build --release --workspace --all-targets
 
-# The guest of the real-VM tier (backend/tests/vm_qemu.rs): Debian kernel + busybox initramfs,
-# cached under target/vm (a re-run only checks it).
+# The guest of the real-VM tier (tests/tests/vm_*.rs): Debian kernel + busybox initramfs, cached
+# under target/vm (a re-run only checks it), plus the static guest apps (slimtcp-vm-guest,
+# slimtcp-perf) as an overlay.
 vm-image: deps
 	./scripts/build-guest-image.sh
+	./scripts/build-guest-apps.sh
 
 # Release: the simulations are heavy. Leftover namespaces are cleaned up even when tests fail.
-# The guest image is built first, so the VM test (QEMU from deps) runs for real. --no-fail-fast:
+# The guest image and its static apps are built first, so the VM tests (QEMU from deps) run for real. --no-fail-fast:
 # one failing test binary does not hide the results of the others.
 # The DPDK tests (feature `dpdk`, one EAL per test binary) run in a second pass.
 test: deps
 	@status=0; \
 	./scripts/build-guest-image.sh && \
 	$(CARGO) build --release --workspace --all-targets && \
+	./scripts/build-guest-apps.sh && \
 	$(CARGO) test --release --workspace --no-fail-fast && \
 	$(CARGO) build --release -p slimtcp --features dpdk --example tap_echo && $(CARGO) test --release -p slimtcp --features dpdk --test 'dpdk_*' --test 'interop_dpdk_*' && \
 	$(CARGO) test --release -p slimtcp-vhost --features dpdk --test e2e_guest_dpdk_tap && \

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds the minimal guest of the VM test tier (backend/tests/vm_qemu.rs): a stock Debian kernel
+# Builds the minimal guest of the VM test tier (tests/tests/vm_*.rs): a stock Debian kernel
 # (whatever `linux-image-amd64` points to) booted as uncompressed vmlinux (PVH entry, fastest
 # under TCG) plus an initramfs of busybox-static, the module closure of virtio_pci, virtio_net,
 # uio, uio_pci_generic, 9p and 9pnet_virtio, and an /init that drives the vhost-user net device

@@ -23,7 +23,7 @@ PACKAGES=(
 
 # Debian packages taken from bookworm-backports (Debian 12's own QEMU is 7.2; the VM tier uses 10).
 BACKPORTS_PACKAGES=(
-    qemu-system-x86 # the real VMM of the VM test tier (backend/tests/vm_qemu.rs)
+    qemu-system-x86 # the real VMM of the VM test tier (tests/tests/vm_*.rs)
 )
 BACKPORTS_SOURCE=/etc/apt/sources.list.d/bookworm-backports.sources
 

@@ -46,7 +46,8 @@ fn spec<'a>(
 #[test]
 fn two_vms_on_two_tenants_survive_a_killed_app_and_stop_cont() {
     slimtcp_testkit::require_netns!("vm_faults");
-    let Some(image) = vm::require_vm("vm_faults", true) else { return };
+    let Some((_vm_lock, kernel, initrd)) = vm::require_vm("vm_faults", true) else { return };
+    let image = (kernel, initrd);
     let started = Instant::now();
     let ns = Netns::create("vmflt").expect("namespace");
     let dir = TempDir::new("vm-faults");
@@ -130,7 +131,8 @@ fn two_vms_on_two_tenants_survive_a_killed_app_and_stop_cont() {
 #[test]
 fn a_backend_restart_gives_the_app_enetdown_and_the_next_run_works() {
     slimtcp_testkit::require_netns!("vm_faults");
-    let Some(image) = vm::require_vm("vm_faults", true) else { return };
+    let Some((_vm_lock, kernel, initrd)) = vm::require_vm("vm_faults", true) else { return };
+    let image = (kernel, initrd);
     let ns = Netns::create("vmrst").expect("namespace");
     let dir = TempDir::new("vm-restart");
     let socket = dir.0.join("vhost.sock");

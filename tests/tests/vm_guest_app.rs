@@ -49,7 +49,7 @@ fn spawn_udp_echo(ns: &Netns, port: u16, datagrams: usize) -> slimtcp_testkit::n
 #[test]
 fn a_guest_app_in_a_vm_moves_exact_data_with_linux_over_the_pci_transport() {
     slimtcp_testkit::require_netns!("vm_guest_app");
-    let Some((kernel, initrd)) = vm::require_vm("vm_guest_app", true) else { return };
+    let Some((_vm_lock, kernel, initrd)) = vm::require_vm("vm_guest_app", true) else { return };
     let started = Instant::now();
     let ns = Netns::create("vmapp").expect("namespace");
     let dir = TempDir::new("vm-guest-app");

@@ -133,8 +133,17 @@ pub fn guest_image(with_apps: bool) -> Result<(PathBuf, PathBuf), String> {
     }
 }
 
-/// QEMU and the image, or a reason to skip (see [`skip_because`]).
-pub fn require_vm(test: &str, with_apps: bool) -> Option<(PathBuf, PathBuf)> {
+/// One VM scenario at a time per test binary: QEMU under TCG takes a core, and the image
+/// scripts must not run twice at once.
+static VM_LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// QEMU and the image (with the lock that keeps this test binary's VM scenarios apart), or a
+/// reason to skip (see [`skip_because`]).
+pub fn require_vm(
+    test: &str,
+    with_apps: bool,
+) -> Option<(std::sync::MutexGuard<'static, ()>, PathBuf, PathBuf)> {
+    let guard = VM_LOCK.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     if skip_because(test, qemu_unavailable()) {
         return None;
     }
@@ -142,7 +151,7 @@ pub fn require_vm(test: &str, with_apps: bool) -> Option<(PathBuf, PathBuf)> {
     if skip_because(test, image.as_ref().err().cloned()) {
         return None;
     }
-    image.ok()
+    image.ok().map(|(kernel, initrd)| (guard, kernel, initrd))
 }
 
 pub fn read_lossy(path: &Path) -> String {
