@@ -91,6 +91,12 @@ impl GuestDevice {
         GuestSockets::new(qp, &self.cfg)
     }
 
+    /// Queue pair `pair` itself (each once), for tools and tests that speak the protocol on the
+    /// rings themselves: no receive buffers are posted and no hello is said.
+    pub fn take_queue_pair(&mut self, pair: usize) -> Result<crate::QueuePair, GuestError> {
+        self.transport.take_queue_pair(pair)
+    }
+
     /// Every queue pair not yet taken, in pair order.
     pub fn take_all(&mut self) -> Result<Vec<GuestSockets>, GuestError> {
         let mut out = Vec::with_capacity(self.queue_pairs());

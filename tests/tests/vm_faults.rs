@@ -1,5 +1,5 @@
-//! The real-VM tier under faults: two VMs on two tenants of one `slimtcp-vhost` process, a guest
-//! app killed mid-transfer, QMP `stop`/`cont` mid-transfer, and the backend restarted while a
+//! The real-VM tier under faults: two VMs on two tenants of one `slimtcp-vhost` process, a hostile
+//! guest (garbage descriptor chains through the real device), a guest app killed mid-transfer, QMP `stop`/`cont` mid-transfer, and the backend restarted while a
 //! VM runs (QEMU reconnects). Each VM runs the guest app over the `pci` transport (see
 //! vm_guest_app.rs); every transfer that must complete is checked byte for byte by Linux.
 
@@ -63,16 +63,18 @@ fn two_vms_on_two_tenants_survive_a_killed_app_and_stop_cont() {
     );
     let mut backend = Backend::start(&ns, &dir.0, "backend", &["--tenant", &ten_a, "--tenant", &ten_b], 2);
 
-    // Tenant alpha's VM: an endless send, killed; then a fresh app run: echo and a verified send.
+    // Tenant alpha's VM: hostile chains on one pair (errors back, then the other pair echoes),
+    // an endless send, killed; then a fresh app run: echo and a verified send.
     let (_, killed_sink) = linux_peer::spawn_tcp_server_recv(&ns, any(9100), PEER_LIMIT).expect("receiver");
-    let (_, echo_a) = linux_peer::spawn_tcp_echo_server(&ns, any(7100), 1, PEER_LIMIT).expect("echo");
+    let (_, echo_a) = linux_peer::spawn_tcp_echo_server(&ns, any(7100), 2, PEER_LIMIT).expect("echo");
     let (_, sink_a) = linux_peer::spawn_tcp_server_recv(&ns, any(9101), PEER_LIMIT).expect("receiver");
     // Tenant beta's VM: one send, stopped and continued by the test mid-way.
     let (_, sink_b) = linux_peer::spawn_tcp_server_recv(&ns, any(9200), PEER_LIMIT).expect("receiver");
 
     let app = "/bin/slimtcp-vm-guest --device pci";
     let run_a = format!(
-        "{app} send --server 10.75.1.1:9100 --bytes {ENDLESS} &\n\
+        "{app} hostile --server 10.75.1.1:7100 || exit 9\n\
+         {app} send --server 10.75.1.1:9100 --bytes {ENDLESS} &\n\
          pid=$!\n\
          sleep 2\n\
          kill -9 $pid\n\

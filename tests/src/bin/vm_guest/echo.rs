@@ -16,7 +16,16 @@ pub fn run(
     count: usize,
     size: usize,
 ) -> Result<String, AppError> {
-    let mut api = api(device, memory)?;
+    exchange(&mut api(device, memory)?, server, count, size)
+}
+
+/// One connection to `server`: `count` messages of `size` bytes, each answer compared.
+pub fn exchange<A: SocketApi>(
+    api: &mut A,
+    server: SocketAddrV4,
+    count: usize,
+    size: usize,
+) -> Result<String, AppError> {
     let fd = api.socket(Proto::Tcp).map_err(sock("socket"))?;
     api.connect(fd, server).map_err(sock("connect"))?;
     let mut out = vec![0u8; size];
@@ -25,8 +34,8 @@ pub fn run(
     for i in 0..count {
         pattern(7, (i * size) as u64, &mut out);
         let t = Instant::now();
-        send_all(&mut api, fd, &out)?;
-        recv_exact(&mut api, fd, &mut back)?;
+        send_all(api, fd, &out)?;
+        recv_exact(api, fd, &mut back)?;
         rtts.push(t.elapsed());
         if back != out {
             return Err(AppError::Check(format!("echo {i}: the answer differs from the message")));

@@ -7,12 +7,14 @@
 //! - `recv`: a pattern stream from a Linux sender, its SHA-256 printed and compared here;
 //! - `many`: N concurrent connections to an echo server driven by epoll;
 //! - `udp`: datagrams to a UDP echo server with send_to / recv_from, addresses checked;
+//! - `hostile`: hostile descriptor chains through the real device (see hostile.rs).
 //!
 //! Every scenario ends with one line `vm-guest: <scenario> ok ...` on stdout, or a line
 //! `vm-guest: <scenario> FAILED: <why>` on stderr and exit status 1.
 
 mod bulk;
 mod echo;
+mod hostile;
 mod many;
 mod udp;
 
@@ -97,6 +99,12 @@ enum Scenario {
         /// Datagrams.
         #[arg(long, default_value_t = 200)]
         count: usize,
+    },
+    /// Hostile descriptor chains on queue pair 1, then an echo on pair 0.
+    Hostile {
+        /// The echo server for the check afterwards.
+        #[arg(long)]
+        server: SocketAddrV4,
     },
 }
 
@@ -187,6 +195,7 @@ fn main() -> ExitCode {
             ("many", many::run(&args.device, args.memory, server, connections, size))
         }
         Scenario::Udp { server, count } => ("udp", udp::run(&args.device, args.memory, server, count)),
+        Scenario::Hostile { server } => ("hostile", hostile::run(&args.device, args.memory, server)),
     };
     match result {
         Ok(summary) => {
