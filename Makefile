@@ -40,9 +40,10 @@ test: deps
 	./scripts/cleanup-netns.sh; \
 	exit $$status
 
-lint:
+lint: deps
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
+	./scripts/check-c-header.sh
 
 # Criterion benchmarks of the stack, then the paper's experiments 1 and 2 (SlimTCP over memwire,
 # two-core runtime, beside Linux over a veth pair): target/bench/experiments.{md,json}; SlimTCP

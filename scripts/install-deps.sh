@@ -30,6 +30,9 @@ BACKPORTS_SOURCE=/etc/apt/sources.list.d/bookworm-backports.sources
 # Rust toolchain components required by `make lint`.
 RUSTUP_COMPONENTS=(clippy rustfmt)
 
+# Cargo-installed tools, pinned: cbindgen generates the C header (scripts/check-c-header.sh).
+CBINDGEN_VERSION=0.29.4
+
 installed() {
     dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q '^install ok installed$'
 }
@@ -83,4 +86,13 @@ if command -v rustup >/dev/null 2>&1; then
     done
 else
     echo "install-deps: rustup not found; install clippy and rustfmt yourself" >&2
+fi
+
+if command -v cargo >/dev/null 2>&1; then
+    if [[ $(cbindgen --version 2>/dev/null) != "cbindgen $CBINDGEN_VERSION" ]]; then
+        echo "install-deps: cargo install cbindgen $CBINDGEN_VERSION"
+        cargo install --locked cbindgen --version "$CBINDGEN_VERSION"
+    fi
+else
+    echo "install-deps: cargo not found; install cbindgen $CBINDGEN_VERSION yourself" >&2
 fi

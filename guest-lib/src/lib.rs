@@ -15,6 +15,7 @@
 //! - [`transport`]: the [`Transport`] abstraction; [`vhost_user`] implements it.
 //! - [`GuestSockets`]: the protocol client over one queue pair; one per application thread.
 //! - [`GuestDevice`]: one device (connection + memory) handing out a [`GuestSockets`] per pair.
+//! - [`capi`]: the C ABI (`slim_*` functions, header `include/slimtcp.h`).
 //!
 //! ```no_run
 //! use slimtcp::api::{Proto, SocketApi};
@@ -47,6 +48,7 @@
 //! # Ok(()) }
 //! ```
 
+pub mod capi;
 mod client;
 mod device;
 mod error;
