@@ -4,6 +4,8 @@
 # scripts/build-guest-image.sh:
 #   target/vm/apps/bin/slimtcp-vm-guest   the guest test app (tests/src/bin/vm_guest)
 #   target/vm/apps/bin/slimtcp-perf       the benchmark tool (--nic pci)
+#   target/vm/apps/bin/c-echo             the C example (guest-lib/examples/c/echo.c) linked
+#                                         statically against libslimtcp_guest.a
 #   target/vm/initramfs-apps.cpio.gz      base initramfs + the overlay (what QEMU boots)
 # The static build has its own target directory (target/guest-static), so it never invalidates
 # the workspace's normal build; cargo makes a re-run incremental.
@@ -21,7 +23,7 @@ host=$(rustc -vV | sed -n 's/^host: //p')
 static_dir=$repo/target/guest-static
 (cd "$repo" && RUSTFLAGS="-C target-feature=+crt-static" CARGO_TARGET_DIR=$static_dir \
     cargo build --release --target "$host" -p slimtcp-system-tests --bin slimtcp-vm-guest \
-    -p slimtcp-perf --bin slimtcp-perf) >&2
+    -p slimtcp-perf --bin slimtcp-perf -p slimtcp-guest --lib) >&2
 out=$static_dir/$host/release
 
 apps=$vm_dir/apps
@@ -32,6 +34,14 @@ for bin in slimtcp-vm-guest slimtcp-perf; do
     cp "$out/$bin" "$apps.tmp/bin/$bin"
     strip --strip-debug "$apps.tmp/bin/$bin"
 done
+# The C example, as a C developer links it (docs/guest-lib.md), but fully static (glibc's
+# warnings about getpwuid/getaddrinfo in static programs concern std code the library never
+# calls; cargo's "dropping unsupported crate type cdylib" above is the crt-static build).
+${CC:-cc} -O2 -static -std=c11 -Wall -Wextra -Werror -I"$repo/guest-lib/include" \
+    "$repo/guest-lib/examples/c/echo.c" "$out/libslimtcp_guest.a" -lpthread -lm -ldl -lrt -lutil \
+    -o "$apps.tmp/bin/c-echo" 2>&1 \
+    | { grep -v -e 'statically linked applications requires at runtime' -e ': in function `' >&2 || true; }
+[[ -x $apps.tmp/bin/c-echo ]] || die "the C example did not link"
 rm -rf "$apps"
 mv "$apps.tmp" "$apps"
 

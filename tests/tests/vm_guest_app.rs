@@ -3,7 +3,8 @@
 //! inside the VM `slimtcp-vm-guest` drives the device from user space over the guest library's
 //! `pci` transport (uio_pci_generic, hugepages): a 64 B echo, 100 MB guest -> Linux and 100 MB
 //! Linux -> guest (SHA-256 on the receiving side), 256 concurrent connections with epoll, UDP
-//! with addresses, and `slimtcp-perf --nic pci` sending to a Linux receiver. Every byte is
+//! with addresses, the C example (`c-echo`, linked statically against libslimtcp_guest.a), and
+//! `slimtcp-perf --nic pci` sending to a Linux receiver. Every byte is
 //! checked; the backend's session counters must show no TCP payload copied on transmit.
 
 mod vm;
@@ -80,6 +81,7 @@ fn a_guest_app_in_a_vm_moves_exact_data_with_linux_over_the_pci_transport() {
     let (_, many) =
         linux_peer::spawn_tcp_echo_server(&ns, any(7001), CONNECTIONS, PEER_LIMIT).expect("echo server");
     let udp = spawn_udp_echo(&ns, 7002, 200);
+    let (_, c_echo) = linux_peer::spawn_tcp_echo_server(&ns, any(7003), 1, PEER_LIMIT).expect("echo server");
     let perf = ns
         .spawn_cmd(&[
             vm::workspace_bin("slimtcp-perf").to_str().expect("utf-8 path"),
@@ -100,6 +102,7 @@ fn a_guest_app_in_a_vm_moves_exact_data_with_linux_over_the_pci_transport() {
          {app} recv --server {HOST_IP}:9001 --bytes {BULK} --seed {RECV_SEED}\n\
          {app} many --server {HOST_IP}:7001 --connections {CONNECTIONS} --size 4096\n\
          {app} udp --server {HOST_IP}:7002 --count 200\n\
+         /bin/c-echo pci {HOST_IP} 7003 200 1000\n\
          /bin/slimtcp-perf --nic pci --connect-ip {HOST_IP} --connect-port 5201 --connections 1 --duration 3\n"
     );
     let mut vm = Vm::boot(&VmSpec {
@@ -133,6 +136,8 @@ fn a_guest_app_in_a_vm_moves_exact_data_with_linux_over_the_pci_transport() {
     echo.join().expect("echo server");
     assert_eq!(many.join().expect("many echo server").len(), CONNECTIONS);
     assert_eq!(udp.join().expect("udp echo"), 200);
+    c_echo.join().expect("the C example's echo server");
+    assert!(log.contains("c-echo: ok 200 messages"), "{}", context("the C example did not echo"));
     let perf_lines: Vec<&str> = log.lines().filter(|l| l.starts_with("pps=")).collect();
     assert!(!perf_lines.is_empty(), "{}", context("slimtcp-perf printed no pps= lines"));
     drop(perf);

@@ -123,6 +123,7 @@ fn guest_errno(e: &GuestError) -> c_int {
         GuestError::Disconnected => libc::ECONNRESET,
         GuestError::HelloTimeout => libc::ETIMEDOUT,
         GuestError::VersionRefused { .. } => libc::EPROTONOSUPPORT,
+        GuestError::Pci(e) => e.errno(),
     }
 }
 

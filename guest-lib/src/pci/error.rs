@@ -120,6 +120,27 @@ pub enum PciError {
 }
 
 impl PciError {
+    /// The errno a C caller sees for this failure.
+    pub fn errno(&self) -> i32 {
+        match self {
+            PciError::NotRoot | PciError::NoPhysicalAddress => libc::EPERM,
+            PciError::NoDevice
+            | PciError::NoSuchDevice(_)
+            | PciError::NotVirtioNet { .. }
+            | PciError::ConfigSpace(_)
+            | PciError::MissingCapability(_)
+            | PciError::CapabilityOutsideBar { .. }
+            | PciError::NoQueue(_) => libc::ENODEV,
+            PciError::BoundElsewhere { .. } => libc::EBUSY,
+            PciError::NoUioDriver | PciError::NoUioNode(_) => libc::ENOENT,
+            PciError::Io { source, .. } => source.raw_os_error().unwrap_or(libc::EIO),
+            PciError::ResetTimeout | PciError::ControlTimeout(_) => libc::ETIMEDOUT,
+            PciError::MissingFeatures { .. } | PciError::FeaturesRefused(_) => libc::EOPNOTSUPP,
+            PciError::NoHugepages { .. } | PciError::NotContiguous { .. } => libc::ENOMEM,
+            PciError::DeviceFailed(_) | PciError::ControlRefused(_) | PciError::Ring(_) => libc::EIO,
+        }
+    }
+
     /// An I/O error on `path` while doing `what`.
     pub(crate) fn io(
         what: &'static str,
