@@ -6,7 +6,7 @@ export CARGO_BUILD_JOBS ?= 1
 # Under `make test`, namespace tests must run: a missing privilege fails instead of skipping.
 export SLIMTCP_REQUIRE_NETNS ?= 1
 
-.PHONY: all deps build test lint bench demo demo-stack fuzz clean vm-image
+.PHONY: all deps build test lint bench demo demo-vm demo-stack fuzz clean vm-image
 
 all: build
 
@@ -63,6 +63,15 @@ demo: deps
 	$(CARGO) build --release -p slimtcp-vhost --bin slimtcp-vhost
 	$(CARGO) build --release -p slimtcp-guest --example guest_demo
 	./scripts/demo.sh
+
+# The accelerator with a real VM: QEMU (vmm-configs/qemu/slimtcp-vm.sh, TCG here) boots the
+# guest image with the static guest apps; inside it slimtcp-perf --nic pci sends to a Linux
+# receiver and slimtcp-vm-guest runs a verified echo, through slimtcp-vhost. About a minute.
+demo-vm: deps
+	$(CARGO) build --release -p slimtcp-vhost --bin slimtcp-vhost -p slimtcp-perf --bin slimtcp-perf
+	./scripts/build-guest-image.sh
+	./scripts/build-guest-apps.sh
+	./scripts/demo-vm.sh
 
 # The stack alone (no backend): SlimTCP's tap_echo example serving Linux clients over TAP.
 demo-stack: deps

@@ -19,6 +19,8 @@ PACKAGES=(
     kmod            # depmod/modprobe: the VM guest image's module closure (build-guest-image.sh)
     cpio            # packs the VM guest's initramfs
     xz-utils        # unpacks the guest kernel's vmlinux from vmlinuz
+    libvirt-clients # virt-xml-validate (+ libvirt0's schemas): tests/tests/vmm_configs.rs checks vmm-configs/libvirt/*.xml
+    libxml2-utils   # xmllint, which virt-xml-validate runs (Debian 12's libvirt-clients does not depend on it)
 )
 
 # Debian packages taken from bookworm-backports (Debian 12's own QEMU is 7.2; the VM tier uses 10).
