@@ -4,11 +4,13 @@
 //! `pci` transport (uio_pci_generic, hugepages): a 64 B echo, 100 MB guest -> Linux and 100 MB
 //! Linux -> guest (SHA-256 on the receiving side), 256 concurrent connections with epoll, UDP
 //! with addresses, the C example (`c-echo`, linked statically against libslimtcp_guest.a), and
-//! `slimtcp-perf --nic pci` sending to a Linux receiver. Every byte is
+//! `slimtcp-perf --nic pci` sending to a Linux receiver. Slow echoes (Linux answers after 300 ms)
+//! check that the app sleeps on the device's interrupt (INTx through uio) and is woken by it. Every byte is
 //! checked; the backend's session counters must show no TCP payload copied on transmit.
 
 mod vm;
 
+use std::io::{Read, Write};
 use std::net::{Ipv4Addr, SocketAddr, UdpSocket};
 use std::time::{Duration, Instant};
 
@@ -47,6 +49,31 @@ fn spawn_udp_echo(ns: &Netns, port: u16, datagrams: usize) -> slimtcp_testkit::n
     .expect("udp echo thread")
 }
 
+/// An echo server in `ns` on `port` that answers each read after `delay` (one connection): the
+/// guest's waits are long enough to sleep on the device's interrupt.
+fn spawn_slow_echo(ns: &Netns, port: u16, delay: Duration) -> slimtcp_testkit::netns::NsThread<u64> {
+    let listener = ns
+        .run(|| std::net::TcpListener::bind(SocketAddr::from((Ipv4Addr::UNSPECIFIED, port))))
+        .expect("slow echo bind");
+    ns.spawn("slow-echo", move || {
+        let Ok((mut conn, _)) = listener.accept() else { return 0 };
+        let mut buf = [0u8; 4096];
+        let mut echoed = 0;
+        while let Ok(n) = conn.read(&mut buf) {
+            if n == 0 {
+                break;
+            }
+            std::thread::sleep(delay);
+            if conn.write_all(&buf[..n]).is_err() {
+                break;
+            }
+            echoed += n as u64;
+        }
+        echoed
+    })
+    .expect("slow echo thread")
+}
+
 #[test]
 fn a_guest_app_in_a_vm_moves_exact_data_with_linux_over_the_pci_transport() {
     slimtcp_testkit::require_netns!("vm_guest_app");
@@ -82,6 +109,7 @@ fn a_guest_app_in_a_vm_moves_exact_data_with_linux_over_the_pci_transport() {
         linux_peer::spawn_tcp_echo_server(&ns, any(7001), CONNECTIONS, PEER_LIMIT).expect("echo server");
     let udp = spawn_udp_echo(&ns, 7002, 200);
     let (_, c_echo) = linux_peer::spawn_tcp_echo_server(&ns, any(7003), 1, PEER_LIMIT).expect("echo server");
+    let slow = spawn_slow_echo(&ns, 7004, Duration::from_millis(300));
     let perf = ns
         .spawn_cmd(&[
             vm::workspace_bin("slimtcp-perf").to_str().expect("utf-8 path"),
@@ -95,15 +123,31 @@ fn a_guest_app_in_a_vm_moves_exact_data_with_linux_over_the_pci_transport() {
         .expect("slimtcp-perf receiver");
 
     let app = "/bin/slimtcp-vm-guest --device pci";
+    // First the set-up errors a user meets, each one line naming what to do (`!`: must fail).
+    let setup_errors = format!(
+        "! /bin/slimtcp-vm-guest --device pci:0000:00:1f.0 echo --server {HOST_IP}:1 2>/tmp/e1\n\
+         grep -q 'not a modern virtio-net device' /tmp/e1 && cat /tmp/e1\n\
+         ! /bin/slimtcp-vm-guest --device pci:0000:00:09.0 echo --server {HOST_IP}:1 2>/tmp/e2\n\
+         grep -q 'does not exist' /tmp/e2 && cat /tmp/e2\n\
+         ! {app} --memory 1073741824 echo --server {HOST_IP}:1 2>/tmp/e3\n\
+         grep -q 'echo 512 > /proc/sys/vm/nr_hugepages' /tmp/e3 && cat /tmp/e3\n"
+    );
     let run = format!(
-        "set -e\n\
+        "set -e\n{setup_errors}\
          {app} echo --server {HOST_IP}:7000 --count 200 --size 64\n\
+         irqs() {{ awk '/uio_pci_generic/ {{ print $2 }}' /proc/interrupts; }}\n\
+         before=$(irqs)\n\
+         {app} echo --server {HOST_IP}:7004 --count 5 --size 64\n\
+         after=$(irqs)\n\
+         echo \"vm-guest: INTx interrupts during 5 slow echoes: $before -> $after\"\n\
+         [ \"$after\" -ge $((before + 5)) ]\n\
          {app} send --server {HOST_IP}:9000 --bytes {BULK} --seed {SEND_SEED} --zero-copy\n\
          {app} recv --server {HOST_IP}:9001 --bytes {BULK} --seed {RECV_SEED}\n\
          {app} many --server {HOST_IP}:7001 --connections {CONNECTIONS} --size 4096\n\
          {app} udp --server {HOST_IP}:7002 --count 200\n\
          /bin/c-echo pci {HOST_IP} 7003 200 1000\n\
-         /bin/slimtcp-perf --nic pci --connect-ip {HOST_IP} --connect-port 5201 --connections 1 --duration 3\n"
+         /bin/slimtcp-perf --nic pci --connect-ip {HOST_IP} --connect-port 5201 --connections 1 --duration 3\n\
+"
     );
     let mut vm = Vm::boot(&VmSpec {
         name: "vm",
@@ -137,6 +181,7 @@ fn a_guest_app_in_a_vm_moves_exact_data_with_linux_over_the_pci_transport() {
     assert_eq!(many.join().expect("many echo server").len(), CONNECTIONS);
     assert_eq!(udp.join().expect("udp echo"), 200);
     c_echo.join().expect("the C example's echo server");
+    assert_eq!(slow.join().expect("slow echo"), 5 * 64, "the slow echoes");
     assert!(log.contains("c-echo: ok 200 messages"), "{}", context("the C example did not echo"));
     let perf_lines: Vec<&str> = log.lines().filter(|l| l.starts_with("pps=")).collect();
     assert!(!perf_lines.is_empty(), "{}", context("slimtcp-perf printed no pps= lines"));

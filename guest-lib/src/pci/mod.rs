@@ -297,7 +297,7 @@ impl PciTransport {
         let multiplier = usize::try_from(caps.notify_off_multiplier).unwrap_or(0);
         let kick =
             |q: u16, off: u16| PciNotify { window: notify_w.sub(usize::from(off) * multiplier, 2), queue: q };
-        let irq = UioInterrupt::new(uio, isr_w);
+        let irq = UioInterrupt::new(uio, sysfs::open_config(addr)?, isr_w);
         let mut vqs = Vec::with_capacity(2 * pairs);
         for (q, ring) in rings.into_iter().enumerate() {
             let q = q as u16;

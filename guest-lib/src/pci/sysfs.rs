@@ -122,12 +122,17 @@ pub fn config_space(addr: PciAddress) -> Result<Vec<u8>, PciError> {
     std::fs::read(&path).map_err(PciError::io("cannot read", &path))
 }
 
+/// The function's configuration space file, open for reading and writing.
+pub fn open_config(addr: PciAddress) -> Result<File, PciError> {
+    let path = dev_dir(addr).join("config");
+    OpenOptions::new().read(true).write(true).open(&path).map_err(PciError::io("cannot open", &path))
+}
+
 /// Sets the bus-master bit in the command register: the device (QEMU's control queue, for
 /// one) may then access memory. uio_pci_generic enables the device but not bus mastering.
 pub fn enable_bus_master(addr: PciAddress) -> Result<(), PciError> {
     let path = dev_dir(addr).join("config");
-    let f =
-        OpenOptions::new().read(true).write(true).open(&path).map_err(PciError::io("cannot open", &path))?;
+    let f = open_config(addr)?;
     let mut cmd = [0u8; 2];
     f.read_exact_at(&mut cmd, PCI_COMMAND).map_err(PciError::io("cannot read", &path))?;
     let value = u16::from_le_bytes(cmd);
