@@ -352,7 +352,7 @@ fn the_readme_lists_every_config_and_how_it_is_tested() {
 #[test]
 fn the_vm_demo_boots_the_qemu_script_and_its_bytes_add_up() {
     slimtcp_testkit::require_netns!("vmm_configs demo-vm");
-    let Some((kernel, initrd)) = vm::require_vm("vmm_configs demo-vm", true) else { return };
+    let Some((_vm_lock, kernel, initrd)) = vm::require_vm("vmm_configs demo-vm", true) else { return };
     let vm_dir = kernel.parent().expect("image directory");
     assert!(initrd.starts_with(vm_dir), "{} is not beside {}", initrd.display(), kernel.display());
     let script = workspace_root().join("scripts").join("demo-vm.sh");
