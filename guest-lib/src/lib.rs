@@ -7,7 +7,7 @@
 //!   └─ GuestSockets (SocketApi)  ── requests ──▶  TX queue 2k+1 ─▶ backend worker
 //!        protocol client          ◀─ messages ──  RX queue 2k   ◀─   (SlimTCP)
 //!   └─ QueuePair k: two SplitRings (our own driver) + buffer memory (DmaRegion)
-//!        from a Transport: vhost-user (memfd, this process plays the VMM) | pci (later)
+//!        from a Transport: vhost-user (memfd, this process plays the VMM) | pci (inside a VM)
 //! ```
 //!
 //! - [`ring`]: the split-ring driver (descriptor free list, Release/Acquire indices,

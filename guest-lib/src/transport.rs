@@ -7,9 +7,9 @@
 //!
 //! - `vhost-user` ([`crate::vhost_user`]): the process plays the VMM; memory is a memfd shared
 //!   with the backend; notifications are eventfds.
-//! - `pci` (next): the virtio-net PCI function bound to vfio-pci/uio_pci_generic inside a VM;
+//! - `pci` ([`crate::pci`]): the virtio-net PCI function bound to uio_pci_generic inside a VM;
 //!   memory is hugepages addressed by guest-physical address; notifications are MMIO writes to
-//!   the notify BAR; no interrupts (uio), so waiting degrades to polling.
+//!   the notify BAR; interrupts are legacy INTx through `/dev/uioN`.
 
 use std::fmt;
 use std::time::Duration;
