@@ -18,6 +18,7 @@ pub mod device;
 pub mod engine;
 pub mod guest_dma;
 pub mod guest_mem;
+pub mod log_limit;
 pub mod queues;
 pub mod relay;
 pub mod ring_stop;

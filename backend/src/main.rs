@@ -32,7 +32,7 @@ fn main() -> ExitCode {
             return ExitCode::from(EXIT_USAGE);
         }
     };
-    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info")).init();
+    slimtcp_vhost::log_limit::init("info");
     match slimtcp_vhost::start_backend(&config, &StopHandle::default()) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
