@@ -37,7 +37,7 @@ fn a_broken_ring_floods_no_log_and_stalls_no_other_tenant() {
     // Alpha: a raw queue pair whose transmit avail.idx jumps 5000 entries past a 256-entry ring.
     let cfg = GuestConfig { queue_size: 256, ..GuestConfig::default() };
     let mut dev = GuestDevice::open(&DeviceSpec::VhostUser(sock_a.clone()), cfg).expect("alpha attaches");
-    let mut qp = dev.take_queue_pair(0).expect("pair 0");
+    let qp = dev.take_queue_pair(0).expect("pair 0");
     let avail = qp.tx.ring.addrs().avail_host as *mut u16;
     // SAFETY: the avail ring of our own transmit queue, mapped in this process (memfd); idx is
     // the u16 at offset 2. The device reads it; writing nonsense is the point of the test.
