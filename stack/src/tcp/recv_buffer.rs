@@ -1,14 +1,30 @@
 //! The receive queue: in-order payload waiting for the application, kept in the very packet
-//! buffers it arrived in (no copy on the stack's side).
+//! buffers it arrived in (no copy on the stack's side), except small payloads.
+//!
+//! The window counts payload bytes, but a segment pins its whole NIC buffer (2 KiB on TAP, an
+//! mbuf on DPDK): a peer sending 1-byte segments into a 256 KiB window would pin 0.5 GiB per
+//! socket, and drain a DPDK mempool. A payload that fills less than half of its buffer is
+//! therefore copied into compact chunks ([`COMPACT_CHUNK`] bytes, filled back to back) and its
+//! buffer freed at once, so the memory a queue holds stays within twice its window plus one
+//! chunk ([`RecvBuffer::memory`]).
 
 use std::collections::VecDeque;
 
 use crate::nic::PacketBuf;
 
+/// Size of the chunks small payloads are copied into.
+pub const COMPACT_CHUNK: usize = 4096;
+
 /// In-order received bytes, as a queue of packet buffers trimmed to their payload.
 #[derive(Debug)]
 pub struct RecvBuffer {
     segments: VecDeque<PacketBuf>,
+    /// The last segment is a compact chunk of ours with room left (small payloads go there).
+    compact_tail: bool,
+    /// Bytes of buffer storage held (capacities, not payload).
+    memory: usize,
+    /// Payload bytes copied into compact chunks so far.
+    compacted: u64,
     len: usize,
     /// Bytes handed out with [`pop_held`](Self::pop_held) and not yet released: they still
     /// occupy the window, so an application that holds buffers slows the sender down.
@@ -19,7 +35,15 @@ pub struct RecvBuffer {
 impl RecvBuffer {
     /// An empty queue that accepts at most `capacity` bytes.
     pub fn new(capacity: usize) -> Self {
-        RecvBuffer { segments: VecDeque::new(), len: 0, held: 0, capacity }
+        RecvBuffer {
+            segments: VecDeque::new(),
+            compact_tail: false,
+            memory: 0,
+            compacted: 0,
+            len: 0,
+            held: 0,
+            capacity,
+        }
     }
 
     /// Queued bytes.
@@ -47,13 +71,61 @@ impl RecvBuffer {
         self.capacity
     }
 
+    /// Bytes of buffer storage the queue holds (what it costs in memory, at least `len`).
+    pub fn memory(&self) -> usize {
+        self.memory
+    }
+
+    /// Payload bytes copied into compact chunks so far (see the module documentation).
+    pub fn compacted(&self) -> u64 {
+        self.compacted
+    }
+
     /// Appends a payload buffer. The caller has trimmed it to fit `free()`.
     pub fn push(&mut self, payload: PacketBuf) {
         if payload.is_empty() {
             return;
         }
         self.len += payload.len();
-        self.segments.push_back(payload);
+        if payload.len() * 2 >= payload.capacity() {
+            self.memory += payload.capacity();
+            self.segments.push_back(payload);
+            self.compact_tail = false;
+            return;
+        }
+        // A small payload in a big buffer: copy it behind the previous small ones.
+        let mut bytes = payload.as_slice();
+        self.compacted += bytes.len() as u64;
+        while !bytes.is_empty() {
+            let tail = match self.segments.back_mut() {
+                Some(back) if self.compact_tail && back.tailroom() > 0 => back,
+                _ => {
+                    let chunk = PacketBuf::with_headroom(COMPACT_CHUNK, 0);
+                    self.memory += chunk.capacity();
+                    self.segments.push_back(chunk);
+                    self.compact_tail = true;
+                    match self.segments.back_mut() {
+                        Some(back) => back,
+                        None => return,
+                    }
+                }
+            };
+            let n = bytes.len().min(tail.tailroom());
+            if let Some(dst) = tail.append(n) {
+                dst.copy_from_slice(&bytes[..n]);
+            }
+            bytes = &bytes[n..];
+        }
+    }
+
+    /// Removes the front segment (fully consumed or handed out).
+    fn pop_front(&mut self) -> Option<PacketBuf> {
+        let seg = self.segments.pop_front()?;
+        self.memory -= seg.capacity();
+        if self.segments.is_empty() {
+            self.compact_tail = false;
+        }
+        Some(seg)
     }
 
     /// Copies up to `dst.len()` bytes out, consuming them; returns how many.
@@ -65,7 +137,7 @@ impl RecvBuffer {
             dst[written..written + n].copy_from_slice(&front.as_slice()[..n]);
             written += n;
             if n == front.len() {
-                self.segments.pop_front();
+                self.pop_front();
             } else {
                 front.advance(n);
             }
@@ -76,7 +148,7 @@ impl RecvBuffer {
 
     /// Hands the oldest payload buffer to the caller (zero-copy receive).
     pub fn pop_segment(&mut self) -> Option<PacketBuf> {
-        let seg = self.segments.pop_front()?;
+        let seg = self.pop_front()?;
         self.len -= seg.len();
         Some(seg)
     }
@@ -99,11 +171,70 @@ impl RecvBuffer {
 mod tests {
     use super::*;
 
+    /// A received frame as a NIC hands it over: a 2 KiB buffer holding `payload`.
+    fn nic_frame(payload: &[u8]) -> PacketBuf {
+        let mut b = PacketBuf::with_headroom(2048, 54);
+        b.append(payload.len()).expect("room").copy_from_slice(payload);
+        b
+    }
+
+    /// A buffer exactly as large as its payload (kept as it is: no compaction).
+    fn whole(payload: &[u8]) -> PacketBuf {
+        let mut b = PacketBuf::with_headroom(payload.len(), 0);
+        b.append(payload.len()).expect("room").copy_from_slice(payload);
+        b
+    }
+
+    #[test]
+    fn one_byte_segments_cost_chunks_not_nic_buffers() {
+        let mut q = RecvBuffer::new(256 * 1024);
+        for i in 0..100_000u32 {
+            q.push(nic_frame(&[i as u8]));
+        }
+        assert_eq!(q.len(), 100_000);
+        assert!(q.memory() <= 100_000 + COMPACT_CHUNK, "{} bytes held for 100,000 payload bytes", q.memory());
+        assert_eq!(q.compacted(), 100_000);
+        let mut out = vec![0u8; 100_000];
+        assert_eq!(q.read(&mut out), 100_000);
+        assert!(out.iter().enumerate().all(|(i, b)| *b == i as u8), "bytes kept in order");
+        assert_eq!(q.memory(), 0);
+    }
+
+    #[test]
+    fn full_segments_stay_in_their_buffers_and_small_ones_between_them_keep_order() {
+        let mut q = RecvBuffer::new(1 << 20);
+        q.push(nic_frame(&[1; 1460]));
+        q.push(nic_frame(b"ab"));
+        q.push(nic_frame(b"cd"));
+        q.push(nic_frame(&[2; 1200]));
+        q.push(nic_frame(b"e"));
+        assert_eq!(q.compacted(), 5, "only the small payloads were copied");
+        assert_eq!(q.memory(), 2048 + COMPACT_CHUNK + 2048 + COMPACT_CHUNK);
+        let first = q.pop_segment().expect("segment");
+        assert_eq!(first.as_slice(), &[1; 1460][..]);
+        assert_eq!(q.pop_segment().expect("chunk").as_slice(), b"abcd");
+        assert_eq!(q.pop_segment().expect("segment").len(), 1200);
+        assert_eq!(q.pop_segment().expect("chunk").as_slice(), b"e");
+        assert_eq!((q.len(), q.memory()), (0, 0));
+    }
+
+    #[test]
+    fn memory_stays_within_twice_the_window_plus_a_chunk() {
+        let window = 64 * 1024;
+        for size in [1usize, 100, 600, 1023, 1024, 1460] {
+            let mut q = RecvBuffer::new(window);
+            while q.free() >= size {
+                q.push(nic_frame(&vec![7; size]));
+            }
+            assert!(q.memory() <= 2 * window + COMPACT_CHUNK, "{size} B payloads: {} bytes held", q.memory());
+        }
+    }
+
     #[test]
     fn held_segments_keep_the_window_closed_until_released() {
         let mut q = RecvBuffer::new(100);
-        q.push(PacketBuf::from_slice(&[1; 30]));
-        q.push(PacketBuf::from_slice(&[2; 20]));
+        q.push(whole(&[1; 30]));
+        q.push(whole(&[2; 20]));
         let seg = q.pop_held().expect("a segment is queued");
         assert_eq!(seg.len(), 30);
         assert_eq!((q.len(), q.held(), q.free()), (20, 30, 50));
@@ -116,8 +247,8 @@ mod tests {
     #[test]
     fn reads_cross_buffers_without_repeating_data() {
         let mut q = RecvBuffer::new(100);
-        q.push(PacketBuf::from_slice(b"abcd"));
-        q.push(PacketBuf::from_slice(b"efgh"));
+        q.push(whole(b"abcd"));
+        q.push(whole(b"efgh"));
         assert_eq!(q.free(), 92);
         let mut out = [0u8; 4];
         // A read ending exactly on a buffer boundary must not return those bytes again.
@@ -136,9 +267,9 @@ mod tests {
     #[test]
     fn zero_copy_pop_keeps_accounting() {
         let mut q = RecvBuffer::new(100);
-        q.push(PacketBuf::from_slice(b"abcd"));
-        q.push(PacketBuf::from_slice(b""));
-        q.push(PacketBuf::from_slice(b"ef"));
+        q.push(whole(b"abcd"));
+        q.push(whole(b""));
+        q.push(whole(b"ef"));
         let first = q.pop_segment().expect("segment");
         assert_eq!(first.as_slice(), b"abcd");
         assert_eq!(q.len(), 2);

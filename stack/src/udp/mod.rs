@@ -1,5 +1,7 @@
 //! UDP sockets: a bound port, an optional connected peer, and a bounded queue of received
-//! datagrams (each kept in the buffer it arrived in).
+//! datagrams, each kept in the buffer it arrived in unless it fills less than half of it: a
+//! small datagram is copied into a buffer of its own size, so a flood of tiny datagrams holds
+//! about their bytes, not a NIC buffer (2 KiB, or a DPDK mbuf) each.
 
 use std::collections::VecDeque;
 use std::net::SocketAddrV4;
@@ -41,8 +43,14 @@ impl UdpSocket {
         if self.peer.is_some_and(|p| p != from) || self.rx.len() >= self.capacity {
             return false;
         }
+        let payload = if payload.len() * 2 < payload.capacity() { compact(&payload) } else { payload };
         self.rx.push_back((from, payload));
         true
+    }
+
+    /// Bytes of buffer storage the queue holds.
+    pub fn memory(&self) -> usize {
+        self.rx.iter().map(|(_, b)| b.capacity()).sum()
     }
 
     /// The oldest datagram and its source.
@@ -54,6 +62,16 @@ impl UdpSocket {
     pub fn can_recv(&self) -> bool {
         !self.rx.is_empty()
     }
+}
+
+/// A copy of `payload` in a buffer of exactly its size.
+fn compact(payload: &PacketBuf) -> PacketBuf {
+    let mut b = PacketBuf::with_headroom(payload.len(), 0);
+    if let Some(dst) = b.append(payload.len()) {
+        dst.copy_from_slice(payload.as_slice());
+    }
+    b.rx_checksum_ok = payload.rx_checksum_ok;
+    b
 }
 
 #[cfg(test)]
@@ -72,5 +90,24 @@ mod tests {
         s.connect(a);
         assert!(!s.deliver(b, PacketBuf::from_slice(b"4")), "filtered");
         assert!(s.deliver(a, PacketBuf::from_slice(b"5")));
+    }
+
+    #[test]
+    fn small_datagrams_hold_their_bytes_not_their_nic_buffers() {
+        let a: SocketAddrV4 = "10.0.0.1:5000".parse().expect("addr");
+        let mut s = UdpSocket::new(9, 256);
+        for i in 0..=255u8 {
+            let mut frame = PacketBuf::with_headroom(2048, 42);
+            frame.append(1).expect("room")[0] = i;
+            assert!(s.deliver(a, frame));
+        }
+        assert_eq!(s.memory(), 256, "one byte each");
+        let big = PacketBuf::from_slice(&[5; 1400]);
+        let cap = big.capacity();
+        assert!(!s.deliver(a, big), "the queue is full");
+        let mut t = UdpSocket::new(10, 4);
+        assert!(t.deliver(a, PacketBuf::from_slice(&[5; 1400])));
+        assert_eq!(t.memory(), cap, "a datagram filling its buffer is kept as it came");
+        assert_eq!(s.recv().map(|(_, b)| b.as_slice().to_vec()), Some(vec![0]));
     }
 }
