@@ -93,3 +93,20 @@ fn port_errors_are_values_with_clear_messages() {
     let _b = DpdkNic::open(eal, &PortConfig::new(&rb)).expect("the other end opens");
     drop(nic);
 }
+
+/// A VMM may declare a huge (sparse) guest memory region: registering it would make DPDK keep a
+/// descriptor per page. Past `MAX_PAGES` it is refused before anything is allocated (the
+/// backend then copies that region's payload instead of sending it by reference).
+#[test]
+fn oversized_external_memory_is_refused_before_dpdk_sees_it() {
+    use slimtcp::nic::dpdk::extmem::{checked_pages, MAX_PAGES};
+    use slimtcp::nic::dpdk::ExtMemError;
+    assert_eq!(checked_pages(0x20_0000, 1 << 30, 2 << 20), Ok(512));
+    assert_eq!(checked_pages(0x1000, MAX_PAGES * 4096, 4096), Ok(MAX_PAGES));
+    let tib = 1usize << 40;
+    let e = checked_pages(0x4000_0000, tib, 4096).expect_err("1 TiB of 4 KiB pages");
+    assert_eq!(e, ExtMemError::TooManyPages { pages: tib / 4096, max: MAX_PAGES });
+    assert!(one_line(&e).contains("hugepages"));
+    assert!(matches!(checked_pages(0x1001, 4096, 4096), Err(ExtMemError::Layout(_))));
+    assert_eq!(checked_pages(0x4000_0000, tib, 1 << 30), Ok(1024), "1 TiB of 1 GiB pages is fine");
+}

@@ -23,6 +23,26 @@ use dpdk_sys as sys;
 use super::eal::Eal;
 use crate::nic::ExternalMemory;
 
+/// The most pages one region may register: DPDK keeps a memory-segment descriptor per page (and
+/// we build an IOVA table of 8 bytes per page), so a VMM that declares a huge sparse region must
+/// not make the backend allocate gigabytes. 4 Mi pages: 16 GiB of 4 KiB pages, 8 TiB of 2 MiB
+/// hugepages. A region beyond it is not attached; its payload is copied (counted).
+pub const MAX_PAGES: usize = 4 << 20;
+
+/// The number of pages of a region, checked: whole pages, page-aligned, within [`MAX_PAGES`].
+pub fn checked_pages(addr: usize, len: usize, page_size: usize) -> Result<usize, ExtMemError> {
+    if !page_size.is_power_of_two() || addr % page_size != 0 || len == 0 || len % page_size != 0 {
+        return Err(ExtMemError::Layout(format!(
+            "{len} bytes at {addr:#x} is not a whole number of {page_size}-byte pages"
+        )));
+    }
+    let pages = len / page_size;
+    if pages > MAX_PAGES {
+        return Err(ExtMemError::TooManyPages { pages, max: MAX_PAGES });
+    }
+    Ok(pages)
+}
+
 /// Why external memory could not be used.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ExtMemError {
@@ -32,6 +52,14 @@ pub enum ExtMemError {
     /// Address, length or page size unusable.
     #[error("external memory region rejected: {0}")]
     Layout(String),
+    /// More pages than one region may register (DPDK keeps a descriptor per page).
+    #[error("external memory region of {pages} pages exceeds the limit of {max} pages (back large guest memory with hugepages)")]
+    TooManyPages {
+        /// Pages the region has.
+        pages: usize,
+        /// The limit, [`MAX_PAGES`].
+        max: usize,
+    },
     /// `rte_extmem_register` failed.
     #[error("rte_extmem_register failed for {len} bytes at {base:#x}: {reason}")]
     Register {
@@ -101,16 +129,11 @@ impl ExtMemRegion {
         page_size: usize,
         owner: Option<Arc<dyn Any + Send + Sync>>,
     ) -> Result<Self, ExtMemError> {
+        let addr = base as usize;
+        let n_pages = checked_pages(addr, len, page_size)?;
         if !eal.iova_is_va() {
             return Err(ExtMemError::NeedsIovaVa);
         }
-        let addr = base as usize;
-        if !page_size.is_power_of_two() || addr % page_size != 0 || len == 0 || len % page_size != 0 {
-            return Err(ExtMemError::Layout(format!(
-                "{len} bytes at {addr:#x} is not a whole number of {page_size}-byte pages"
-            )));
-        }
-        let n_pages = len / page_size;
         let n_pages_c = libc::c_uint::try_from(n_pages)
             .map_err(|_| ExtMemError::Layout(format!("{n_pages} pages is too many")))?;
         // IOVA = VA: each page's DMA address is its virtual address.
