@@ -11,6 +11,11 @@ impl<N: Nic> Engine<N> {
     /// the sockets aborted.
     pub(super) fn restart_pair(&mut self, p: usize) -> usize {
         let ids: Vec<u32> = self.sockets.iter().filter(|(_, s)| s.pair == p).map(|(&id, _)| id).collect();
+        if ids.is_empty() {
+            // Nothing of a previous driver's to clean up (or the same driver saying hello
+            // again): its answers stay queued.
+            return 0;
+        }
         for &id in &ids {
             let _ = self.close(id, true);
         }
@@ -18,12 +23,10 @@ impl<N: Nic> Engine<N> {
         pair.pending.retain(|o| matches!(o, Out::Return(_)));
         pair.pending_msgs = 0;
         pair.readable.clear();
-        if !ids.is_empty() {
-            log::info!(
-                "queue pair {p}: a new driver said hello; {} sockets of the previous one reset",
-                ids.len()
-            );
-        }
+        log::info!(
+            "queue pair {p}: a new driver said hello; {} sockets of the previous one reset",
+            ids.len()
+        );
         ids.len()
     }
 }

@@ -29,6 +29,11 @@ pub struct TcpConfig {
     pub fin_wait2_timeout: Duration,
     /// Send whatever is queued at once (no Nagle-style coalescing).
     pub nodelay: bool,
+    /// Keepalive probing of idle connections (`SO_KEEPALIVE`); off by default.
+    pub keepalive: Option<super::KeepAlive>,
+    /// The longest data may wait for the peer before the connection is reset
+    /// (`TCP_USER_TIMEOUT`); `None`: only the retry limits apply.
+    pub user_timeout: Option<Duration>,
 }
 
 impl Default for TcpConfig {
@@ -46,6 +51,8 @@ impl Default for TcpConfig {
             time_wait: Duration::from_secs(1),
             fin_wait2_timeout: Duration::from_secs(60),
             nodelay: true,
+            keepalive: None,
+            user_timeout: None,
         }
     }
 }

@@ -121,6 +121,8 @@ pub struct Connection {
     pub(super) error: Option<ConnError>,
     pub(super) events: Events,
     pub(super) stats: ConnStats,
+    /// Keepalive and user timeout (`liveness.rs`).
+    pub(super) live: super::liveness::Liveness,
 }
 
 /// Per-connection counters.
@@ -148,6 +150,8 @@ pub struct ConnStats {
     pub pure_acks: u64,
     /// Zero-window probes sent.
     pub window_probes: u64,
+    /// Keepalive probes sent.
+    pub keepalive_probes: u64,
     /// Out-of-window ACKs not sent because of the rate limit.
     pub oow_acks_suppressed: u64,
 }
@@ -155,6 +159,7 @@ pub struct ConnStats {
 impl Connection {
     fn new(cfg: TcpConfig, local: SocketAddrV4, remote: SocketAddrV4, iss: SeqNumber, state: State) -> Self {
         let rtt = RttEstimator::new(cfg.rto_initial, cfg.rto_min, cfg.rto_max);
+        let live = super::liveness::Liveness::from_config(&cfg);
         Connection {
             tx: SendBuffer::new(cfg.tx_buffer),
             rx: RecvBuffer::new(cfg.rx_buffer),
@@ -196,6 +201,7 @@ impl Connection {
             error: None,
             events: Events::empty(),
             stats: ConnStats::default(),
+            live,
         }
     }
 
@@ -513,6 +519,7 @@ impl Connection {
         self.rto_deadline = None;
         self.persist_deadline = None;
         self.time_wait_deadline = None;
+        self.live.stop();
         self.ack_pending = false;
         self.events.insert(Events::CLOSED | Events::READABLE | Events::WRITABLE);
     }

@@ -21,9 +21,13 @@ impl Connection {
     pub fn on_segment(&mut self, now: Instant, seg: &TcpRepr, payload: PacketBuf) {
         self.stats.segs_in += 1;
         match self.state {
-            State::Closed | State::Listen => {}
+            State::Closed | State::Listen => return,
             State::SynSent => self.input_syn_sent(now, seg, payload),
             _ => self.input_synchronized(now, seg, payload),
+        }
+        if self.state != State::Closed {
+            self.note_heard(now);
+            self.note_progress(now);
         }
     }
 

@@ -110,6 +110,12 @@ impl Connection {
             State::TimeWait => {}
             _ => sent += self.send_data(now, sink),
         }
+        if self.live.keepalive_due && self.send_ack_at(sink, self.snd_una - 1).is_ok() {
+            self.live.keepalive_due = false;
+            self.stats.keepalive_probes += 1;
+            sent += 1;
+        }
+        self.note_progress(now);
         if self.probe_due && self.send_ack_at(sink, self.snd_una - 1).is_ok() {
             self.probe_due = false;
             self.probes_unanswered += 1;
@@ -134,7 +140,7 @@ impl Connection {
 
     /// True when `dispatch` has something to send right now.
     pub fn wants_output(&self) -> bool {
-        if self.rst_pending.is_some() || self.ack_pending || self.probe_due {
+        if self.rst_pending.is_some() || self.ack_pending || self.probe_due || self.live.keepalive_due {
             return true;
         }
         match self.state {

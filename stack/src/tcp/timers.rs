@@ -9,7 +9,10 @@ use crate::time::Instant;
 impl Connection {
     /// The earliest time `on_timer` has work to do, if any.
     pub fn poll_at(&self) -> Option<Instant> {
-        [self.rto_deadline, self.persist_deadline, self.time_wait_deadline].into_iter().flatten().min()
+        [self.rto_deadline, self.persist_deadline, self.time_wait_deadline, self.liveness_at()]
+            .into_iter()
+            .flatten()
+            .min()
     }
 
     /// Runs every timer that expired at `now`. Output (retransmissions, probes) follows on the
@@ -26,6 +29,9 @@ impl Connection {
         }
         if self.persist_deadline.is_some_and(|t| now >= t) {
             self.on_persist_timeout(now);
+        }
+        if self.state != State::Closed {
+            self.on_liveness_timer(now);
         }
     }
 

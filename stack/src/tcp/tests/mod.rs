@@ -5,6 +5,7 @@ mod close;
 mod data;
 mod handshake;
 mod harness;
+mod liveness;
 mod pair;
 mod rfc5961;
 mod timers;
