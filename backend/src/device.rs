@@ -1,7 +1,7 @@
 //! The vhost-user control plane: a virtio-net device as the VMM sees it. It only negotiates and
 //! hands the rings and memory to the tenant's worker, which does all the data-path work.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -10,7 +10,7 @@ use vhost_user_backend::{VhostUserBackend, VringRwLock};
 use virtio_bindings::virtio_config::VIRTIO_F_VERSION_1;
 use virtio_bindings::virtio_net::{VIRTIO_NET_F_CTRL_VQ, VIRTIO_NET_F_MQ, VIRTIO_NET_F_MRG_RXBUF};
 use virtio_bindings::virtio_ring::VIRTIO_RING_F_EVENT_IDX;
-use vm_memory::GuestMemoryAtomic;
+use vm_memory::{GuestAddressSpace, GuestMemoryAtomic};
 use vmm_sys_util::epoll::EventSet;
 use vmm_sys_util::event::{new_event_consumer_and_notifier, EventConsumer, EventFlag, EventNotifier};
 
@@ -43,8 +43,12 @@ pub enum DeviceError {
     ExitEvent(#[source] std::io::Error),
 }
 
+/// Device ids (for the SIGBUS registry: which device a guest memory region belongs to).
+static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+
 /// What the control plane shares with the worker.
 struct Shared {
+    id: u64,
     pairs: usize,
     vrings: Mutex<Option<Vec<VringRwLock>>>,
     mem: Mutex<Option<GuestMemoryAtomic<GuestMem>>>,
@@ -72,6 +76,7 @@ impl NetDevice {
         let exit = new_event_consumer_and_notifier(EventFlag::NONBLOCK).map_err(DeviceError::ExitEvent)?;
         Ok(NetDevice {
             shared: Arc::new(Shared {
+                id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
                 pairs,
                 vrings: Mutex::new(None),
                 mem: Mutex::new(None),
@@ -108,6 +113,18 @@ impl NetDevice {
         if let Err(e) = self.shared.exit.1.notify() {
             log::warn!("exit event: {e}");
         }
+    }
+
+    /// Whether the VMM truncated a memory file under the mapping of this device's guest memory
+    /// (a SIGBUS recovered by [`crate::sigbus`]); the connection must end. `seen` is the
+    /// caller's last process-wide recovery count: the check is one atomic load while it stays.
+    pub fn memory_poisoned(&self, seen: &mut u64) -> bool {
+        let now = crate::sigbus::recovered();
+        if now == *seen {
+            return false;
+        }
+        *seen = now;
+        crate::sigbus::poisoned(self.shared.id)
     }
 
     /// Queue pairs.
@@ -149,7 +166,13 @@ impl VhostUserBackend for NetDevice {
         self.shared.event_idx.store(enabled, Ordering::Relaxed);
     }
 
+    /// A new memory table: its regions are registered for SIGBUS recovery first (a table that
+    /// cannot be is refused, which ends the connection).
     fn update_memory(&self, mem: GuestMemoryAtomic<GuestMem>) -> std::io::Result<()> {
+        crate::sigbus::register(&mem.memory(), self.shared.id).map_err(|e| {
+            log::error!("guest memory refused: {}", crate::error_chain(&e));
+            std::io::Error::other(e)
+        })?;
         *self.shared.mem.lock().unwrap_or_else(PoisonError::into_inner) = Some(mem);
         Ok(())
     }

@@ -12,6 +12,7 @@
 //! - [`relay`]: the VMM's vhost-user connection, relayed to the daemon (QEMU's early enable).
 //! - [`ring_stop`]: GET_VRING_BASE handed from the control thread to the worker.
 //! - [`server`]: a tenant's connection loop (reconnects, resets); [`worker`]: thread spawning.
+//! - [`sigbus`]: recovery from guest memory truncated under the backend's mapping.
 
 pub mod config;
 pub mod device;
@@ -23,6 +24,7 @@ pub mod queues;
 pub mod relay;
 pub mod ring_stop;
 pub mod server;
+pub mod sigbus;
 pub mod worker;
 
 use config::{Config, TenantNic, TenantSpec};

@@ -10,14 +10,26 @@
 //! that one itself (when the frontend asked for a reply) and hands it to the daemon right after
 //! `SET_FEATURES`, which is when a ring's enable state starts to matter to the daemon.
 //!
+//! The relay is also where a hostile VMM's messages are bounded before they reach the daemon
+//! (docs/operating.md, "Hostile VMMs"): a message must arrive whole within
+//! [`MESSAGE_TIMEOUT`] of its first byte and carry at most [`MAX_FDS`] descriptors (a partial
+//! message's descriptors are closed with it); every memory region's file must be a regular file
+//! at least as large as the mapped range (`fstat`); a connection has at most
+//! [`MAX_MEM_REGIONS`] regions (the daemon's GET_MAX_MEM_SLOTS answer is lowered to match); at
+//! most one early enable per ring is deferred. A VMM that breaks a bound is refused: one
+//! warning names what it did, and its connection is closed.
+//!
 //! Control plane only: the data path (virtqueues in shared memory) never passes here.
 
+use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{self, Write};
 use std::os::fd::{AsRawFd, FromRawFd, RawFd};
+use std::os::unix::fs::FileTypeExt;
 use std::os::unix::net::UnixStream;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
 use vmm_sys_util::sock_ctrl_msg::ScmSocket;
 
@@ -25,10 +37,23 @@ use vmm_sys_util::sock_ctrl_msg::ScmSocket;
 const HEADER: usize = 12;
 /// Largest payload accepted (vhost-user messages are at most a few KiB).
 const MAX_PAYLOAD: usize = 64 * 1024;
-/// File descriptors one message may carry.
-const MAX_FDS: usize = 32;
+/// File descriptors one message may carry (vhost's `MAX_ATTACHED_FD_ENTRIES`).
+pub const MAX_FDS: usize = 32;
+/// A message must be complete this long after its first byte arrived.
+pub const MESSAGE_TIMEOUT: Duration = Duration::from_secs(3);
+/// Memory regions one connection may have mapped at once (vhost-user-backend's own limit, 509,
+/// is announced but never enforced; QEMU needs 8 without virtio-mem).
+pub const MAX_MEM_REGIONS: usize = 64;
+/// Rings whose early enable may be deferred (the most a device of `MAX_PAIRS` pairs has).
+pub const MAX_DEFERRED_RINGS: usize = 2 * crate::ring_stop::MAX_PAIRS + 1;
 const SET_FEATURES: u32 = 2;
+const SET_MEM_TABLE: u32 = 5;
 const SET_VRING_ENABLE: u32 = 18;
+const GET_MAX_MEM_SLOTS: u32 = 36;
+const ADD_MEM_REG: u32 = 37;
+const REM_MEM_REG: u32 = 38;
+/// A memory region in SET_MEM_TABLE / ADD_MEM_REG: guest address, size, user address, offset.
+const REGION: usize = 32;
 /// Header flags.
 const VERSION_1: u32 = 0x1;
 const REPLY: u32 = 0x4;
@@ -45,6 +70,15 @@ pub enum RelayError {
     /// A relay thread could not be started.
     #[error("spawning a relay thread")]
     Spawn(#[source] io::Error),
+}
+
+/// A VMM broke one of the relay's bounds (carried in an `io::Error`; see the module docs).
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+struct Refused(String);
+
+fn refused(what: String) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidData, Refused(what))
 }
 
 /// One vhost-user message with the descriptors that came with it (closed on drop).
@@ -83,46 +117,79 @@ impl Message {
 }
 
 /// Fills `buf` from `s`, collecting descriptors that arrive on the way. Returns false when the
-/// stream ended before the first byte.
-fn read_full(s: &UnixStream, buf: &mut [u8], fds: &mut Vec<File>) -> io::Result<bool> {
+/// stream ended before the first byte. The first byte of a message (`deadline` still `None`)
+/// may take forever; from then on the message must be complete by the deadline.
+fn read_full(
+    s: &UnixStream,
+    buf: &mut [u8],
+    fds: &mut Vec<File>,
+    deadline: &mut Option<Instant>,
+) -> io::Result<bool> {
     let mut got = 0;
     while got < buf.len() {
+        if let Some(d) = *deadline {
+            let left = d.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(refused(format!(
+                    "a message did not arrive whole within {MESSAGE_TIMEOUT:?} of its first byte"
+                )));
+            }
+            s.set_read_timeout(Some(left))?;
+        }
         let mut raw = [-1 as RawFd; MAX_FDS];
         let rest = &mut buf[got..];
         let mut iov = [libc::iovec { iov_base: rest.as_mut_ptr().cast(), iov_len: rest.len() }];
         // SAFETY: the iovec points into `buf`, which we borrow mutably; any bytes may be written.
-        let (n, nfds) = unsafe { s.recv_with_fds(&mut iov, &mut raw) }.map_err(io::Error::from)?;
+        let received = unsafe { s.recv_with_fds(&mut iov, &mut raw) };
+        let (n, nfds) = match received {
+            Ok(r) => r,
+            Err(e) if matches!(e.errno(), libc::EAGAIN | libc::EINTR) && deadline.is_some() => continue,
+            Err(e) => return Err(e.into()),
+        };
         for &fd in raw.iter().take(nfds) {
             // SAFETY: recvmsg handed us these descriptors; nobody else owns them.
             fds.push(unsafe { File::from_raw_fd(fd) });
         }
+        if fds.len() > MAX_FDS {
+            return Err(refused(format!("a message carried more than {MAX_FDS} file descriptors")));
+        }
         if n == 0 {
-            if got == 0 {
+            if got == 0 && deadline.is_none() {
                 return Ok(false);
             }
             return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "vhost-user message cut short"));
         }
         got += n;
+        if deadline.is_none() {
+            *deadline = Some(Instant::now() + MESSAGE_TIMEOUT);
+        }
     }
     Ok(true)
 }
 
 /// Reads one whole message; `None` at a clean end of the stream.
 fn read_message(s: &UnixStream) -> io::Result<Option<Message>> {
+    let mut deadline = None;
+    let r = read_message_by(s, &mut deadline);
+    if deadline.is_some() {
+        // Waiting for the next message's first byte has no limit.
+        s.set_read_timeout(None)?;
+    }
+    r
+}
+
+fn read_message_by(s: &UnixStream, deadline: &mut Option<Instant>) -> io::Result<Option<Message>> {
     let mut header = [0u8; HEADER];
     let mut fds = Vec::new();
-    if !read_full(s, &mut header, &mut fds)? {
+    if !read_full(s, &mut header, &mut fds, deadline)? {
         return Ok(None);
     }
     let size = u32::from_le_bytes([header[8], header[9], header[10], header[11]]) as usize;
     if size > MAX_PAYLOAD {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidData,
-            format!("vhost-user payload of {size} bytes"),
-        ));
+        return Err(refused(format!("a vhost-user payload of {size} bytes (at most {MAX_PAYLOAD})")));
     }
     let mut payload = vec![0u8; size];
-    if size > 0 && !read_full(s, &mut payload, &mut fds)? {
+    if size > 0 && !read_full(s, &mut payload, &mut fds, deadline)? {
         return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "vhost-user message cut short"));
     }
     Ok(Some(Message { header, payload, fds }))
@@ -138,25 +205,38 @@ fn write_message(mut s: &UnixStream, m: &Message) -> io::Result<()> {
     s.write_all(&bytes[sent..])
 }
 
-/// `SET_VRING_ENABLE`s that came before `SET_FEATURES` (see the module documentation).
+/// `SET_VRING_ENABLE`s that came before `SET_FEATURES` (see the module documentation): the
+/// last state of each ring, at most [`MAX_DEFERRED_RINGS`] rings.
 #[derive(Debug, Default)]
 struct EarlyEnables {
     features_set: bool,
-    deferred: Vec<Vec<u8>>,
+    deferred: BTreeMap<u32, Vec<u8>>,
 }
 
 impl EarlyEnables {
     /// What to do with a frontend message: `Some` messages go to the daemon in order; a
-    /// deferred enable goes nowhere now (and may need `reply` to the frontend).
-    fn filter(&mut self, m: Message, reply: &mut Option<Message>) -> Vec<Message> {
+    /// deferred enable goes nowhere now (and may need `reply` to the frontend). Fails for an
+    /// enable that cannot be deferred.
+    fn filter(&mut self, m: Message, reply: &mut Option<Message>) -> io::Result<Vec<Message>> {
         match m.request() {
             SET_VRING_ENABLE if !self.features_set => {
+                let ring = match m.payload.as_slice() {
+                    [a, b, c, d, _, _, _, _] => u32::from_le_bytes([*a, *b, *c, *d]),
+                    p => {
+                        return Err(refused(format!("SET_VRING_ENABLE with a {}-byte payload", p.len())));
+                    }
+                };
+                if !self.deferred.contains_key(&ring) && self.deferred.len() >= MAX_DEFERRED_RINGS {
+                    return Err(refused(format!(
+                        "SET_VRING_ENABLE before SET_FEATURES for more than {MAX_DEFERRED_RINGS} rings"
+                    )));
+                }
                 log::debug!("SET_VRING_ENABLE before SET_FEATURES: deferred until SET_FEATURES");
                 if m.flags() & NEED_REPLY != 0 {
                     *reply = Some(Message::new(SET_VRING_ENABLE, VERSION_1 | REPLY, &0u64.to_le_bytes()));
                 }
-                self.deferred.push(m.payload);
-                Vec::new()
+                self.deferred.insert(ring, m.payload);
+                Ok(Vec::new())
             }
             SET_FEATURES => {
                 self.features_set = true;
@@ -167,11 +247,107 @@ impl EarlyEnables {
                 let mut out = vec![m];
                 let deferred = std::mem::take(&mut self.deferred);
                 if features & PROTOCOL_FEATURES != 0 {
-                    out.extend(deferred.iter().map(|p| Message::new(SET_VRING_ENABLE, VERSION_1, p)));
+                    out.extend(deferred.values().map(|p| Message::new(SET_VRING_ENABLE, VERSION_1, p)));
                 }
-                out
+                Ok(out)
             }
-            _ => vec![m],
+            _ => Ok(vec![m]),
+        }
+    }
+}
+
+/// The memory regions a connection has mapped, as far as the relay can tell: every region's
+/// file is checked before the daemon maps it, and their number is bounded.
+#[derive(Debug, Default)]
+struct MemoryRegions {
+    /// Guest address -> size of each region.
+    regions: BTreeMap<u64, u64>,
+}
+
+impl MemoryRegions {
+    /// Checks a memory message; fails (the connection ends) for a region the daemon must not map.
+    fn check(&mut self, m: &Message) -> io::Result<()> {
+        match m.request() {
+            SET_MEM_TABLE => {
+                let n =
+                    m.payload.get(..4).map_or(0, |b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize);
+                if n > MAX_MEM_REGIONS.min(MAX_FDS) || m.payload.len() < 8 + n * REGION || m.fds.len() != n {
+                    return Err(refused(format!(
+                        "SET_MEM_TABLE of {n} regions with {} descriptors in {} bytes",
+                        m.fds.len(),
+                        m.payload.len()
+                    )));
+                }
+                let mut regions = BTreeMap::new();
+                for (i, file) in m.fds.iter().enumerate() {
+                    let r = Region::parse(&m.payload[8 + i * REGION..8 + (i + 1) * REGION]);
+                    r.check_file(file)?;
+                    regions.insert(r.gpa, r.size);
+                }
+                self.regions = regions;
+            }
+            ADD_MEM_REG => {
+                let (Some(bytes), [file]) = (m.payload.get(8..8 + REGION), m.fds.as_slice()) else {
+                    return Err(refused(format!(
+                        "ADD_MEM_REG with {} descriptors in {} bytes",
+                        m.fds.len(),
+                        m.payload.len()
+                    )));
+                };
+                let r = Region::parse(bytes);
+                if self.regions.len() >= MAX_MEM_REGIONS && !self.regions.contains_key(&r.gpa) {
+                    return Err(refused(format!("ADD_MEM_REG beyond {MAX_MEM_REGIONS} memory regions")));
+                }
+                r.check_file(file)?;
+                self.regions.insert(r.gpa, r.size);
+            }
+            REM_MEM_REG => {
+                if let Some(bytes) = m.payload.get(8..8 + REGION) {
+                    self.regions.remove(&Region::parse(bytes).gpa);
+                }
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+}
+
+/// One region of a memory message.
+#[derive(Debug, Clone, Copy)]
+struct Region {
+    gpa: u64,
+    size: u64,
+    offset: u64,
+}
+
+impl Region {
+    /// From its 32 bytes (guest address, size, user address, mmap offset).
+    fn parse(b: &[u8]) -> Region {
+        let u = |i: usize| {
+            b.get(8 * i..8 * i + 8)
+                .map_or(0, |w| u64::from_le_bytes([w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7]]))
+        };
+        Region { gpa: u(0), size: u(1), offset: u(3) }
+    }
+
+    /// The file must be a regular file (memfd, hugetlbfs, tmpfs) covering the mapped range:
+    /// a mapping past its end raises SIGBUS on first touch.
+    fn check_file(&self, file: &File) -> io::Result<()> {
+        let meta = file.metadata()?;
+        let ft = meta.file_type();
+        if !ft.is_file() {
+            let kind = if ft.is_char_device() { "a character device" } else { "not a regular file" };
+            return Err(refused(format!("memory region at {:#x}: its file is {kind}", self.gpa)));
+        }
+        match self.offset.checked_add(self.size) {
+            Some(end) if self.size > 0 && end <= meta.len() => Ok(()),
+            _ => Err(refused(format!(
+                "memory region at {:#x}: {:#x} bytes at file offset {:#x}, but the file has {:#x} bytes",
+                self.gpa,
+                self.size,
+                self.offset,
+                meta.len()
+            ))),
         }
     }
 }
@@ -180,6 +356,7 @@ impl EarlyEnables {
 #[derive(Debug)]
 pub struct Relay {
     threads: Vec<JoinHandle<()>>,
+    vmm: UnixStream,
 }
 
 impl Relay {
@@ -188,18 +365,22 @@ impl Relay {
     pub fn spawn(name: &str, vmm: UnixStream, daemon: UnixStream) -> Result<Relay, RelayError> {
         let vmm_writer = Arc::new(Mutex::new(vmm.try_clone().map_err(RelayError::Clone)?));
         let daemon_reader = daemon.try_clone().map_err(RelayError::Clone)?;
+        let handle = vmm.try_clone().map_err(RelayError::Clone)?;
         let to_daemon = {
             let vmm_writer = Arc::clone(&vmm_writer);
             let daemon = daemon.try_clone().map_err(RelayError::Clone)?;
             let vmm = vmm.try_clone().map_err(RelayError::Clone)?;
+            let name = name.to_owned();
             std::thread::Builder::new()
                 .name(format!("{name}-relay-in"))
                 .spawn(move || {
                     let mut early = EarlyEnables::default();
+                    let mut memory = MemoryRegions::default();
                     let r = (|| -> io::Result<()> {
                         while let Some(m) = read_message(&vmm)? {
+                            memory.check(&m)?;
                             let mut reply = None;
-                            for out in early.filter(m, &mut reply) {
+                            for out in early.filter(m, &mut reply)? {
                                 write_message(&daemon, &out)?;
                             }
                             if let Some(reply) = reply {
@@ -211,23 +392,30 @@ impl Relay {
                         }
                         Ok(())
                     })();
-                    end(&vmm, &daemon, "VMM -> daemon", r);
+                    end(&vmm, &daemon, &name, "VMM -> daemon", r);
                 })
                 .map_err(RelayError::Spawn)?
         };
+        let name = name.to_owned();
         let to_vmm = std::thread::Builder::new()
             .name(format!("{name}-relay-out"))
             .spawn(move || {
                 let r = (|| -> io::Result<()> {
-                    while let Some(m) = read_message(&daemon_reader)? {
+                    while let Some(mut m) = read_message(&daemon_reader)? {
+                        lower_max_mem_slots(&mut m);
                         write_message(&vmm_writer.lock().unwrap_or_else(PoisonError::into_inner), &m)?;
                     }
                     Ok(())
                 })();
-                end(&vmm, &daemon_reader, "daemon -> VMM", r);
+                end(&vmm, &daemon_reader, &name, "daemon -> VMM", r);
             })
             .map_err(RelayError::Spawn)?;
-        Ok(Relay { threads: vec![to_daemon, to_vmm] })
+        Ok(Relay { threads: vec![to_daemon, to_vmm], vmm: handle })
+    }
+
+    /// Closes the VMM's connection (both directions then end).
+    pub fn shutdown(&self) {
+        let _ = self.vmm.shutdown(std::net::Shutdown::Both);
     }
 
     /// Waits for both directions to end.
@@ -238,10 +426,24 @@ impl Relay {
     }
 }
 
+/// The daemon announces vhost-user-backend's 509 memory slots; the relay allows fewer.
+fn lower_max_mem_slots(m: &mut Message) {
+    if m.request() == GET_MAX_MEM_SLOTS && m.flags() & REPLY != 0 && m.payload.len() == 8 {
+        let b = &m.payload;
+        let slots = u64::from_le_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]]);
+        m.payload = slots.min(MAX_MEM_REGIONS as u64).to_le_bytes().to_vec();
+    }
+}
+
 /// One direction ended: close both connections, so the other direction (and both peers) end.
-fn end(a: &UnixStream, b: &UnixStream, what: &str, r: io::Result<()>) {
-    if let Err(e) = r {
-        log::debug!("vhost-user relay {what}: {e}");
+/// A VMM refused by a bound is one warning; anything else is how connections normally end.
+fn end(a: &UnixStream, b: &UnixStream, name: &str, what: &str, r: io::Result<()>) {
+    match r {
+        Err(e) if e.get_ref().is_some_and(|i| i.is::<Refused>()) => {
+            log::warn!("{name}: VMM refused ({e}); closing its connection");
+        }
+        Err(e) => log::debug!("{name}: vhost-user relay {what}: {e}"),
+        Ok(()) => {}
     }
     let _ = a.shutdown(std::net::Shutdown::Both);
     let _ = b.shutdown(std::net::Shutdown::Both);

@@ -163,88 +163,188 @@ where
         .map_err(|source| ServerError::Listen { path: path.clone(), source })?;
     let mut iface: Option<Interface<N>> = None;
     let mut served = 0usize;
+    let mut backoff = Backoff::default();
     log::info!("{}: serving on {path}", cfg.name);
     while !stop.is_stopped() && max_connections.is_none_or(|m| served < m) {
-        let device = NetDevice::new(cfg.pairs)?;
-        let mut daemon = VhostUserDaemon::new(
-            format!("{}-ctl", cfg.name),
-            device.clone(),
-            GuestMemoryAtomic::new(GuestMem::new()),
-        )
-        .map_err(ServerError::Daemon)?;
-        let (vmm, _) =
-            listener.accept().map_err(|source| ServerError::Accept { path: path.clone(), source })?;
-        let relay = connect_daemon(&mut daemon, vmm, &cfg.name, served)?;
-        served += 1;
-        log::info!("{}: VMM connected (connection {served})", cfg.name);
-        let the_iface = match iface.take() {
-            Some(i) => i,
-            None => Interface::new(make_nic().map_err(ServerError::Nic)?, cfg.iface.clone()),
-        };
-        let engine_cfg = EngineConfig::new(&the_iface, cfg.pairs, MAX_QUEUE_SIZE as u16);
-        let engine = Engine::new(the_iface, Clock::real(), engine_cfg);
-        let conn_stop = StopHandle::default();
-        let worker_ended = StopHandle::default();
-        let worker = {
-            let device = device.clone();
-            let conn_stop = conn_stop.clone();
-            let tenant_stop = stop.clone();
-            let ended = EndGuard(worker_ended.clone());
-            spawn_worker(&format!("{}-worker", cfg.name), cfg.core, move || {
-                let _ended = ended;
-                run_worker(engine, &device, &conn_stop, &tenant_stop)
-            })?
-        };
-        // A worker that ends on its own (panic, NIC failure) or a tenant stop resets the device:
-        // the connection is shut down, the VMM sees the backend go away and may reconnect.
-        let watchdog = {
-            let shutdown = daemon.shutdown_handle();
-            let conn_stop = conn_stop.clone();
-            let tenant_stop = stop.clone();
-            let worker_ended = worker_ended.clone();
-            std::thread::Builder::new()
-                .name(format!("{}-watch", cfg.name))
-                .spawn(move || {
-                    while !conn_stop.is_stopped() {
-                        if worker_ended.is_stopped() || tenant_stop.is_stopped() {
-                            if let Some(s) = &shutdown {
-                                s.shutdown();
-                            }
-                            break;
-                        }
-                        std::thread::sleep(Duration::from_millis(5));
-                    }
-                })
-                .map_err(|source| WorkerError::Spawn { name: "watchdog".into(), source })?
-        };
-        let result = daemon.wait();
-        match result {
-            // A hang-up is how a VMM (or guest library) normally leaves.
-            Ok(())
-            | Err(vhost_user_backend::Error::HandleRequest(
-                vhost::vhost_user::Error::Disconnected | vhost::vhost_user::Error::PartialMessage,
-            )) => log::info!("{}: VMM disconnected", cfg.name),
-            Err(e) => log::warn!("{}: connection ended: {e}", cfg.name),
-        }
-        conn_stop.stop();
-        device.signal_exit();
-        let _ = watchdog.join();
-        match worker.join() {
-            Ok(WorkerExit::Done((i, report))) => {
-                on_session(&report);
-                match i {
-                    Some(i) => iface = Some(i),
-                    None => log::warn!("{}: interface failed; reopening the NIC", cfg.name),
-                }
+        // Everything a connection needs (descriptors, threads, the NIC) can run out because of
+        // other tenants or their VMMs; that is never the end of this tenant: it waits and tries
+        // again (docs/operating.md, "Hostile VMMs").
+        match serve_connection(cfg, &listener, &mut iface, &mut make_nic, stop, served, &mut on_session) {
+            Ok(()) => {
+                served += 1;
+                backoff = Backoff::default();
             }
-            Ok(WorkerExit::Panicked(_)) | Err(_) => {
-                log::warn!("{}: worker lost; reopening the NIC", cfg.name)
+            Err(e) => {
+                let wait = backoff.next();
+                log::warn!("{}: {}; trying again in {wait:?}", cfg.name, crate::error_chain(&e));
+                sleep_unless_stopped(wait, stop);
             }
         }
-        drop(daemon);
-        relay.join();
     }
     Ok(())
+}
+
+/// Waits between attempts after a transient failure: 10 ms doubling up to 2 s.
+#[derive(Debug)]
+struct Backoff(Duration);
+
+impl Default for Backoff {
+    fn default() -> Self {
+        Backoff(Duration::from_millis(10))
+    }
+}
+
+impl Backoff {
+    fn next(&mut self) -> Duration {
+        let now = self.0;
+        self.0 = (self.0 * 2).min(Duration::from_secs(2));
+        now
+    }
+}
+
+/// Sleeps `d`, or less when `stop` is asked.
+fn sleep_unless_stopped(d: Duration, stop: &StopHandle) {
+    let until = std::time::Instant::now() + d;
+    while !stop.is_stopped() {
+        let left = until.saturating_duration_since(std::time::Instant::now());
+        if left.is_zero() {
+            break;
+        }
+        std::thread::sleep(left.min(Duration::from_millis(20)));
+    }
+}
+
+/// Accepts one VMM and serves it until it leaves. Fails (with nothing left behind) when the
+/// connection could not be set up.
+fn serve_connection<N, F, R>(
+    cfg: &TenantConfig,
+    listener: &UnixListener,
+    iface: &mut Option<Interface<N>>,
+    make_nic: &mut F,
+    stop: &StopHandle,
+    served: usize,
+    on_session: &mut R,
+) -> Result<(), ServerError>
+where
+    N: Nic + Send + 'static,
+    F: FnMut() -> Result<N, String>,
+    R: FnMut(&SessionReport),
+{
+    let path = cfg.socket.display().to_string();
+    let device = NetDevice::new(cfg.pairs)?;
+    let mut daemon = VhostUserDaemon::new(
+        format!("{}-ctl", cfg.name),
+        device.clone(),
+        GuestMemoryAtomic::new(GuestMem::new()),
+    )
+    .map_err(ServerError::Daemon)?;
+    let (vmm, _) = listener.accept().map_err(|source| ServerError::Accept { path: path.clone(), source })?;
+    // The NIC first: a VMM that cannot be served is turned away before the relay starts.
+    let the_iface = match iface.take() {
+        Some(i) => i,
+        None => Interface::new(make_nic().map_err(ServerError::Nic)?, cfg.iface.clone()),
+    };
+    let relay = match connect_daemon(&mut daemon, vmm, &cfg.name, served) {
+        Ok(r) => r,
+        Err(e) => {
+            *iface = Some(the_iface);
+            return Err(e);
+        }
+    };
+    let connection = served + 1;
+    log::info!("{}: VMM connected (connection {connection})", cfg.name);
+    let engine_cfg = EngineConfig::new(&the_iface, cfg.pairs, MAX_QUEUE_SIZE as u16);
+    let engine = Engine::new(the_iface, Clock::real(), engine_cfg);
+    let conn_stop = StopHandle::default();
+    let worker_ended = StopHandle::default();
+    let worker = {
+        let device = device.clone();
+        let conn_stop = conn_stop.clone();
+        let tenant_stop = stop.clone();
+        let ended = EndGuard(worker_ended.clone());
+        spawn_worker(&format!("{}-worker", cfg.name), cfg.core, move || {
+            let _ended = ended;
+            run_worker(engine, &device, &conn_stop, &tenant_stop)
+        })
+    };
+    let worker = match worker {
+        Ok(w) => w,
+        Err(e) => {
+            // The engine (and the interface) went with the closure: the NIC is opened anew.
+            end_connection(&daemon, &device, relay);
+            return Err(e.into());
+        }
+    };
+    // A worker that ends on its own (panic, NIC failure, poisoned memory) or a tenant stop
+    // resets the device: the connection is shut down, the VMM sees the backend go away and may
+    // reconnect.
+    let watchdog = {
+        let shutdown = daemon.shutdown_handle();
+        let conn_stop = conn_stop.clone();
+        let tenant_stop = stop.clone();
+        let worker_ended = worker_ended.clone();
+        std::thread::Builder::new().name(format!("{}-watch", cfg.name)).spawn(move || {
+            while !conn_stop.is_stopped() {
+                if worker_ended.is_stopped() || tenant_stop.is_stopped() {
+                    if let Some(s) = &shutdown {
+                        s.shutdown();
+                    }
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        })
+    };
+    let watchdog = match watchdog {
+        Ok(w) => Some(w),
+        Err(source) => {
+            log::warn!("{}: no watchdog thread ({source}); closing the connection", cfg.name);
+            if let Some(s) = daemon.shutdown_handle() {
+                s.shutdown();
+            }
+            None
+        }
+    };
+    let result = daemon.wait();
+    match result {
+        // A hang-up is how a VMM (or guest library) normally leaves.
+        Ok(())
+        | Err(vhost_user_backend::Error::HandleRequest(
+            vhost::vhost_user::Error::Disconnected | vhost::vhost_user::Error::PartialMessage,
+        )) => log::info!("{}: VMM disconnected", cfg.name),
+        Err(e) => log::warn!("{}: connection ended: {e}", cfg.name),
+    }
+    conn_stop.stop();
+    device.signal_exit();
+    if let Some(w) = watchdog {
+        let _ = w.join();
+    }
+    match worker.join() {
+        Ok(WorkerExit::Done((i, report))) => {
+            on_session(&report);
+            match i {
+                Some(i) => *iface = Some(i),
+                None => log::warn!("{}: interface failed; reopening the NIC", cfg.name),
+            }
+        }
+        Ok(WorkerExit::Panicked(_)) | Err(_) => {
+            log::warn!("{}: worker lost; reopening the NIC", cfg.name)
+        }
+    }
+    drop(daemon);
+    relay.join();
+    crate::sigbus::release_unused();
+    Ok(())
+}
+
+/// Ends a connection whose worker never started.
+fn end_connection(daemon: &VhostUserDaemon<NetDevice>, device: &NetDevice, relay: Relay) {
+    if let Some(s) = daemon.shutdown_handle() {
+        s.shutdown();
+    }
+    device.signal_exit();
+    relay.shutdown();
+    relay.join();
 }
 
 /// Hands a VMM's connection to `daemon` through a [`Relay`]: the daemon accepts its end on a
@@ -293,7 +393,15 @@ fn run_worker<N: Nic>(
         };
         let stops = device.ring_stops();
         stops.set_worker_active(true);
+        let mut faults_seen = crate::sigbus::recovered();
         while !conn_stop.is_stopped() {
+            if device.memory_poisoned(&mut faults_seen) {
+                log::error!(
+                    "guest memory was truncated under its mapping by the VMM (SIGBUS recovered); \
+                     closing the connection"
+                );
+                break;
+            }
             let m = mem.memory().into_inner();
             let stopping = stops.take_requests();
             if stopping != 0 {

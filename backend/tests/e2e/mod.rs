@@ -34,6 +34,7 @@ pub const LIMIT: Duration = Duration::from_secs(120);
 pub struct Tenant {
     pub ns: Netns,
     pub socket: PathBuf,
+    stop: StopHandle,
     backend: Option<NsThread<Result<Vec<SessionReport>, ServerError>>>,
     _dir: TempDir,
 }
@@ -63,6 +64,15 @@ impl Tenant {
         N: Nic + Send + 'static,
         F: FnMut() -> Result<N, String> + Send + 'static,
     {
+        Self::start_serving(tag, pairs, 1, make_nic)
+    }
+
+    /// [`Tenant::start_with_pairs`] serving `connections` VMM connections one after the other.
+    pub fn start_serving<N, F>(tag: &str, pairs: usize, connections: usize, make_nic: F) -> Tenant
+    where
+        N: Nic + Send + 'static,
+        F: FnMut() -> Result<N, String> + Send + 'static,
+    {
         let _ = env_logger::builder().is_test(true).try_init();
         let ns = Netns::create(tag).expect("namespace");
         let dir = std::env::temp_dir().join(format!("slimtcp-e2e-{tag}-{}", std::process::id()));
@@ -73,10 +83,13 @@ impl Tenant {
         let cfg =
             TenantConfig { socket: socket.clone(), iface, pairs, core: None, name: format!("e2e-{tag}") };
         let stop = StopHandle::default();
+        let tenant_stop = stop.clone();
         let backend = ns
             .spawn("backend", move || {
                 let mut reports = Vec::new();
-                serve_tenant_reporting(&cfg, make_nic, &stop, Some(1), |r| reports.push(r.clone()))?;
+                serve_tenant_reporting(&cfg, make_nic, &stop, Some(connections), |r| {
+                    reports.push(r.clone())
+                })?;
                 Ok(reports)
             })
             .expect("backend thread");
@@ -84,7 +97,7 @@ impl Tenant {
             socket.exists() || backend.is_finished()
         });
         assert!(up && socket.exists(), "the backend did not create {}", socket.display());
-        Tenant { ns, socket, backend: Some(backend), _dir: TempDir(dir) }
+        Tenant { ns, socket, stop: tenant_stop, backend: Some(backend), _dir: TempDir(dir) }
     }
 
     /// Attaches a guest library instance, as a VMM plus guest driver would.
@@ -94,11 +107,23 @@ impl Tenant {
 
     /// Waits for the backend to finish its connection (after the guest detached).
     /// Waits for the backend to end its one connection; returns that session's report.
-    pub fn finish(mut self) -> SessionReport {
-        let b = self.backend.take().expect("the backend runs until finish");
-        let mut reports = b.join().expect("backend thread").expect("backend served cleanly");
+    pub fn finish(self) -> SessionReport {
+        let mut reports = self.finish_all();
         assert_eq!(reports.len(), 1, "one connection served");
         reports.remove(0)
+    }
+
+    /// Stops the backend (waking its accept with one last connection) and waits for it.
+    pub fn stop(self) -> Vec<SessionReport> {
+        self.stop.stop();
+        let _ = std::os::unix::net::UnixStream::connect(&self.socket);
+        self.finish_all()
+    }
+
+    /// Waits for the backend to end all its connections; returns their reports.
+    pub fn finish_all(mut self) -> Vec<SessionReport> {
+        let b = self.backend.take().expect("the backend runs until finish");
+        b.join().expect("backend thread").expect("backend served cleanly")
     }
 }
 
