@@ -7,5 +7,6 @@ mod handshake;
 mod harness;
 mod pair;
 mod rfc5961;
+mod syncookie;
 mod timers;
 mod window;
