@@ -53,7 +53,8 @@ impl Bed {
     fn exchange(&mut self, frames: Vec<Vec<u8>>) -> Replies {
         let mut replies = Replies::default();
         let empty = [Vec::new()];
-        let chunks: Vec<&[Vec<u8>]> = if frames.is_empty() { vec![&empty[..0]] } else { frames.chunks(32).collect() };
+        let chunks: Vec<&[Vec<u8>]> =
+            if frames.is_empty() { vec![&empty[..0]] } else { frames.chunks(32).collect() };
         for chunk in chunks {
             let mut burst: Vec<PacketBuf> = chunk.iter().map(|f| PacketBuf::from_slice(f)).collect();
             self.peer.transmit(self.now, &mut burst).expect("transmit");
@@ -107,7 +108,12 @@ fn parse_tcp(frame: &[u8]) -> Option<(Ipv4Repr, TcpRepr, Vec<u8>)> {
 }
 
 /// An IPv4 frame from the peer's MAC to the stack.
-fn ipv4_frame(src: Ipv4Addr, protocol: IpProtocol, l4_len: usize, emit_l4: impl FnOnce(&mut [u8])) -> Vec<u8> {
+fn ipv4_frame(
+    src: Ipv4Addr,
+    protocol: IpProtocol,
+    l4_len: usize,
+    emit_l4: impl FnOnce(&mut [u8]),
+) -> Vec<u8> {
     let mut f = vec![0u8; 14 + 20 + l4_len];
     EthernetRepr { src_addr: PEER_MAC, dst_addr: STACK_MAC, ethertype: EtherType::Ipv4 }
         .emit(&mut EthernetFrame::new_unchecked(&mut f[..]));
@@ -164,7 +170,8 @@ fn spoofed(rng: &mut Rng) -> SocketAddrV4 {
 }
 
 fn the_syn_ack<'a>(r: &'a Replies, to: SocketAddrV4) -> &'a TcpRepr {
-    let found: Vec<_> = r.tcp.iter().filter(|(ip, t, _)| ip.dst_addr == *to.ip() && t.dst_port == to.port()).collect();
+    let found: Vec<_> =
+        r.tcp.iter().filter(|(ip, t, _)| ip.dst_addr == *to.ip() && t.dst_port == to.port()).collect();
     assert_eq!(found.len(), 1, "one answer to {to}");
     let (_, t, _) = found[0];
     assert_eq!(t.flags, TcpFlags::SYN, "a SYN-ACK to {to}");
@@ -221,7 +228,10 @@ fn a_flooded_listener_answers_with_cookies_keeps_no_state_and_a_client_still_con
     assert_eq!(bed.iface.tcp_send(h, b"pong"), Ok(4));
     let r = bed.exchange(vec![]);
     let (_, seg, data) = r.tcp.iter().find(|(ip, _, _)| ip.dst_addr == CLIENT_IP).expect("data segment");
-    assert_eq!((seg.seq_number, seg.ack_number, data.as_slice()), (cookie + 1, Some(SeqNumber(7_005)), &b"pong"[..]));
+    assert_eq!(
+        (seg.seq_number, seg.ack_number, data.as_slice()),
+        (cookie + 1, Some(SeqNumber(7_005)), &b"pong"[..])
+    );
     assert_eq!(seg.window_len, (256 * 1024 >> 3) as u16);
 
     // The spoofed half-open connections time out; the table shrinks back to listener + client.
@@ -260,7 +270,10 @@ fn cookie_connections_are_bounded_too() {
         let cookie = the_syn_ack(&r, client).seq_number;
         let before = bed.iface.socket_count();
         let r = bed.exchange(vec![ack(client, 101, cookie + 1, 100, b"")]);
-        assert!(r.tcp.iter().all(|(_, t, _)| !t.flags.contains(TcpFlags::RST)), "a full listener drops, no RST");
+        assert!(
+            r.tcp.iter().all(|(_, t, _)| !t.flags.contains(TcpFlags::RST)),
+            "a full listener drops, no RST"
+        );
         made += bed.iface.socket_count() - before;
     }
     assert_eq!(made, BACKLOG);
