@@ -1,5 +1,6 @@
 //! Interface counters: readable at any time, never reset by reading.
 
+use super::martian::Martian;
 use crate::wire::WireError;
 
 /// Why a frame was dropped.
@@ -29,11 +30,16 @@ pub enum DropReason {
     Unresolved,
     /// The device would not take a frame and the transmit queue was full.
     TxFull,
+    /// A martian IPv4 source address (see [`Counters::martians`] for which kind).
+    MartianSource,
+    /// An ACK for a listener that returned no valid SYN cookie, while it was sending cookies
+    /// (answered with a RST, as any stray ACK to a listener).
+    BadCookie,
 }
 
 impl DropReason {
     /// Every reason, in counter order.
-    pub const ALL: [DropReason; 12] = [
+    pub const ALL: [DropReason; 14] = [
         DropReason::Truncated,
         DropReason::Malformed,
         DropReason::BadChecksum,
@@ -46,6 +52,8 @@ impl DropReason {
         DropReason::UdpQueueFull,
         DropReason::Unresolved,
         DropReason::TxFull,
+        DropReason::MartianSource,
+        DropReason::BadCookie,
     ];
 
     fn index(self) -> usize {
@@ -67,6 +75,8 @@ impl DropReason {
             DropReason::UdpQueueFull => "udp-queue-full",
             DropReason::Unresolved => "unresolved",
             DropReason::TxFull => "tx-full",
+            DropReason::MartianSource => "martian-source",
+            DropReason::BadCookie => "bad-cookie",
         }
     }
 }
@@ -124,13 +134,29 @@ pub struct Counters {
     pub tx_external_frames: u64,
     /// Payload bytes of those frames, sent without a copy by the stack.
     pub tx_external_bytes: u64,
+    /// SYN-ACKs sent with a SYN cookie (a listener's backlog was full; no state kept).
+    pub tcp_syn_cookies_sent: u64,
+    /// Connections made from a valid returning SYN cookie.
+    pub tcp_syn_cookies_accepted: u64,
     drops: [u64; DropReason::ALL.len()],
+    martians: [u64; Martian::ALL.len()],
 }
 
 impl Counters {
     /// Counts a dropped frame.
     pub fn drop(&mut self, reason: DropReason) {
         self.drops[reason.index()] += 1;
+    }
+
+    /// Counts a datagram dropped for its martian source.
+    pub fn drop_martian(&mut self, kind: Martian) {
+        self.drop(DropReason::MartianSource);
+        self.martians[kind.index()] += 1;
+    }
+
+    /// Datagrams dropped for a martian source of `kind`.
+    pub fn martians(&self, kind: Martian) -> u64 {
+        self.martians[kind.index()]
     }
 
     /// Frames dropped for `reason`.

@@ -11,6 +11,7 @@ pub mod arp_cache;
 mod cidr;
 mod config;
 mod counters;
+mod martian;
 mod neighbor;
 mod rx;
 pub mod socket_set;
@@ -28,6 +29,7 @@ pub use activity::Activity;
 pub use cidr::Ipv4Cidr;
 pub use config::InterfaceConfig;
 pub use counters::{Counters, DropReason};
+pub use martian::Martian;
 pub use socket_set::{FourTuple, SocketHandle};
 pub use tcp_ops::TcpInfo;
 pub use udp_ops::PingReply;
@@ -39,7 +41,7 @@ use timer_wheel::TimerWheel;
 use tx_external::ExternalTx;
 
 use crate::nic::{Nic, NicCapabilities, NicError, PacketBuf};
-use crate::tcp::IsnGenerator;
+use crate::tcp::{IsnGenerator, SynCookies};
 use crate::time::Instant;
 
 /// Errors of the interface itself (not of a socket).
@@ -72,6 +74,8 @@ pub struct Interface<N: Nic> {
     pending: PendingNeighbors,
     timers: TimerWheel<SocketHandle>,
     isn: IsnGenerator,
+    /// SYN cookies for listeners whose backlog is full (secret per interface).
+    cookies: SynCookies,
     counters: Counters,
     rx_burst: Vec<PacketBuf>,
     tx_queue: Vec<PacketBuf>,
@@ -117,6 +121,7 @@ impl<N: Nic> Interface<N> {
             listeners: HashMap::new(),
             udp_ports: HashMap::new(),
             isn,
+            cookies: SynCookies::new(),
             counters: Counters::default(),
             rx_burst: Vec::with_capacity(cfg.burst),
             tx_queue: Vec::with_capacity(cfg.burst),

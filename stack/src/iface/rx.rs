@@ -4,12 +4,16 @@
 use std::net::{Ipv4Addr, SocketAddrV4};
 
 use super::counters::DropReason;
-use super::socket_set::{FourTuple, Socket, TcpSocket};
+use super::martian::Martian;
+use super::socket_set::{FourTuple, Socket, SocketHandle, TcpSocket};
 use super::template::HeaderTemplate;
 use super::udp_ops::PingReply;
 use super::Interface;
 use crate::nic::{Nic, PacketBuf};
-use crate::tcp::{listen_input, reset_for_closed, Connection, ListenAction, State};
+use crate::tcp::syncookie::COOKIE_PERIOD;
+use crate::tcp::{
+    cookie_syn_ack, listen_input, reset_for_closed, Connection, CookieSyn, ListenAction, State,
+};
 use crate::time::Instant;
 use crate::wire::{
     ArpOperation, ArpPacket, ArpRepr, EtherType, EthernetAddress, EthernetFrame, Icmpv4Packet, Icmpv4Repr,
@@ -17,6 +21,23 @@ use crate::wire::{
 };
 
 const ETH_LEN: usize = 14;
+
+/// Connections a listener may hold (SYN-RECEIVED or not yet accepted) once cookies made some,
+/// as a multiple of its backlog: the backlog may be full of half-open connections from spoofed
+/// sources; connections from valid cookies are real peers and get room of their own.
+const COOKIE_BACKLOG_FACTOR: usize = 2;
+
+/// What a listener found in an ACK that matched no connection.
+enum CookieCheck {
+    /// The listener sent no cookie lately: a stray ACK.
+    NotChecked,
+    /// No valid cookie.
+    Invalid,
+    /// A valid cookie, but the listener holds too many connections already.
+    Full,
+    /// A valid cookie.
+    Valid(CookieSyn),
+}
 
 impl<N: Nic> Interface<N> {
     pub(super) fn process_frame(&mut self, now: Instant, frame: PacketBuf) {
@@ -54,6 +75,9 @@ impl<N: Nic> Interface<N> {
         };
         if ip_repr.dst_addr != self.cfg.ip {
             return self.counters.drop(DropReason::NotForUs);
+        }
+        if let Some(kind) = Martian::classify(&self.cfg, ip_repr.src_addr) {
+            return self.counters.drop_martian(kind);
         }
         // Strip Ethernet and IP headers (and any Ethernet padding): the buffer now holds L4.
         frame.advance(l4_offset);
@@ -189,12 +213,87 @@ impl<N: Nic> Interface<N> {
         };
         match listen_input(&repr) {
             ListenAction::Accept => self.accept_syn(now, src_mac, tuple, lh, &repr),
-            ListenAction::Reset(rst) => {
-                self.counters.drop(DropReason::NoSocket);
-                self.send_tcp_control(src_mac, tuple, &rst);
-            }
+            ListenAction::Reset(rst) => match self.check_cookie(now, tuple, lh, &repr) {
+                CookieCheck::Valid(cookie) => {
+                    self.accept_cookie(now, src_mac, tuple, lh, &repr, &cookie, payload)
+                }
+                CookieCheck::NotChecked => {
+                    self.counters.drop(DropReason::NoSocket);
+                    self.send_tcp_control(src_mac, tuple, &rst);
+                }
+                // Counted as `BadCookie`; answered like any stray ACK to a listener.
+                CookieCheck::Invalid => self.send_tcp_control(src_mac, tuple, &rst),
+                CookieCheck::Full => self.counters.drop(DropReason::BacklogFull),
+            },
             ListenAction::Drop => self.counters.drop(DropReason::NoSocket),
         }
+    }
+
+    /// Whether `ack` (for listener `lh`, matching no connection) returns a valid SYN cookie.
+    fn check_cookie(
+        &mut self,
+        now: Instant,
+        tuple: FourTuple,
+        lh: SocketHandle,
+        ack: &TcpRepr,
+    ) -> CookieCheck {
+        let sockets = self.sockets.len();
+        let Some(listener) = self.sockets.listener_mut(lh) else { return CookieCheck::NotChecked };
+        let recent = listener.last_cookie.is_some_and(|t| now.saturating_since(t) < 2 * COOKIE_PERIOD);
+        if !recent {
+            return CookieCheck::NotChecked;
+        }
+        let Some(cookie) = self.cookies.check(tuple.local, tuple.remote, ack, now) else {
+            self.counters.drop(DropReason::BadCookie);
+            return CookieCheck::Invalid;
+        };
+        if listener.pending >= listener.backlog * COOKIE_BACKLOG_FACTOR || sockets >= self.cfg.max_sockets {
+            return CookieCheck::Full;
+        }
+        CookieCheck::Valid(cookie)
+    }
+
+    /// Answers a SYN for a listener whose backlog is full with a SYN cookie: no state is kept.
+    fn send_cookie(
+        &mut self,
+        now: Instant,
+        src_mac: EthernetAddress,
+        tuple: FourTuple,
+        lh: SocketHandle,
+        syn: &TcpRepr,
+    ) {
+        let Some(listener) = self.sockets.listener_mut(lh) else { return };
+        listener.last_cookie = Some(now);
+        let cfg = listener.tcp_config.as_ref().unwrap_or(&self.cfg.tcp);
+        let iss = self.cookies.make(tuple.local, tuple.remote, syn, now);
+        let syn_ack = cookie_syn_ack(cfg, syn, iss);
+        self.counters.tcp_segs_in += 1;
+        self.counters.tcp_syn_cookies_sent += 1;
+        self.send_tcp_control(src_mac, tuple, &syn_ack);
+    }
+
+    /// A connection from a valid SYN cookie: made in SYN-RECEIVED as if its SYN-ACK had just
+    /// been sent, then fed the ACK that returned the cookie.
+    #[allow(clippy::too_many_arguments)]
+    fn accept_cookie(
+        &mut self,
+        now: Instant,
+        src_mac: EthernetAddress,
+        tuple: FourTuple,
+        lh: SocketHandle,
+        ack: &TcpRepr,
+        cookie: &CookieSyn,
+        payload: PacketBuf,
+    ) {
+        let Some(listener) = self.sockets.listener_mut(lh) else { return };
+        listener.pending += 1;
+        let cfg = listener.tcp_config.clone().unwrap_or_else(|| self.cfg.tcp.clone());
+        self.counters.tcp_segs_in += 1;
+        self.counters.tcp_connections_opened += 1;
+        self.counters.tcp_syn_cookies_accepted += 1;
+        let mut conn = Connection::from_cookie(cfg, tuple.local, tuple.remote, cookie);
+        conn.on_segment(now, ack, payload);
+        self.insert_passive(tuple, lh, src_mac, conn);
     }
 
     fn accept_syn(
@@ -202,7 +301,7 @@ impl<N: Nic> Interface<N> {
         now: Instant,
         src_mac: EthernetAddress,
         tuple: FourTuple,
-        lh: super::SocketHandle,
+        lh: SocketHandle,
         syn: &TcpRepr,
     ) {
         if self.sockets.len() >= self.cfg.max_sockets {
@@ -212,7 +311,7 @@ impl<N: Nic> Interface<N> {
             return self.counters.drop(DropReason::NoSocket);
         };
         if listener.pending >= listener.backlog {
-            return self.counters.drop(DropReason::BacklogFull);
+            return self.send_cookie(now, src_mac, tuple, lh, syn);
         }
         listener.pending += 1;
         self.counters.tcp_segs_in += 1;
@@ -220,6 +319,17 @@ impl<N: Nic> Interface<N> {
         let iss = self.isn.isn(tuple.local, tuple.remote, now);
         let cfg = listener.tcp_config.clone().unwrap_or_else(|| self.cfg.tcp.clone());
         let conn = Connection::accept(cfg, tuple.local, tuple.remote, syn, iss);
+        self.insert_passive(tuple, lh, src_mac, conn);
+    }
+
+    /// Files a connection a listener made, to be dispatched in this poll.
+    fn insert_passive(
+        &mut self,
+        tuple: FourTuple,
+        lh: SocketHandle,
+        src_mac: EthernetAddress,
+        conn: Connection,
+    ) {
         // Reply straight to the sender's MAC: it is the next hop for this peer.
         let template = HeaderTemplate::new(self.cfg.mac, src_mac, tuple.local, tuple.remote);
         let sock = TcpSocket {

@@ -47,6 +47,10 @@ pub struct TcpListener {
     pub tcp_config: Option<crate::tcp::TcpConfig>,
     /// Already on the interface's activity list.
     pub in_activity: bool,
+    /// When the listener last answered a SYN with a SYN cookie: ACKs are checked for cookies
+    /// only while one sent then may still come back (as Linux does), so a listener that never
+    /// overflowed offers no cookie to guess.
+    pub last_cookie: Option<Instant>,
 }
 
 /// A TCP connection socket and what the worker keeps beside the protocol state.

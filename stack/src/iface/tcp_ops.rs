@@ -85,6 +85,7 @@ impl<N: Nic> Interface<N> {
             accept_queue: Default::default(),
             tcp_config,
             in_activity: false,
+            last_cookie: None,
         }));
         self.listeners.insert(port, h);
         Ok(h)

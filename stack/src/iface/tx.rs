@@ -448,7 +448,8 @@ impl<N: Nic> Interface<N> {
         Some(buf)
     }
 
-    /// A RST (or other control segment) for a segment that matched no connection.
+    /// A segment sent without a connection: a RST for a segment that matched none, or a
+    /// SYN-ACK carrying a SYN cookie.
     pub(super) fn send_tcp_control(&mut self, dst_mac: EthernetAddress, tuple: FourTuple, repr: &TcpRepr) {
         let Ok(mut buf) = self.nic.alloc_tx() else {
             return self.counters.drop(DropReason::TxFull);
@@ -458,7 +459,9 @@ impl<N: Nic> Interface<N> {
             .is_ok()
         {
             self.counters.tcp_segs_out += 1;
-            self.counters.tcp_resets_sent += 1;
+            if repr.flags.contains(crate::wire::TcpFlags::RST) {
+                self.counters.tcp_resets_sent += 1;
+            }
             self.enqueue_frame(buf);
         }
     }

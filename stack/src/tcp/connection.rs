@@ -20,6 +20,16 @@ use crate::wire::tcp::TcpRepr;
 /// Default MSS when the peer sends no MSS option (RFC 9293 section 3.7.1).
 pub(super) const DEFAULT_PEER_MSS: u16 = 536;
 
+/// The smallest MSS SlimTCP uses, its own or the peer's. A peer's MSS option below it (0 and 1
+/// included) is *clamped* up to it, as Linux clamps to `tcp_min_snd_mss` (48), rather than
+/// refused: a reset would only lose a connection that still works, while honouring a tiny MSS
+/// would let a peer make us send one byte per segment (40 bytes of headers for each, and a
+/// segment count that the send path and the peer's ACK clock must then carry; cf. the Linux
+/// SACK-panic fixes of 2019). 64 is also the least `TCP_MAXSEG` the socket API accepts, and the
+/// smallest segment size of the benchmarks. The cost: a peer on a link whose MTU is below 104
+/// bytes cannot talk to us, which no Ethernet or data-center link has (IPv4 needs 576 end to end).
+pub const MIN_MSS: u16 = 64;
+
 /// Why a connection failed; the application sees it as an errno-like error.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, thiserror::Error)]
 pub enum ConnError {
@@ -232,11 +242,40 @@ impl Connection {
         c
     }
 
+    /// Passive open from a SYN cookie (see [`super::syncookie`]): a connection in SYN-RECEIVED
+    /// whose SYN-ACK (sequence number `cookie.iss`, window [`syn_window`](super::syncookie)) is
+    /// already out, with the peer's options as the cookie recorded them. Feed it the ACK that
+    /// returned the cookie: that completes the handshake (and delivers any data it carries).
+    pub fn from_cookie(
+        cfg: TcpConfig,
+        local: SocketAddrV4,
+        remote: SocketAddrV4,
+        cookie: &super::syncookie::CookieSyn,
+    ) -> Self {
+        let window = usize::from(super::syncookie::syn_window(&cfg));
+        let mut c = Self::new(cfg, local, remote, cookie.iss, State::SynReceived);
+        c.irs = cookie.irs;
+        c.rcv_nxt = cookie.irs + 1;
+        c.apply_peer_options(cookie.peer_mss, cookie.peer_wscale);
+        c.snd_wl1 = cookie.irs;
+        c.snd_wl2 = cookie.iss;
+        c.snd_nxt = cookie.iss + 1;
+        c.snd_max = c.snd_nxt;
+        c.rcv_adv = c.rcv_nxt + window;
+        c
+    }
+
     /// Takes the peer's MSS and window-scale options from its SYN.
     pub(super) fn apply_syn_options(&mut self, syn: &TcpRepr) {
-        let peer_mss = syn.max_seg_size.unwrap_or(DEFAULT_PEER_MSS).max(1);
-        self.send_mss = usize::from(peer_mss.min(self.cfg.mss));
-        match (syn.window_scale, self.cfg.window_scale) {
+        let peer_mss = syn.max_seg_size.unwrap_or(DEFAULT_PEER_MSS);
+        self.apply_peer_options(peer_mss, syn.window_scale);
+    }
+
+    /// Takes the peer's MSS (clamped to at least [`MIN_MSS`], then to our own) and window-scale
+    /// shift.
+    fn apply_peer_options(&mut self, peer_mss: u16, peer_wscale: Option<u8>) {
+        self.send_mss = usize::from(peer_mss.max(MIN_MSS).min(self.cfg.mss));
+        match (peer_wscale, self.cfg.window_scale) {
             (Some(theirs), Some(ours)) => {
                 self.snd_wscale = theirs.min(14);
                 self.rcv_wscale = ours.min(14);

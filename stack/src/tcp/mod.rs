@@ -23,6 +23,7 @@ pub mod rtt;
 pub mod send_buffer;
 pub mod seq;
 pub mod state;
+pub mod syncookie;
 mod timers;
 
 #[cfg(test)]
@@ -33,7 +34,7 @@ mod tests;
 pub const DUP_ACKS_PER_BURST: u32 = 3;
 
 pub use config::TcpConfig;
-pub use connection::{ConnError, ConnStats, Connection, SendError};
+pub use connection::{ConnError, ConnStats, Connection, SendError, MIN_MSS};
 pub use events::Events;
 pub use isn::IsnGenerator;
 pub use listen::{listen_input, reset_for_closed, ListenAction};
@@ -42,3 +43,4 @@ pub use output::{Payload, SegmentSink, SinkFull};
 pub use send_buffer::{Loan, LoanId, TxPayload};
 pub use seq::SeqNumber;
 pub use state::State;
+pub use syncookie::{cookie_syn_ack, CookieSyn, SynCookies};

@@ -8,8 +8,8 @@ use crate::tcp::TcpConfig;
 /// Smallest and largest socket buffers accepted by `setsockopt`.
 const MIN_BUFFER: usize = 1024;
 const MAX_BUFFER: usize = 64 << 20;
-/// Smallest MSS accepted (the paper's experiments go down to 64).
-const MIN_MSS: u16 = 64;
+/// Smallest MSS accepted (the paper's experiments go down to 64): the stack's own minimum.
+const MIN_MSS: u16 = crate::tcp::MIN_MSS;
 /// Largest burst accepted.
 const MAX_BURST: usize = 512;
 

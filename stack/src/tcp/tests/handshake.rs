@@ -78,6 +78,31 @@ fn syn_sent_answers_a_bad_ack_with_reset() {
 }
 
 #[test]
+fn peer_mss_below_the_minimum_is_clamped_up_to_it() {
+    let config = crate::tcp::TcpConfig { mss: 1460, ..cfg() };
+    for (offered, expect) in [(0, 64), (1, 64), (40, 64), (63, 64), (64, 64), (65, 65), (1460, 1460)] {
+        // Passive open (the SYN's option) and active open (the SYN-ACK's option) alike.
+        let (mut syn, _) = seg(TcpFlags::SYN, IRS, None, 1000, b"");
+        syn.max_seg_size = Some(offered);
+        let c = Connection::accept(config.clone(), local(), remote(), &syn, SeqNumber(ISS));
+        assert_eq!(c.send_mss(), expect, "SYN with MSS {offered}");
+        let mut c = Connection::connect(config.clone(), local(), remote(), SeqNumber(ISS));
+        out(&mut c, ms(0));
+        let mut sa = syn_ack(1000);
+        sa.0.max_seg_size = Some(offered);
+        feed(&mut c, ms(1), sa);
+        assert_eq!(c.state(), State::Established);
+        assert_eq!(c.send_mss(), expect, "SYN-ACK with MSS {offered}");
+    }
+    assert_eq!(crate::tcp::MIN_MSS, 64);
+    // Our own configured MSS is ours to choose: a peer's clamp never raises it.
+    let (mut syn, _) = seg(TcpFlags::SYN, IRS, None, 1000, b"");
+    syn.max_seg_size = Some(1);
+    let small = crate::tcp::TcpConfig { mss: 48, ..cfg() };
+    assert_eq!(Connection::accept(small, local(), remote(), &syn, SeqNumber(ISS)).send_mss(), 48);
+}
+
+#[test]
 fn passive_open_sends_syn_ack_then_establishes() {
     let (mut syn, _) = seg(TcpFlags::SYN, IRS, None, 1000, b"");
     syn.max_seg_size = Some(80);

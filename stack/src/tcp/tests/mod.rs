@@ -8,5 +8,6 @@ mod harness;
 mod liveness;
 mod pair;
 mod rfc5961;
+mod syncookie;
 mod timers;
 mod window;
