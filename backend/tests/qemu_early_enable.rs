@@ -12,7 +12,7 @@
 //! The vhost crate's `Frontend` refuses to send that order (it checks PROTOCOL_FEATURES among
 //! the acked features itself), so this test speaks raw vhost-user on the socket. The backend
 //! must keep the connection: a real QEMU is dropped otherwise and its device is dead
-//! (`backend/tests/vm_qemu.rs`).
+//! (`tests/tests/vm_qemu.rs`).
 
 use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;

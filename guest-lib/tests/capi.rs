@@ -1,6 +1,6 @@
 //! The C entry points called as C would call them: argument and error paths with no backend,
 //! then the socket, copy, zero-copy and epoll calls against a scripted device that echoes
-//! stream data (the real backend and a C program: backend/tests/c_example.rs).
+//! stream data (the real backend and a C program: tests/tests/c_example.rs).
 
 mod common;
 

@@ -14,6 +14,7 @@ use std::io::{Read, Write};
 use std::net::{Ipv4Addr, SocketAddr, UdpSocket};
 use std::time::{Duration, Instant};
 
+use slimtcp_system_tests::workspace_bin;
 use slimtcp_testkit::data::{hex, pattern_digest};
 use slimtcp_testkit::linux_peer;
 use slimtcp_testkit::netns::Netns;
@@ -112,7 +113,7 @@ fn a_guest_app_in_a_vm_moves_exact_data_with_linux_over_the_pci_transport() {
     let slow = spawn_slow_echo(&ns, 7004, Duration::from_millis(300));
     let perf = ns
         .spawn_cmd(&[
-            vm::workspace_bin("slimtcp-perf").to_str().expect("utf-8 path"),
+            workspace_bin("slimtcp-perf").to_str().expect("utf-8 path"),
             "--kernel",
             "--listen",
             "--bind-port",

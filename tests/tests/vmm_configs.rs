@@ -17,7 +17,8 @@ mod vm;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use vm::{skip_because, workspace_bin, workspace_root, TempDir};
+use slimtcp_system_tests::{slimtcp_vhost_bin, workspace_bin, workspace_root};
+use vm::{skip_because, TempDir};
 
 fn configs() -> PathBuf {
     workspace_root().join("vmm-configs")
@@ -359,7 +360,7 @@ fn the_vm_demo_boots_the_qemu_script_and_its_bytes_add_up() {
     let out = Command::new(&script)
         .env("VM_DIR", vm_dir)
         .env("DEMO_VM_SECONDS", "3")
-        .env("DEMO_VM_BACKEND", vm::slimtcp_vhost_bin())
+        .env("DEMO_VM_BACKEND", slimtcp_vhost_bin())
         .env("DEMO_VM_PERF", workspace_bin("slimtcp-perf"))
         .output()
         .expect("scripts/demo-vm.sh");

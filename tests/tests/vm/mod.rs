@@ -18,6 +18,8 @@ use slimtcp_testkit::netns::{ChildGuard, Netns};
 use slimtcp_testkit::skip::REQUIRE_ENV;
 use slimtcp_testkit::wait::wait_for;
 
+use slimtcp_system_tests::{slimtcp_vhost_bin, workspace_root};
+
 /// The guest's success status 0x10 through isa-debug-exit: QEMU exits with (0x10 << 1) | 1.
 pub const GUEST_OK_EXIT: i32 = 33;
 /// How long the backend may take to listen.
@@ -46,29 +48,6 @@ impl Drop for TempDir {
             let _ = std::fs::remove_dir_all(&self.0);
         }
     }
-}
-
-pub fn workspace_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("workspace root").to_path_buf()
-}
-
-/// A binary of another workspace crate in this build (beside the test binary's `deps/`
-/// directory; `cargo build --workspace` builds them, as `make test` does before testing).
-pub fn workspace_bin(name: &str) -> PathBuf {
-    let exe = std::env::current_exe().expect("test binary path");
-    let dir = exe.parent().and_then(Path::parent).expect("target profile directory");
-    let bin = dir.join(name);
-    assert!(
-        bin.exists(),
-        "{} is missing: build the workspace first (cargo build --release, or make test)",
-        bin.display()
-    );
-    bin
-}
-
-/// The backend binary ([`workspace_bin`]).
-pub fn slimtcp_vhost_bin() -> PathBuf {
-    workspace_bin("slimtcp-vhost")
 }
 
 /// Says SKIP (or fails under `SLIMTCP_REQUIRE_NETNS`) and returns true if `reason` is set.

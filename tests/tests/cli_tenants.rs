@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use slimtcp_guest::{GuestConfig, GuestSockets};
+use slimtcp_system_tests::slimtcp_vhost_bin;
 use slimtcp_testkit::linux_peer;
 use slimtcp_testkit::netns::Netns;
 
@@ -48,8 +49,9 @@ fn two_tenants_from_the_command_line_serve_two_guests_at_once() {
         "name=beta,socket={},tap={tap_b},ip=10.71.2.2/24,host-ip=10.71.2.1/24,mac=02:00:00:00:71:02,queues=2",
         sock_b.display()
     );
+    let backend = slimtcp_vhost_bin();
     let _backend = ns
-        .spawn_cmd(&[env!("CARGO_BIN_EXE_slimtcp-vhost"), "--tenant", &spec_a, "--tenant", &spec_b])
+        .spawn_cmd(&[backend.to_str().expect("utf-8 path"), "--tenant", &spec_a, "--tenant", &spec_b])
         .expect("backend process");
 
     // One Linux echo server for both tenants, in the namespace, on every address.

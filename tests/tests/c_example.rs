@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
+use slimtcp_system_tests::{profile_dir, slimtcp_vhost_bin, workspace_root};
 use slimtcp_testkit::linux_peer;
 use slimtcp_testkit::netns::Netns;
 
@@ -24,9 +25,10 @@ impl Drop for TempDir {
 }
 
 /// Where cargo put `libslimtcp_guest.a` for this build: beside the test's dependencies (the
-/// library is a dev-dependency, built with all its crate types), else beside the binaries.
+/// library is a dependency of this package, built with all its crate types), else beside the
+/// binaries.
 fn static_library_dir() -> PathBuf {
-    let profile = Path::new(env!("CARGO_BIN_EXE_slimtcp-vhost")).parent().expect("target/<profile>");
+    let profile = profile_dir();
     [profile.join("deps"), profile.to_path_buf()]
         .into_iter()
         .find(|d| d.join("libslimtcp_guest.a").is_file())
@@ -35,7 +37,7 @@ fn static_library_dir() -> PathBuf {
 
 /// Builds the example with its Makefile into `out`.
 fn build_c_example(out: &Path) {
-    let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("../guest-lib/examples/c");
+    let example = workspace_root().join("guest-lib/examples/c");
     let status = Command::new("make")
         .arg("-C")
         .arg(&example)
@@ -60,8 +62,9 @@ fn the_c_example_echoes_through_the_backend_with_copy_and_zero_copy_paths() {
     let tap = Netns::unique_ifname("cec");
     let tenant =
         format!("name=c,socket={},tap={tap},ip=10.72.0.2/24,host-ip={LINUX_IP}/24", socket.display());
+    let backend = slimtcp_vhost_bin();
     let _backend =
-        ns.spawn_cmd(&[env!("CARGO_BIN_EXE_slimtcp-vhost"), "--tenant", &tenant]).expect("backend process");
+        ns.spawn_cmd(&[backend.to_str().expect("utf-8 path"), "--tenant", &tenant]).expect("backend process");
     // On every address of the namespace: the TAP appears with the backend.
     let (_, server) = linux_peer::spawn_tcp_echo_server(
         &ns,
