@@ -110,7 +110,7 @@ impl Connection {
 
     /// Data waiting for the peer: anything sent and unacknowledged, or queued and unsent.
     fn data_waiting(&self) -> bool {
-        self.snd_una != self.snd_max || self.tx.len() > 0
+        self.snd_una != self.snd_max || !self.tx.is_empty()
     }
 
     /// Tracks since when data has been waiting without progress (called on output and timers).
@@ -144,7 +144,7 @@ impl Connection {
             }
         }
         let Some(k) = self.live.keepalive else { return false };
-        if !self.live.keepalive_deadline.is_some_and(|d| now >= d) {
+        if self.live.keepalive_deadline.is_none_or(|d| now < d) {
             return false;
         }
         if !matches!(self.state, State::Established | State::CloseWait) || self.snd_una != self.snd_max {
