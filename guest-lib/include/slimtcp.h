@@ -66,6 +66,21 @@
 // `SO_ERROR`: the pending error as a positive errno, 0 for none; reading clears it (read-only).
 #define SLIM_OPT_ERROR 8
 
+// `SO_KEEPALIVE`: 0 or 1; probe the peer of an idle connection (any time).
+#define SLIM_OPT_KEEPALIVE 9
+
+// `TCP_KEEPIDLE`: seconds of silence before the first probe, 1..=32767 (any time).
+#define SLIM_OPT_KEEPIDLE 10
+
+// `TCP_KEEPINTVL`: seconds between probes, 1..=32767 (any time).
+#define SLIM_OPT_KEEPINTVL 11
+
+// `TCP_KEEPCNT`: unanswered probes before `ETIMEDOUT`, 1..=127 (any time).
+#define SLIM_OPT_KEEPCNT 12
+
+// `TCP_USER_TIMEOUT`: milliseconds data may wait for the peer before `ETIMEDOUT`; 0 off.
+#define SLIM_OPT_USER_TIMEOUT 13
+
 // One queue pair's socket API (opaque to C): sockets, epoll sets and zero-copy buffers
 // belong to the context they came from. Use a context from one thread at a time.
 struct slim_ctx;

@@ -110,7 +110,7 @@ fn hello_socket_connect_and_send_are_encoded_byte_for_byte() {
     let f = frames_after(&mut api, &dev, 4);
     assert_eq!(f.len(), 4, "hello, socket, connect, send");
     // The hex examples of docs/protocol.md with our cookies.
-    assert_eq!(f[0], hex_frame(req_header(Op::Hello, 0, cookie_of(&f[0]), 0), &[1, 0, 0, 0, 0, 0, 0, 0]));
+    assert_eq!(f[0], hex_frame(req_header(Op::Hello, 0, cookie_of(&f[0]), 0), &[1, 0, 1, 0, 0, 0, 0, 0]));
     assert_eq!(f[1], hex_frame(req_header(Op::Socket, 0, cookie_of(&f[1]), 0), &[1, 0, 0, 0, 0, 0, 0, 0]));
     assert_eq!(
         f[2],

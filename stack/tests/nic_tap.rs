@@ -207,3 +207,33 @@ fn attaches_to_an_existing_interface() {
     let link = ns.ip(&["link", "show", "dev", "slimt1"]);
     assert!(link.contains("UP"), "interface should be up: {link}");
 }
+
+/// An interface taken down (by an operator, or with the Linux side's namespace) loses frames
+/// like an unplugged wire; it is not a NIC failure that would end a tenant's session.
+#[test]
+fn a_link_taken_down_drops_frames_without_failing() {
+    if let Some(reason) = missing_prerequisite() {
+        skip(&reason);
+        return;
+    }
+    let ns = Netns::create();
+    in_netns(&ns, || {
+        let mut tap = TapNic::open("slimt2").expect("open tap");
+        tap.set_up().expect("set up");
+        let frame = |tap: &mut TapNic| {
+            let mut tx = tap.alloc_tx().expect("alloc");
+            let request = arp_request();
+            tx.append(request.len()).expect("room").copy_from_slice(&request);
+            vec![tx]
+        };
+        let mut burst = frame(&mut tap);
+        assert_eq!(tap.transmit(Instant::ZERO, &mut burst).expect("up"), 1);
+        assert_eq!(tap.link_down_drops(), 0);
+        std::process::Command::new("ip").args(["link", "set", "dev", "slimt2", "down"]).status().expect("ip");
+        let mut burst = frame(&mut tap);
+        burst.extend(frame(&mut tap));
+        assert_eq!(tap.transmit(Instant::ZERO, &mut burst).expect("down is not an error"), 2);
+        assert!(burst.is_empty());
+        assert_eq!(tap.link_down_drops(), 2);
+    });
+}

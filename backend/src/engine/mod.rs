@@ -19,7 +19,7 @@ use std::sync::Arc;
 
 use slimtcp::iface::{Activity, IfaceError, Interface, SocketHandle};
 use slimtcp::nic::{Nic, PacketBuf};
-use slimtcp::tcp::{TcpConfig, TxPayload};
+use slimtcp::tcp::{LivenessOptions, TcpConfig, TxPayload};
 use slimtcp::time::Clock;
 use slimtcp_abi::{HelloInfo, RxMessage, SocketId};
 
@@ -229,6 +229,8 @@ struct Opts {
     wscale: Option<u8>,
     nodelay: bool,
     burst: u32,
+    /// Keepalive and user timeout (`tcp/liveness.rs`).
+    live: LivenessOptions,
 }
 
 #[derive(Debug)]
@@ -414,6 +416,7 @@ impl<N: Nic> Engine<N> {
             wscale: Some(TcpConfig::scale_for_buffer(self.cfg.limits.rx_buffer as usize)),
             nodelay: tcp.nodelay,
             burst: 0,
+            live: LivenessOptions::default(),
         }
     }
 
@@ -425,6 +428,8 @@ impl<N: Nic> Engine<N> {
         c.tx_buffer = (self.cfg.limits.max_send_in_flight as usize).max(o.sndbuf as usize);
         c.window_scale = o.wscale.map(|w| w.max(TcpConfig::scale_for_buffer(o.rcvbuf as usize)));
         c.nodelay = o.nodelay;
+        c.keepalive = o.live.keepalive();
+        c.user_timeout = o.live.user_timeout();
         c
     }
 

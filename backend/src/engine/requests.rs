@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use slimtcp::api::SocketError;
 use slimtcp::nic::Nic;
+use slimtcp::tcp::LivenessOpt;
 use slimtcp_abi::{
     Done, Errno, Request, RequestBody, RequestHeader, RxMessage, ShutdownHow, SockOpt, SocketId, SocketKind,
     Version,
@@ -498,6 +499,18 @@ impl<N: Nic> Engine<N> {
         if s.kind == Kind::Udp && option != SockOpt::RcvBuf && option != SockOpt::SndBuf {
             return Err(Errno::EOPNOTSUPP);
         }
+        if let Some(opt) = liveness_opt(option) {
+            // Any time: a live connection changes at once, later ones start with it.
+            s.opts.live.set(opt, value).map_err(|_| Errno::EINVAL)?;
+            let (live, handle) =
+                (s.opts.live, s.handle.filter(|_| !matches!(s.phase, Phase::Fresh | Phase::Listening)));
+            if let Some(h) = handle {
+                let now = self.clock.now();
+                // A connection the stack already freed has nothing to keep alive.
+                let _ = self.iface.tcp_set_liveness(h, now, live.keepalive(), live.user_timeout());
+            }
+            return Ok(Done::value(0));
+        }
         let o = &mut s.opts;
         match option {
             SockOpt::RcvBuf if fresh && (MIN_RCVBUF..=MAX_RCVBUF).contains(&value) => o.rcvbuf = value as u32,
@@ -506,7 +519,17 @@ impl<N: Nic> Engine<N> {
             SockOpt::WindowScale if fresh && value <= 14 => o.wscale = Some(value as u8),
             SockOpt::NoDelay if fresh && value <= 1 => o.nodelay = value == 1,
             SockOpt::Burst if (1..=1024).contains(&value) => o.burst = value as u32,
-            _ => return Err(Errno::EINVAL),
+            SockOpt::RcvBuf
+            | SockOpt::SndBuf
+            | SockOpt::MaxSeg
+            | SockOpt::WindowScale
+            | SockOpt::NoDelay
+            | SockOpt::Burst
+            | SockOpt::KeepAlive
+            | SockOpt::KeepIdle
+            | SockOpt::KeepInterval
+            | SockOpt::KeepCount
+            | SockOpt::UserTimeout => return Err(Errno::EINVAL),
         }
         Ok(Done::value(0))
     }
@@ -521,6 +544,11 @@ impl<N: Nic> Engine<N> {
             SockOpt::WindowScale => u64::from(o.wscale.unwrap_or(0)),
             SockOpt::NoDelay => u64::from(o.nodelay),
             SockOpt::Burst => u64::from(o.burst),
+            SockOpt::KeepAlive
+            | SockOpt::KeepIdle
+            | SockOpt::KeepInterval
+            | SockOpt::KeepCount
+            | SockOpt::UserTimeout => liveness_opt(option).map_or(0, |opt| o.live.get(opt)),
         };
         Ok(Done::value(v))
     }
@@ -560,4 +588,16 @@ impl GSock {
             reset_sent: false,
         }
     }
+}
+
+/// The stack's name of a liveness option (keepalive, user timeout), `None` for the others.
+fn liveness_opt(option: SockOpt) -> Option<LivenessOpt> {
+    Some(match option {
+        SockOpt::KeepAlive => LivenessOpt::KeepAlive,
+        SockOpt::KeepIdle => LivenessOpt::KeepIdle,
+        SockOpt::KeepInterval => LivenessOpt::KeepInterval,
+        SockOpt::KeepCount => LivenessOpt::KeepCount,
+        SockOpt::UserTimeout => LivenessOpt::UserTimeout,
+        _ => return None,
+    })
 }

@@ -77,6 +77,30 @@ code_enum! {
         NoDelay = 5,
         /// Segments the host may transmit for this socket per worker burst.
         Burst = 6,
+        /// SO_KEEPALIVE (0 or 1); any time. Protocol 1.1.
+        KeepAlive = 7,
+        /// TCP_KEEPIDLE, seconds (1..=32767); any time. Protocol 1.1.
+        KeepIdle = 8,
+        /// TCP_KEEPINTVL, seconds (1..=32767); any time. Protocol 1.1.
+        KeepInterval = 9,
+        /// TCP_KEEPCNT (1..=127); any time. Protocol 1.1.
+        KeepCount = 10,
+        /// TCP_USER_TIMEOUT, milliseconds (0: off); any time. Protocol 1.1.
+        UserTimeout = 11,
+    }
+}
+
+impl SockOpt {
+    /// The keepalive and user-timeout options (protocol 1.1).
+    pub fn is_liveness(self) -> bool {
+        matches!(
+            self,
+            SockOpt::KeepAlive
+                | SockOpt::KeepIdle
+                | SockOpt::KeepInterval
+                | SockOpt::KeepCount
+                | SockOpt::UserTimeout
+        )
     }
 }
 

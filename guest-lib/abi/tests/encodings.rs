@@ -184,5 +184,9 @@ fn version_negotiation_takes_the_smaller_minor_of_the_same_major() {
     assert_eq!(host.negotiate(Version { major: 1, minor: 0 }), Some(Version { major: 1, minor: 0 }));
     assert_eq!(host.negotiate(Version { major: 1, minor: 9 }), Some(Version { major: 1, minor: 3 }));
     assert_eq!(host.negotiate(Version { major: 2, minor: 0 }), None);
-    assert_eq!(Version::CURRENT, Version { major: 1, minor: 0 });
+    assert_eq!(
+        Version::CURRENT,
+        Version { major: 1, minor: 1 },
+        "1.1: the keepalive and user-timeout options"
+    );
 }

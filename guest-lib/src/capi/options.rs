@@ -10,8 +10,9 @@ use super::device::{api, SlimCtx};
 use super::entry::guarded;
 use super::error::CapiError;
 use super::types::{
-    SLIM_OPT_BURST, SLIM_OPT_ERROR, SLIM_OPT_MSS, SLIM_OPT_NODELAY, SLIM_OPT_NONBLOCK, SLIM_OPT_RCVBUF,
-    SLIM_OPT_SNDBUF, SLIM_OPT_WINDOW_SCALE,
+    SLIM_OPT_BURST, SLIM_OPT_ERROR, SLIM_OPT_KEEPALIVE, SLIM_OPT_KEEPCNT, SLIM_OPT_KEEPIDLE,
+    SLIM_OPT_KEEPINTVL, SLIM_OPT_MSS, SLIM_OPT_NODELAY, SLIM_OPT_NONBLOCK, SLIM_OPT_RCVBUF, SLIM_OPT_SNDBUF,
+    SLIM_OPT_USER_TIMEOUT, SLIM_OPT_WINDOW_SCALE,
 };
 
 const OPTIONS: &str = "one of SLIM_OPT_*";
@@ -26,6 +27,11 @@ fn name(opt: c_int) -> Result<SockOptName, CapiError> {
         SLIM_OPT_WINDOW_SCALE => SockOptName::WindowScale,
         SLIM_OPT_BURST => SockOptName::Burst,
         SLIM_OPT_ERROR => SockOptName::Error,
+        SLIM_OPT_KEEPALIVE => SockOptName::KeepAlive,
+        SLIM_OPT_KEEPIDLE => SockOptName::KeepIdle,
+        SLIM_OPT_KEEPINTVL => SockOptName::KeepInterval,
+        SLIM_OPT_KEEPCNT => SockOptName::KeepCount,
+        SLIM_OPT_USER_TIMEOUT => SockOptName::UserTimeout,
         _ => return Err(CapiError::BadArgument { arg: "opt", value: opt.into(), expected: OPTIONS }),
     })
 }
@@ -39,6 +45,7 @@ fn option(name: SockOptName, value: i64) -> Result<SockOpt, CapiError> {
         _ => Err(bad("0 or 1")),
     };
     let size = || usize::try_from(value).map_err(|_| bad("a byte count"));
+    let count = || u32::try_from(value).map_err(|_| bad("0..=4294967295"));
     Ok(match name {
         SockOptName::NonBlocking => SockOpt::NonBlocking(flag()?),
         SockOptName::NoDelay => SockOpt::NoDelay(flag()?),
@@ -50,6 +57,11 @@ fn option(name: SockOptName, value: i64) -> Result<SockOpt, CapiError> {
             v => Some(u8::try_from(v).map_err(|_| bad("-1 or a shift"))?),
         }),
         SockOptName::Burst => SockOpt::Burst(size()?),
+        SockOptName::KeepAlive => SockOpt::KeepAlive(flag()?),
+        SockOptName::KeepIdle => SockOpt::KeepIdle(count()?),
+        SockOptName::KeepInterval => SockOpt::KeepInterval(count()?),
+        SockOptName::KeepCount => SockOpt::KeepCount(count()?),
+        SockOptName::UserTimeout => SockOpt::UserTimeout(count()?),
         SockOptName::Error => return Err(bad("nothing: SLIM_OPT_ERROR is read-only")),
     })
 }
@@ -63,6 +75,10 @@ fn value(opt: SockOpt) -> i64 {
         SockOpt::Mss(m) => i64::from(m),
         SockOpt::WindowScale(s) => s.map_or(-1, i64::from),
         SockOpt::Error(e) => e.map_or(0, |e| i64::from(e.errno())),
+        SockOpt::KeepAlive(b) => i64::from(b),
+        SockOpt::KeepIdle(v) | SockOpt::KeepInterval(v) | SockOpt::KeepCount(v) | SockOpt::UserTimeout(v) => {
+            i64::from(v)
+        }
     }
 }
 

@@ -111,6 +111,16 @@ pub const SLIM_OPT_WINDOW_SCALE: c_int = 6;
 pub const SLIM_OPT_BURST: c_int = 7;
 /// `SO_ERROR`: the pending error as a positive errno, 0 for none; reading clears it (read-only).
 pub const SLIM_OPT_ERROR: c_int = 8;
+/// `SO_KEEPALIVE`: 0 or 1; probe the peer of an idle connection (any time).
+pub const SLIM_OPT_KEEPALIVE: c_int = 9;
+/// `TCP_KEEPIDLE`: seconds of silence before the first probe, 1..=32767 (any time).
+pub const SLIM_OPT_KEEPIDLE: c_int = 10;
+/// `TCP_KEEPINTVL`: seconds between probes, 1..=32767 (any time).
+pub const SLIM_OPT_KEEPINTVL: c_int = 11;
+/// `TCP_KEEPCNT`: unanswered probes before `ETIMEDOUT`, 1..=127 (any time).
+pub const SLIM_OPT_KEEPCNT: c_int = 12;
+/// `TCP_USER_TIMEOUT`: milliseconds data may wait for the peer before `ETIMEDOUT`; 0 off.
+pub const SLIM_OPT_USER_TIMEOUT: c_int = 13;
 
 #[cfg(test)]
 mod tests {

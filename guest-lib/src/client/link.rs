@@ -284,7 +284,16 @@ impl GuestLink {
                     SockOpt::WindowScale(None) => (W::WindowScale, 0),
                     SockOpt::NoDelay(on) => (W::NoDelay, u64::from(on)),
                     SockOpt::Burst(n) => (W::Burst, n as u64),
+                    SockOpt::KeepAlive(on) => (W::KeepAlive, u64::from(on)),
+                    SockOpt::KeepIdle(v) => (W::KeepIdle, u64::from(v)),
+                    SockOpt::KeepInterval(v) => (W::KeepInterval, u64::from(v)),
+                    SockOpt::KeepCount(v) => (W::KeepCount, u64::from(v)),
+                    SockOpt::UserTimeout(v) => (W::UserTimeout, u64::from(v)),
                 };
+                if option.is_liveness() && self.version.minor < 1 {
+                    // A 1.0 backend does not know them.
+                    return Err(SocketError::NotSupported);
+                }
                 let body = RequestBody::SetSockOpt { option, value };
                 self.call(sid_of(self, fd)?, body, CallKind::SetOption { fd, opt })
             }
@@ -297,7 +306,15 @@ impl GuestLink {
                     SockOptName::WindowScale => W::WindowScale,
                     SockOptName::NoDelay => W::NoDelay,
                     SockOptName::Burst => W::Burst,
+                    SockOptName::KeepAlive => W::KeepAlive,
+                    SockOptName::KeepIdle => W::KeepIdle,
+                    SockOptName::KeepInterval => W::KeepInterval,
+                    SockOptName::KeepCount => W::KeepCount,
+                    SockOptName::UserTimeout => W::UserTimeout,
                 };
+                if option.is_liveness() && self.version.minor < 1 {
+                    return Err(SocketError::NotSupported);
+                }
                 self.call(sid_of(self, fd)?, RequestBody::GetSockOpt { option }, CallKind::GetOption { name })
             }
         }
@@ -337,6 +354,11 @@ impl GuestLink {
                     SockOptName::WindowScale => SockOpt::WindowScale(u8::try_from(v).ok()),
                     SockOptName::NoDelay => SockOpt::NoDelay(v != 0),
                     SockOptName::Burst => SockOpt::Burst(sat(v)),
+                    SockOptName::KeepAlive => SockOpt::KeepAlive(v != 0),
+                    SockOptName::KeepIdle => SockOpt::KeepIdle(u32::try_from(v).unwrap_or(u32::MAX)),
+                    SockOptName::KeepInterval => SockOpt::KeepInterval(u32::try_from(v).unwrap_or(u32::MAX)),
+                    SockOptName::KeepCount => SockOpt::KeepCount(u32::try_from(v).unwrap_or(u32::MAX)),
+                    SockOptName::UserTimeout => SockOpt::UserTimeout(u32::try_from(v).unwrap_or(u32::MAX)),
                     SockOptName::NonBlocking | SockOptName::Error => return Err(SocketError::InvalidInput),
                 })
             }

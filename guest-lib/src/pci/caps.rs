@@ -133,10 +133,10 @@ mod tests {
             };
         vndr(&mut cfg, 0x84, 0x70, VIRTIO_PCI_CAP_COMMON_CFG, 0x0, 0x1000, None);
         vndr(&mut cfg, 0x70, 0x60, VIRTIO_PCI_CAP_ISR_CFG, 0x1000, 0x1000, None);
-        vndr(&mut cfg, 0x60, 0x50, VIRTIO_PCI_CAP_DEVICE_CFG, 0x2000, 0x1000, None);
-        vndr(&mut cfg, 0x50, 0x40, VIRTIO_PCI_CAP_NOTIFY_CFG, 0x3000, 0x1000, Some(4));
+        vndr(&mut cfg, 0x60, 0x48, VIRTIO_PCI_CAP_DEVICE_CFG, 0x2000, 0x1000, None);
+        vndr(&mut cfg, 0x48, 0xa0, VIRTIO_PCI_CAP_NOTIFY_CFG, 0x3000, 0x1000, Some(4));
         // A PCI_CFG capability (type 5) last: ignored.
-        vndr(&mut cfg, 0x40, 0x00, 5, 0, 0, Some(0));
+        vndr(&mut cfg, 0xa0, 0x00, 5, 0, 0, Some(0));
         cfg
     }
 
@@ -153,14 +153,14 @@ mod tests {
     #[test]
     fn a_looping_list_is_refused() {
         let mut cfg = qemu_like();
-        cfg[0x41] = 0x84; // the last capability points back to the first virtio one
+        cfg[0xa1] = 0x84; // the last capability points back to the first virtio one
         assert!(matches!(parse(&cfg), Err(PciError::ConfigSpace(_))));
     }
 
     #[test]
     fn a_missing_structure_is_named() {
         let mut cfg = qemu_like();
-        cfg[0x50 + 3] = 0x77; // the notify capability becomes an unknown type
+        cfg[0x48 + 3] = 0x77; // the notify capability becomes an unknown type
         let e = parse(&cfg).expect_err("no notify");
         assert!(e.to_string().contains("notification"), "{e}");
     }

@@ -58,6 +58,18 @@ pub enum SockOpt {
     NonBlocking(bool),
     /// `SO_ERROR`: the pending error, cleared by reading it (read-only).
     Error(Option<SocketError>),
+    /// `SO_KEEPALIVE`: probe the peer of an idle connection (`KeepIdle`, `KeepInterval`,
+    /// `KeepCount`); unanswered probes end it with `ETIMEDOUT`. Off by default.
+    KeepAlive(bool),
+    /// `TCP_KEEPIDLE`: seconds of silence before the first probe (1..=32767, default 7200).
+    KeepIdle(u32),
+    /// `TCP_KEEPINTVL`: seconds between probes (1..=32767, default 75).
+    KeepInterval(u32),
+    /// `TCP_KEEPCNT`: unanswered probes before the connection ends (1..=127, default 9).
+    KeepCount(u32),
+    /// `TCP_USER_TIMEOUT`: milliseconds sent data may stay unacknowledged (zero-window peers
+    /// included) before the connection ends with `ETIMEDOUT`; 0: off (the default).
+    UserTimeout(u32),
 }
 
 /// The name of a [`SockOpt`], for `getsockopt`.
@@ -79,6 +91,16 @@ pub enum SockOptName {
     NonBlocking,
     /// See [`SockOpt::Error`].
     Error,
+    /// See [`SockOpt::KeepAlive`].
+    KeepAlive,
+    /// See [`SockOpt::KeepIdle`].
+    KeepIdle,
+    /// See [`SockOpt::KeepInterval`].
+    KeepInterval,
+    /// See [`SockOpt::KeepCount`].
+    KeepCount,
+    /// See [`SockOpt::UserTimeout`].
+    UserTimeout,
 }
 
 /// Readiness and registration flags, with Linux's `EPOLL*` values.

@@ -333,6 +333,19 @@ impl<N: Nic> Interface<N> {
         }
     }
 
+    /// Sets keepalive and the user timeout of a connection, effective now (`tcp/liveness.rs`).
+    pub fn tcp_set_liveness(
+        &mut self,
+        h: SocketHandle,
+        now: Instant,
+        keepalive: Option<crate::tcp::KeepAlive>,
+        user_timeout: Option<std::time::Duration>,
+    ) -> Result<(), SocketError> {
+        self.conn_mut(h)?.conn.set_liveness(now, keepalive, user_timeout);
+        self.mark_dirty(h);
+        Ok(())
+    }
+
     /// Resets the connection at once and frees the handle.
     pub fn tcp_abort(&mut self, h: SocketHandle) -> Result<(), SocketError> {
         let sock = self.conn_mut(h)?;

@@ -277,7 +277,12 @@ pub struct TapNic {
     spare: Option<PacketBuf>,
     /// Tokens of external payloads written (or failed): complete, not yet polled.
     completed: Vec<u64>,
+    /// Frames dropped because the interface was down (`EIO` from the TAP).
+    link_down_drops: u64,
 }
+
+/// The TAP's answer to a write while its interface is down: the frame is lost, nothing broke.
+const LINK_DOWN: i32 = libc::EIO;
 
 impl TapNic {
     /// Opens `/dev/net/tun` and creates (or attaches to) TAP interface `name` in the calling
@@ -298,7 +303,8 @@ impl TapNic {
 
         let ctl = control_socket()?;
 
-        let mut tap = TapNic { file, ctl, name, mtu: 0, spare: None, completed: Vec::new() };
+        let mut tap =
+            TapNic { file, ctl, name, mtu: 0, spare: None, completed: Vec::new(), link_down_drops: 0 };
         let mut req = tap.request()?;
         ioctl_ifreq(tap.ctl.as_raw_fd(), libc::SIOCGIFMTU as libc::Ioctl, &mut req)
             .map_err(|source| TapError::GetMtu { name: tap.name.clone(), source })?;
@@ -363,6 +369,14 @@ impl TapNic {
                 PacketBuf::with_headroom(size, DEFAULT_HEADROOM)
             }
         }
+    }
+}
+
+impl TapNic {
+    /// Frames dropped because the interface was down (an operator's `ip link set .. down`, the
+    /// Linux side's namespace going away): lost like on an unplugged wire, TCP retransmits.
+    pub fn link_down_drops(&self) -> u64 {
+        self.link_down_drops
     }
 }
 
@@ -434,6 +448,12 @@ impl Nic for TapNic {
                         sent += 1;
                         break;
                     }
+                    Err(e) if e.raw_os_error() == Some(LINK_DOWN) => {
+                        // The interface is down: the frame is lost, as on an unplugged wire.
+                        self.link_down_drops += 1;
+                        sent += 1;
+                        break;
+                    }
                     Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => break 'frames,
                     Err(e) => {
@@ -491,6 +511,12 @@ impl Nic for TapNic {
                     break;
                 }
                 let e = io::Error::last_os_error();
+                if e.raw_os_error() == Some(LINK_DOWN) {
+                    self.link_down_drops += 1;
+                    self.completed.push(frame.payload.token());
+                    sent += 1;
+                    break;
+                }
                 match e.kind() {
                     io::ErrorKind::Interrupted => {}
                     io::ErrorKind::WouldBlock => break 'frames,

@@ -167,3 +167,133 @@ impl Connection {
         true
     }
 }
+
+/// The five liveness socket options (one set of rules for every runtime).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LivenessOpt {
+    /// `SO_KEEPALIVE` (0 or 1).
+    KeepAlive,
+    /// `TCP_KEEPIDLE`, seconds (1..=[`MAX_KEEP_SECS`]).
+    KeepIdle,
+    /// `TCP_KEEPINTVL`, seconds (1..=[`MAX_KEEP_SECS`]).
+    KeepInterval,
+    /// `TCP_KEEPCNT` (1..=[`MAX_KEEP_COUNT`]).
+    KeepCount,
+    /// `TCP_USER_TIMEOUT`, milliseconds (0: off).
+    UserTimeout,
+}
+
+/// The largest keepalive idle time or interval, in seconds (Linux's limit).
+pub const MAX_KEEP_SECS: u64 = 32767;
+/// The largest keepalive probe count (Linux's limit).
+pub const MAX_KEEP_COUNT: u64 = 127;
+
+/// A value outside an option's range.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("{value} is out of range for {opt:?}")]
+pub struct OutOfRange {
+    /// The option.
+    pub opt: LivenessOpt,
+    /// The value refused.
+    pub value: u64,
+}
+
+/// A socket's liveness options as the application set them; the keepalive parameters are kept
+/// while keepalive is off, as on Linux.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LivenessOptions {
+    /// `SO_KEEPALIVE`.
+    pub keepalive: bool,
+    /// `TCP_KEEPIDLE`, seconds.
+    pub idle_secs: u32,
+    /// `TCP_KEEPINTVL`, seconds.
+    pub interval_secs: u32,
+    /// `TCP_KEEPCNT`.
+    pub count: u32,
+    /// `TCP_USER_TIMEOUT`, milliseconds (0: off).
+    pub user_timeout_ms: u32,
+}
+
+impl Default for LivenessOptions {
+    fn default() -> Self {
+        let k = KeepAlive::default();
+        LivenessOptions {
+            keepalive: false,
+            idle_secs: k.idle.as_secs() as u32,
+            interval_secs: k.interval.as_secs() as u32,
+            count: k.count,
+            user_timeout_ms: 0,
+        }
+    }
+}
+
+impl LivenessOptions {
+    /// Sets `opt` to `value`, checking its range.
+    pub fn set(&mut self, opt: LivenessOpt, value: u64) -> Result<(), OutOfRange> {
+        let bad = OutOfRange { opt, value };
+        let secs = |v: u64| if (1..=MAX_KEEP_SECS).contains(&v) { Ok(v as u32) } else { Err(bad) };
+        match opt {
+            LivenessOpt::KeepAlive if value <= 1 => self.keepalive = value == 1,
+            LivenessOpt::KeepIdle => self.idle_secs = secs(value)?,
+            LivenessOpt::KeepInterval => self.interval_secs = secs(value)?,
+            LivenessOpt::KeepCount if (1..=MAX_KEEP_COUNT).contains(&value) => self.count = value as u32,
+            LivenessOpt::UserTimeout => self.user_timeout_ms = u32::try_from(value).map_err(|_| bad)?,
+            LivenessOpt::KeepAlive | LivenessOpt::KeepCount => return Err(bad),
+        }
+        Ok(())
+    }
+
+    /// The value of `opt`.
+    pub fn get(&self, opt: LivenessOpt) -> u64 {
+        match opt {
+            LivenessOpt::KeepAlive => u64::from(self.keepalive),
+            LivenessOpt::KeepIdle => u64::from(self.idle_secs),
+            LivenessOpt::KeepInterval => u64::from(self.interval_secs),
+            LivenessOpt::KeepCount => u64::from(self.count),
+            LivenessOpt::UserTimeout => u64::from(self.user_timeout_ms),
+        }
+    }
+
+    /// The keepalive a connection runs with (`None` while off).
+    pub fn keepalive(&self) -> Option<KeepAlive> {
+        self.keepalive.then(|| KeepAlive {
+            idle: Duration::from_secs(u64::from(self.idle_secs)),
+            interval: Duration::from_secs(u64::from(self.interval_secs)),
+            count: self.count,
+        })
+    }
+
+    /// The user timeout a connection runs with (`None` while 0).
+    pub fn user_timeout(&self) -> Option<Duration> {
+        (self.user_timeout_ms > 0).then(|| Duration::from_millis(u64::from(self.user_timeout_ms)))
+    }
+}
+
+#[cfg(test)]
+mod option_tests {
+    use super::*;
+
+    #[test]
+    fn options_have_linux_ranges_and_defaults() {
+        let mut o = LivenessOptions::default();
+        assert_eq!(o.keepalive(), None);
+        assert_eq!(o.user_timeout(), None);
+        o.set(LivenessOpt::KeepIdle, 30).expect("idle");
+        o.set(LivenessOpt::KeepAlive, 1).expect("on");
+        assert_eq!(o.keepalive(), Some(KeepAlive { idle: Duration::from_secs(30), ..KeepAlive::default() }));
+        for (opt, bad) in [
+            (LivenessOpt::KeepAlive, 2),
+            (LivenessOpt::KeepIdle, 0),
+            (LivenessOpt::KeepIdle, MAX_KEEP_SECS + 1),
+            (LivenessOpt::KeepInterval, 0),
+            (LivenessOpt::KeepCount, 0),
+            (LivenessOpt::KeepCount, 128),
+            (LivenessOpt::UserTimeout, 1 << 32),
+        ] {
+            assert_eq!(o.set(opt, bad), Err(OutOfRange { opt, value: bad }));
+        }
+        o.set(LivenessOpt::UserTimeout, 2500).expect("user timeout");
+        assert_eq!(o.user_timeout(), Some(Duration::from_millis(2500)));
+        assert_eq!(o.get(LivenessOpt::KeepIdle), 30);
+    }
+}

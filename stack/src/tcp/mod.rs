@@ -38,7 +38,7 @@ pub use connection::{ConnError, ConnStats, Connection, SendError, MIN_MSS};
 pub use events::Events;
 pub use isn::IsnGenerator;
 pub use listen::{listen_input, reset_for_closed, ListenAction};
-pub use liveness::KeepAlive;
+pub use liveness::{KeepAlive, LivenessOpt, LivenessOptions};
 pub use output::{Payload, SegmentSink, SinkFull};
 pub use send_buffer::{Loan, LoanId, TxPayload};
 pub use seq::SeqNumber;

@@ -75,7 +75,7 @@ pub fn example_requests() -> Vec<(&'static str, Request)> {
     let r = |socket, body| Request::new(COOKIE, socket, body);
     let none = SocketId::NONE;
     vec![
-        ("hello", r(none, RequestBody::Hello { version: Version { major: 1, minor: 0 } })),
+        ("hello", r(none, RequestBody::Hello { version: Version { major: 1, minor: 1 } })),
         ("socket", r(none, RequestBody::Socket { kind: SocketKind::Tcp })),
         ("bind", r(SOCK, RequestBody::Bind { local: SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 8080) })),
         ("listen", r(SOCK, RequestBody::Listen { backlog: 128 })),

@@ -26,6 +26,8 @@ pub(super) struct HostSock {
     pub config: TcpConfig,
     /// The application chose the window scale.
     pub window_scale_explicit: bool,
+    /// Keepalive and user timeout as set (applied through `config` at listen/connect).
+    pub live: crate::tcp::LivenessOptions,
     /// The port `bind` asked for (TCP binds locally; the worker learns it with listen/connect).
     pub bound_port: Option<u16>,
     /// The socket exists on the worker.
@@ -135,6 +137,7 @@ impl HostLink {
                 let sock = HostSock {
                     config: self.defaults.clone(),
                     window_scale_explicit: false,
+                    live: crate::tcp::LivenessOptions::default(),
                     bound_port: None,
                     on_worker: false,
                 };
@@ -195,6 +198,7 @@ impl HostLink {
                 let conn = HostSock {
                     config: listener.config.clone(),
                     window_scale_explicit: false,
+                    live: listener.live,
                     bound_port: None,
                     on_worker: true,
                 };

@@ -3,7 +3,7 @@
 
 use super::link::{HostLink, HostSock};
 use crate::api::{Fd, SockOpt, SockOptName, SocketError};
-use crate::tcp::TcpConfig;
+use crate::tcp::{LivenessOpt, TcpConfig};
 
 /// Smallest and largest socket buffers accepted by `setsockopt`.
 const MIN_BUFFER: usize = 1024;
@@ -27,6 +27,15 @@ impl HostLink {
         let max_mss = self.max_mss;
         let s = self.sock_mut(fd)?;
         let before_start = !s.on_worker;
+        if let Some((liveness, value)) = liveness_of(opt) {
+            // The host runtime applies them when the connection is made (the guest library's
+            // backend also changes live connections).
+            if !before_start {
+                return Err(SocketError::IsConnected);
+            }
+            s.live.set(liveness, value).map_err(|_| SocketError::InvalidInput)?;
+            return Ok(SetEffect::Local);
+        }
         match opt {
             SockOpt::NonBlocking(_) | SockOpt::Error(_) => return Err(SocketError::InvalidInput),
             SockOpt::NoDelay(true) => {}
@@ -54,6 +63,12 @@ impl HostLink {
                 }
                 return Ok(SetEffect::Burst);
             }
+            // Handled above.
+            SockOpt::KeepAlive(_)
+            | SockOpt::KeepIdle(_)
+            | SockOpt::KeepInterval(_)
+            | SockOpt::KeepCount(_)
+            | SockOpt::UserTimeout(_) => {}
         }
         Ok(SetEffect::Local)
     }
@@ -69,14 +84,33 @@ impl HostLink {
             SockOptName::NoDelay => SockOpt::NoDelay(true),
             SockOptName::Burst => SockOpt::Burst(self.burst),
             SockOptName::NonBlocking | SockOptName::Error => return Err(SocketError::InvalidInput),
+            SockOptName::KeepAlive => SockOpt::KeepAlive(s.live.keepalive),
+            SockOptName::KeepIdle => SockOpt::KeepIdle(s.live.idle_secs),
+            SockOptName::KeepInterval => SockOpt::KeepInterval(s.live.interval_secs),
+            SockOptName::KeepCount => SockOpt::KeepCount(s.live.count),
+            SockOptName::UserTimeout => SockOpt::UserTimeout(s.live.user_timeout_ms),
         })
     }
+}
+
+/// A liveness option as the stack's rules name it, with its value; `None` for other options.
+pub fn liveness_of(opt: SockOpt) -> Option<(LivenessOpt, u64)> {
+    Some(match opt {
+        SockOpt::KeepAlive(on) => (LivenessOpt::KeepAlive, u64::from(on)),
+        SockOpt::KeepIdle(v) => (LivenessOpt::KeepIdle, u64::from(v)),
+        SockOpt::KeepInterval(v) => (LivenessOpt::KeepInterval, u64::from(v)),
+        SockOpt::KeepCount(v) => (LivenessOpt::KeepCount, u64::from(v)),
+        SockOpt::UserTimeout(v) => (LivenessOpt::UserTimeout, u64::from(v)),
+        _ => return None,
+    })
 }
 
 /// The connection settings a socket's options give: a receive buffer larger than 64 KiB gets
 /// the window scale it needs, unless the application chose one.
 pub(super) fn effective_config(s: &HostSock) -> TcpConfig {
     let mut cfg = s.config.clone();
+    cfg.keepalive = s.live.keepalive();
+    cfg.user_timeout = s.live.user_timeout();
     if !s.window_scale_explicit {
         let needed = TcpConfig::scale_for_buffer(cfg.rx_buffer);
         cfg.window_scale = Some(cfg.window_scale.unwrap_or(0).max(needed));

@@ -167,6 +167,13 @@ impl SocketApi for KernelSockets {
             }
             SockOpt::RecvBuffer(_) | SockOpt::SendBuffer(_) | SockOpt::WindowScale(_) => Ok(()),
             SockOpt::Burst(_) | SockOpt::Error(_) => Err(SocketError::InvalidInput),
+            SockOpt::KeepAlive(on) => {
+                sys::set_int(raw, libc::SOL_SOCKET, libc::SO_KEEPALIVE, i32::from(on)).map_err(os)
+            }
+            SockOpt::KeepIdle(v) => set_u32(raw, libc::TCP_KEEPIDLE, v),
+            SockOpt::KeepInterval(v) => set_u32(raw, libc::TCP_KEEPINTVL, v),
+            SockOpt::KeepCount(v) => set_u32(raw, libc::TCP_KEEPCNT, v),
+            SockOpt::UserTimeout(v) => set_u32(raw, libc::TCP_USER_TIMEOUT, v),
         }
     }
 
@@ -191,6 +198,19 @@ impl SocketApi for KernelSockets {
                 Ok(SockOpt::SendBuffer(usize::try_from(int(libc::SOL_SOCKET, libc::SO_SNDBUF)?).unwrap_or(0)))
             }
             SockOptName::WindowScale | SockOptName::Burst => Err(SocketError::NotSupported),
+            SockOptName::KeepAlive => Ok(SockOpt::KeepAlive(int(libc::SOL_SOCKET, libc::SO_KEEPALIVE)? != 0)),
+            SockOptName::KeepIdle => {
+                Ok(SockOpt::KeepIdle(int(libc::IPPROTO_TCP, libc::TCP_KEEPIDLE)?.unsigned_abs()))
+            }
+            SockOptName::KeepInterval => {
+                Ok(SockOpt::KeepInterval(int(libc::IPPROTO_TCP, libc::TCP_KEEPINTVL)?.unsigned_abs()))
+            }
+            SockOptName::KeepCount => {
+                Ok(SockOpt::KeepCount(int(libc::IPPROTO_TCP, libc::TCP_KEEPCNT)?.unsigned_abs()))
+            }
+            SockOptName::UserTimeout => {
+                Ok(SockOpt::UserTimeout(int(libc::IPPROTO_TCP, libc::TCP_USER_TIMEOUT)?.unsigned_abs()))
+            }
         }
     }
 
@@ -266,4 +286,10 @@ impl SocketApi for KernelSockets {
     fn epoll_close(&mut self, ep: EpollFd) -> Result<(), SocketError> {
         self.epolls.remove(&ep).map(drop).ok_or(SocketError::BadHandle)
     }
+}
+
+/// Sets a TCP-level integer option from a `u32` (values above `i32::MAX` are refused).
+fn set_u32(raw: std::os::fd::RawFd, opt: libc::c_int, v: u32) -> Result<(), SocketError> {
+    let v = i32::try_from(v).map_err(|_| SocketError::InvalidInput)?;
+    sys::set_int(raw, libc::IPPROTO_TCP, opt, v).map_err(os)
 }
