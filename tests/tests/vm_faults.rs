@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use slimtcp_testkit::linux_peer;
 use slimtcp_testkit::netns::Netns;
-use vm::{log_shows, Backend, Qmp, TempDir, Vm, VmSpec, GUEST_OK_EXIT};
+use vm::{log_shows, Backend, Qmp, TapTenant, TempDir, Vm, VmSpec, GUEST_OK_EXIT};
 
 const VM_LIMIT: Duration = Duration::from_secs(300);
 const PEER_LIMIT: Duration = Duration::from_secs(320);
@@ -137,22 +137,9 @@ fn a_backend_restart_gives_the_app_enetdown_and_the_next_run_works() {
     let image = (kernel, initrd);
     let ns = Netns::create("vmrst").expect("namespace");
     let dir = TempDir::new("vm-restart");
-    let socket = dir.0.join("vhost.sock");
-    let tap = Netns::unique_ifname("vmr");
-    let socket_arg = socket.to_str().expect("utf-8 path").to_owned();
-    let args = [
-        "--socket",
-        &socket_arg,
-        "--tap",
-        &tap,
-        "--ip",
-        "10.76.0.2/24",
-        "--host-ip",
-        "10.76.0.1/24",
-        "--queues",
-        "2",
-    ];
-    let backend = Backend::start(&ns, &dir.0, "backend1", &args, 1);
+    let tenant = TapTenant::new(&dir.0, "vmr", "10.76.0.2/24", "10.76.0.1/24", 2);
+    let socket = tenant.socket.clone();
+    let backend = tenant.start(&ns, &dir.0, "backend1");
     let (_, _dead_sink) = linux_peer::spawn_tcp_server_recv(&ns, any(9300), PEER_LIMIT).expect("receiver");
     let (_, echo) = linux_peer::spawn_tcp_echo_server(&ns, any(7300), 1, PEER_LIMIT).expect("echo");
 
@@ -174,7 +161,7 @@ fn a_backend_restart_gives_the_app_enetdown_and_the_next_run_works() {
     // SIGKILL: no goodbye. Then a new backend process on the same socket and TAP.
     drop(backend);
     let _ = std::fs::remove_file(&socket);
-    let backend2 = Backend::start(&ns, &dir.0, "backend2", &args, 1);
+    let backend2 = tenant.start(&ns, &dir.0, "backend2");
     let status = vm.wait_exit(VM_LIMIT);
     let log = vm.run_log();
     assert_eq!(

@@ -18,7 +18,7 @@ use slimtcp_system_tests::workspace_bin;
 use slimtcp_testkit::data::{hex, pattern_digest};
 use slimtcp_testkit::linux_peer;
 use slimtcp_testkit::netns::Netns;
-use vm::{counter, last_session_counters, Backend, TempDir, Vm, VmSpec, GUEST_OK_EXIT};
+use vm::{counter, last_session_counters, TapTenant, TempDir, Vm, VmSpec, GUEST_OK_EXIT};
 
 const HOST_IP: &str = "10.74.0.1";
 const STACK_IP: &str = "10.74.0.2/24";
@@ -82,23 +82,9 @@ fn a_guest_app_in_a_vm_moves_exact_data_with_linux_over_the_pci_transport() {
     let started = Instant::now();
     let ns = Netns::create("vmapp").expect("namespace");
     let dir = TempDir::new("vm-guest-app");
-    let socket = dir.0.join("vhost.sock");
-    let tap = Netns::unique_ifname("vma");
-    let host_ip_prefix = format!("{HOST_IP}/24");
-    let socket_arg = socket.to_str().expect("utf-8 path");
-    let args = [
-        "--socket",
-        socket_arg,
-        "--tap",
-        &tap,
-        "--ip",
-        STACK_IP,
-        "--host-ip",
-        &host_ip_prefix,
-        "--queues",
-        "2",
-    ];
-    let mut backend = Backend::start(&ns, &dir.0, "backend", &args, 1);
+    let tenant = TapTenant::new(&dir.0, "vma", STACK_IP, &format!("{HOST_IP}/24"), 2);
+    let socket = tenant.socket.clone();
+    let mut backend = tenant.start(&ns, &dir.0, "backend");
 
     // The Linux side.
     let any = |port| SocketAddr::from((Ipv4Addr::UNSPECIFIED, port));

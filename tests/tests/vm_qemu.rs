@@ -27,7 +27,7 @@ use slimtcp_testkit::wait::wait_for;
 use std::io::Write;
 
 use vm::{
-    count, counter, last_session_counters, log_shows, read_lossy, Backend, Qmp, TempDir, Vm, VmSpec,
+    count, counter, last_session_counters, log_shows, read_lossy, Qmp, TapTenant, TempDir, Vm, VmSpec,
     BACKEND_UP,
 };
 
@@ -40,7 +40,7 @@ const ECHO_PORT: u16 = 7000;
 /// The guest's success status 0x10 through isa-debug-exit: QEMU exits with (0x10 << 1) | 1.
 const GUEST_OK_EXIT: i32 = 33;
 /// Queue pairs offered by the backend and configured in QEMU.
-const QUEUES: &str = "2";
+const QUEUES: usize = 2;
 
 const BOOT_TO_PHASE1: Duration = Duration::from_secs(60);
 const LOG_LINE: Duration = Duration::from_secs(10);
@@ -79,7 +79,7 @@ fn boot(
         socket,
         kernel,
         initrd,
-        queues: 2,
+        queues: QUEUES,
         append: format!(
             "slimvm.ip={GUEST_KERNEL_IP} slimvm.peer={HOST_IP} slimvm.wait={}",
             GUEST_FINISH.as_secs()
@@ -113,23 +113,9 @@ fn a_stock_kernel_drives_the_device_through_stop_cont_and_the_backend_outlives_t
 
     let ns = Netns::create("vmqemu").expect("namespace");
     let dir = TempDir::new("vm-qemu");
-    let socket = dir.0.join("vhost.sock");
-    let tap = Netns::unique_ifname("vmq");
-    let host_ip_prefix = format!("{HOST_IP}/24");
-    let socket_arg = socket.to_str().expect("utf-8 path");
-    let args = [
-        "--socket",
-        socket_arg,
-        "--tap",
-        &tap,
-        "--ip",
-        STACK_IP,
-        "--host-ip",
-        &host_ip_prefix,
-        "--queues",
-        QUEUES,
-    ];
-    let mut backend = Backend::start(&ns, &dir.0, "backend", &args, 1);
+    let tenant = TapTenant::new(&dir.0, "vmq", STACK_IP, &format!("{HOST_IP}/24"), QUEUES);
+    let socket = tenant.socket.clone();
+    let mut backend = tenant.start(&ns, &dir.0, "backend");
     let backend_log = backend.log.clone();
 
     // The first VM: the whole scenario, and a clean exit.

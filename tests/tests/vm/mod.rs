@@ -187,6 +187,44 @@ impl Backend {
     }
 }
 
+/// One tenant on a TAP, the way the VM tests start the backend:
+/// `slimtcp-vhost --socket SOCKET --tap TAP --ip STACK --host-ip HOST --queues N`.
+pub struct TapTenant {
+    /// The vhost-user socket (in the test's directory).
+    pub socket: PathBuf,
+    args: Vec<String>,
+}
+
+impl TapTenant {
+    /// A tenant whose socket is `dir/vhost.sock`, on a fresh TAP named after `tap_prefix`, with
+    /// the stack at `stack_ip` and Linux at `host_ip` (both ADDR/PREFIX).
+    pub fn new(dir: &Path, tap_prefix: &str, stack_ip: &str, host_ip: &str, queues: usize) -> TapTenant {
+        let socket = dir.join("vhost.sock");
+        let tap = Netns::unique_ifname(tap_prefix);
+        let args = [
+            "--socket",
+            socket.to_str().expect("utf-8 path"),
+            "--tap",
+            &tap,
+            "--ip",
+            stack_ip,
+            "--host-ip",
+            host_ip,
+            "--queues",
+            &queues.to_string(),
+        ]
+        .map(str::to_owned)
+        .to_vec();
+        TapTenant { socket, args }
+    }
+
+    /// Starts a backend process for it in `ns` (its log `dir/NAME.log`); again after a kill.
+    pub fn start(&self, ns: &Netns, dir: &Path, name: &str) -> Backend {
+        let args: Vec<&str> = self.args.iter().map(String::as_str).collect();
+        Backend::start(ns, dir, name, &args, 1)
+    }
+}
+
 /// The numbers of the last `session counters:` line (of tenant `tenant`, if given), by name.
 pub fn last_session_counters(log: &str, tenant: Option<&str>) -> Option<Vec<(String, u64)>> {
     let line = log
