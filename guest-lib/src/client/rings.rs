@@ -132,6 +132,11 @@ impl GuestLink {
             // longer writes it until we repost it.
             let frame = unsafe { std::slice::from_raw_parts(self.rx_area.host().add(offset), len) };
             let msg = match RxMessage::parse(frame) {
+                Ok(m) if matches!(m, RxMessage::Complete { result: Err(_), .. }) && !self.qp.link.alive() => {
+                    // A backend that replaced ours behind the same device answers our requests
+                    // with errors (it never heard our hello): the application sees ENETDOWN.
+                    return Err(self.down());
+                }
                 Ok(m) => m,
                 Err(e) => {
                     if len > 0 {

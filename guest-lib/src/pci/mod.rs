@@ -59,6 +59,10 @@ pub struct PciDevice {
     device_cfg: Window,
     /// `VIRTIO_NET_F_STATUS` was negotiated: the link bit means something.
     link_status: bool,
+    /// The configuration generation once set up: QEMU changes the configuration (the link
+    /// status) only when its vhost-user backend goes away or comes back, and a backend that
+    /// came back has none of this session, even if the link is up again by now.
+    generation: u8,
     memory: Option<HugeMemory>,
 }
 
@@ -125,7 +129,10 @@ impl Link for PciDevice {
     fn alive(&self) -> bool {
         let s = self.status();
         let running = s & status::DRIVER_OK != 0 && s & (status::DEVICE_NEEDS_RESET | status::FAILED) == 0;
-        running && (!self.link_status || self.device_cfg.read16(net::STATUS) & net::S_LINK_UP != 0)
+        running
+            && (!self.link_status
+                || (self.device_cfg.read16(net::STATUS) & net::S_LINK_UP != 0
+                    && self.common.read8(common::CONFIG_GENERATION) == self.generation))
     }
 }
 
@@ -200,8 +207,14 @@ impl PciTransport {
             .map_err(PciError::io("cannot open", &uio_path))?;
 
         // From here on, dropping `dev` (an error below) resets the device again.
-        let mut dev =
-            PciDevice { addr, common: common_w, device_cfg: device_w, link_status: false, memory: None };
+        let mut dev = PciDevice {
+            addr,
+            common: common_w,
+            device_cfg: device_w,
+            link_status: false,
+            generation: 0,
+            memory: None,
+        };
         dev.reset()?;
         dev.set_status(status::ACKNOWLEDGE | status::DRIVER);
         dev.common.write16(common::CONFIG_MSIX_VECTOR, common::NO_VECTOR);
@@ -251,6 +264,7 @@ impl PciTransport {
         };
 
         dev.memory = Some(HugeMemory::allocate(cfg.memory_size)?);
+        dev.generation = dev.common.read8(common::CONFIG_GENERATION);
         let dev = Arc::new(dev);
         let (runs, keep) = match &dev.memory {
             Some(m) => (

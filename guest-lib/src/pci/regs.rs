@@ -113,6 +113,8 @@ pub mod common {
     pub const NUM_QUEUES: usize = 0x12;
     /// Device status.
     pub const DEVICE_STATUS: usize = 0x14;
+    /// Changes whenever the device configuration changes (QEMU: the link status).
+    pub const CONFIG_GENERATION: usize = 0x15;
     /// Selects the queue the following fields describe.
     pub const QUEUE_SELECT: usize = 0x16;
     /// Its size (the device's maximum on read).
