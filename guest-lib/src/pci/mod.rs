@@ -89,6 +89,29 @@ impl PciDevice {
         Ok(())
     }
 
+    /// Resets the device and negotiates features (virtio 1.2, 3.1.1 steps 1-6); returns the
+    /// features agreed.
+    fn negotiate(&mut self) -> Result<u64, PciError> {
+        self.reset()?;
+        self.set_status(status::ACKNOWLEDGE | status::DRIVER);
+        self.common.write16(common::CONFIG_MSIX_VECTOR, common::NO_VECTOR);
+        let offered = self.features();
+        if offered & features::PCI_REQUIRED != features::PCI_REQUIRED {
+            return Err(PciError::MissingFeatures { offered, missing: features::PCI_REQUIRED & !offered });
+        }
+        let mut agreed = offered & features::PCI_WANTED;
+        if agreed & features::CTRL_VQ == 0 {
+            agreed &= !features::MQ; // MQ needs the control queue (virtio 1.2, 5.1.3.1)
+        }
+        self.set_features(agreed);
+        self.set_status(status::FEATURES_OK);
+        if self.status() & status::FEATURES_OK == 0 {
+            return Err(PciError::FeaturesRefused(agreed));
+        }
+        self.link_status = agreed & features::STATUS != 0;
+        Ok(agreed)
+    }
+
     fn features(&self) -> u64 {
         let mut f = 0u64;
         for half in 0..2u32 {
@@ -190,7 +213,8 @@ impl PciTransport {
         let addr = sysfs::find(wanted)?;
         let uio_path = sysfs::bind_uio(addr)?;
         let caps = caps::parse(&sysfs::config_space(addr)?)?;
-        sysfs::enable_bus_master(addr)?;
+        let config = sysfs::open_config(addr)?;
+        sysfs::enable_bus_master(&config, addr)?;
         let bars = map_bars(addr, &caps)?;
         let window = |region: caps::CapRegion, min, what| {
             let map = bars.get(&region.bar).cloned().ok_or(PciError::MissingCapability(what))?;
@@ -215,25 +239,7 @@ impl PciTransport {
             generation: 0,
             memory: None,
         };
-        dev.reset()?;
-        dev.set_status(status::ACKNOWLEDGE | status::DRIVER);
-        dev.common.write16(common::CONFIG_MSIX_VECTOR, common::NO_VECTOR);
-        let offered = dev.features();
-        if offered & features::PCI_REQUIRED != features::PCI_REQUIRED {
-            return Err(
-                PciError::MissingFeatures { offered, missing: features::PCI_REQUIRED & !offered }.into()
-            );
-        }
-        let mut agreed = offered & features::PCI_WANTED;
-        if agreed & features::CTRL_VQ == 0 {
-            agreed &= !features::MQ; // MQ needs the control queue (virtio 1.2, 5.1.3.1)
-        }
-        dev.set_features(agreed);
-        dev.set_status(status::FEATURES_OK);
-        if dev.status() & status::FEATURES_OK == 0 {
-            return Err(PciError::FeaturesRefused(agreed).into());
-        }
-        dev.link_status = agreed & features::STATUS != 0;
+        let agreed = dev.negotiate()?;
 
         let max_pairs = if agreed & features::MQ != 0 {
             usize::from(dev.device_cfg.read16(net::MAX_VIRTQUEUE_PAIRS)).max(1)
@@ -245,7 +251,6 @@ impl PciTransport {
             return Err(GuestError::TooManyQueuePairs { wanted: pairs, available: max_pairs });
         }
         let event_idx = agreed & features::EVENT_IDX != 0;
-        let ctrl_index = (agreed & features::CTRL_VQ != 0).then_some((2 * max_pairs) as u16);
         let num_queues = dev.common.read16(common::NUM_QUEUES);
         let mut sizes = Vec::with_capacity(2 * pairs);
         for q in 0..(2 * pairs) as u16 {
@@ -255,10 +260,11 @@ impl PciTransport {
             }
             sizes.push(ring_size(max, cfg.queue_size));
         }
-        let ctrl_size = match ctrl_index {
+        // The control queue (index, ring size) follows the last pair the device has.
+        let ctrl_queue = match (agreed & features::CTRL_VQ != 0).then_some((2 * max_pairs) as u16) {
             Some(q) => match dev.queue_max(q) {
                 0 => return Err(PciError::NoQueue(q).into()),
-                max => Some(ring_size(max, CTRL_QUEUE_SIZE)),
+                max => Some((q, ring_size(max, CTRL_QUEUE_SIZE))),
             },
             None => None,
         };
@@ -291,13 +297,13 @@ impl PciTransport {
             let ring = alloc_ring_any(&mut allocs, *size, event_idx).ok_or_else(too_small)?;
             rings.push(ring);
         }
-        let ctrl = match (ctrl_index, ctrl_size) {
-            (Some(q), Some(size)) => {
+        let ctrl = match ctrl_queue {
+            Some((q, size)) => {
                 let ring = alloc_ring_any(&mut allocs, size, event_idx).ok_or_else(too_small)?;
                 let buf = alloc_any(&mut allocs, 64, 64).ok_or_else(too_small)?;
                 Some((q, ring, buf))
             }
-            _ => None,
+            None => None,
         };
         let remaining: usize = allocs.iter().map(BumpAllocator::remaining).sum();
         let per_pair = (remaining / pairs).saturating_sub(4096) & !4095;
@@ -311,7 +317,7 @@ impl PciTransport {
         let multiplier = usize::try_from(caps.notify_off_multiplier).unwrap_or(0);
         let kick =
             |q: u16, off: u16| PciNotify { window: notify_w.sub(usize::from(off) * multiplier, 2), queue: q };
-        let irq = UioInterrupt::new(uio, sysfs::open_config(addr)?, isr_w);
+        let irq = UioInterrupt::new(uio, config, isr_w);
         let mut vqs = Vec::with_capacity(2 * pairs);
         for (q, ring) in rings.into_iter().enumerate() {
             let q = q as u16;

@@ -130,9 +130,8 @@ pub fn open_config(addr: PciAddress) -> Result<File, PciError> {
 
 /// Sets the bus-master bit in the command register: the device (QEMU's control queue, for
 /// one) may then access memory. uio_pci_generic enables the device but not bus mastering.
-pub fn enable_bus_master(addr: PciAddress) -> Result<(), PciError> {
+pub fn enable_bus_master(f: &File, addr: PciAddress) -> Result<(), PciError> {
     let path = dev_dir(addr).join("config");
-    let f = open_config(addr)?;
     let mut cmd = [0u8; 2];
     f.read_exact_at(&mut cmd, PCI_COMMAND).map_err(PciError::io("cannot read", &path))?;
     let value = u16::from_le_bytes(cmd);

@@ -89,8 +89,7 @@ impl RawPair {
                     self.messages
                 )));
             }
-            while let Some((head, len)) = self.qp.tx.ring.pop_used().map_err(check("transmit used ring"))? {
-                let _ = len;
+            while let Some((head, _)) = self.qp.tx.ring.pop_used().map_err(check("transmit used ring"))? {
                 self.returned.push(head);
             }
             while let Some((head, len)) = self.qp.rx.ring.pop_used().map_err(check("receive used ring"))? {
