@@ -4,9 +4,10 @@
 //! Protocol, for both directions: the sender writes the stream, half-closes, then waits for the
 //! receiver to close (so it returns only after everything was consumed); the receiver reads to
 //! end of stream, then closes. Results carry the byte count and SHA-256 of what went through.
+//! UDP: an echo server answering a number of datagrams.
 
 use std::io::{ErrorKind, Read, Write};
-use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream, UdpSocket};
 use std::time::{Duration, Instant};
 
 use crate::data::{pattern_digest, Digest256, PatternStream, StreamHasher};
@@ -345,4 +346,35 @@ fn drain(
             Err(source) => return Err(PeerError::Io { what, source }),
         }
     }
+}
+
+/// Binds `listen` (UDP) inside `ns` and echoes every datagram back to its sender until
+/// `datagrams` were answered or `timeout` passed. The thread returns how many it answered.
+pub fn spawn_udp_echo_server(
+    ns: &Netns,
+    listen: SocketAddr,
+    datagrams: usize,
+    timeout: Duration,
+) -> Result<(SocketAddr, NsThread<usize>), PeerError> {
+    let deadline = Instant::now() + timeout;
+    let (sock, bound) = ns.try_run(|| {
+        let sock = UdpSocket::bind(listen).map_err(|source| PeerError::Listen { addr: listen, source })?;
+        let bound = sock.local_addr().map_err(|source| PeerError::Io { what: "local_addr", source })?;
+        sock.set_read_timeout(Some(Duration::from_millis(200)))
+            .map_err(|source| PeerError::Io { what: "set_read_timeout", source })?;
+        Ok::<_, PeerError>((sock, bound))
+    })??;
+    let thread = ns.spawn("udp-echo", move || {
+        let mut buf = vec![0u8; 64 * 1024];
+        let mut answered = 0;
+        while answered < datagrams && Instant::now() < deadline {
+            if let Ok((n, from)) = sock.recv_from(&mut buf) {
+                if sock.send_to(&buf[..n], from).is_ok() {
+                    answered += 1;
+                }
+            }
+        }
+        answered
+    })?;
+    Ok((bound, thread))
 }

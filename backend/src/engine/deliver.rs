@@ -342,7 +342,8 @@ impl<N: Nic> Engine<N> {
         }
     }
 
-    /// Completes the sends of `id` whose bytes the peer acknowledged.
+    /// Completes the sends of `id` whose loans came back: bytes the peer acknowledged (TCP), or
+    /// datagrams the NIC no longer reads (UDP).
     pub(super) fn collect_completed(&mut self, id: u32) {
         let Some(s) = self.sockets.get_mut(&id) else { return };
         let Some(h) = s.handle else { return };
@@ -361,7 +362,11 @@ impl<N: Nic> Engine<N> {
             }
         }
         let mut completed = std::mem::take(&mut self.completed);
-        if self.iface.tcp_take_completed(h, &mut completed).is_err() {
+        let taken = match s.kind {
+            Kind::Tcp => self.iface.tcp_take_completed(h, &mut completed),
+            Kind::Udp => self.iface.udp_take_returned(h, &mut completed),
+        };
+        if taken.is_err() {
             // The connection is gone; its error (if any) arrives as activity or on delivery.
         }
         let pair = s.pair;

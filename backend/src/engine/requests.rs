@@ -154,7 +154,7 @@ impl<N: Nic> Engine<N> {
             RequestBody::Connect { remote } => self.connect(id, &req, remote),
             RequestBody::Send { len } => self.send(id, head, &req, len, walked, mem),
             RequestBody::SendTo { remote, len } => {
-                Outcome::Now(self.send_datagram(id, Some(remote), len, &req, walked))
+                self.send_datagram(id, Some(remote), head, &req, len, walked, mem)
             }
             RequestBody::Shutdown { how } => Outcome::Now(self.shutdown(id, how)),
             RequestBody::Close { abort } => Outcome::Now(self.close(id, abort)),
@@ -358,7 +358,7 @@ impl<N: Nic> Engine<N> {
     ) -> Outcome {
         let Ok(s) = self.sock(id) else { return Outcome::Now(Err(Errno::EBADF)) };
         if s.kind == Kind::Udp {
-            return Outcome::Now(self.send_datagram(id, None, len, req, walked));
+            return self.send_datagram(id, None, head, req, len, walked, mem);
         }
         let (h, sndbuf, in_flight) = match (s.phase, s.handle) {
             (Phase::Connected, Some(h)) => (h, u64::from(s.opts.sndbuf), s.in_flight),
@@ -400,60 +400,85 @@ impl<N: Nic> Engine<N> {
                 }
             }
         }
-        self.counters.tx_payload_by_reference += u64::from(len);
-        let Ok(s) = self.sock(id) else { return Outcome::Held };
-        s.in_flight += u64::from(len);
-        s.sends.insert(
+        self.hold_send(
+            id,
             seq,
             HeldSend { head, cookie: req.cookie, quiet: req.flags.is_quiet(), len, loans_left: sent },
         );
-        if !self.sending.contains(&id) {
-            self.sending.push(id);
-        }
         Outcome::Held
     }
 
+    /// Holds `send`'s chain until the stack hands back its `loans_left` loans.
+    fn hold_send(&mut self, id: u32, seq: u64, send: HeldSend) {
+        self.counters.tx_payload_by_reference += u64::from(send.len);
+        let Ok(s) = self.sock(id) else { return };
+        s.in_flight += u64::from(send.len);
+        s.sends.insert(seq, send);
+        if !self.sending.contains(&id) {
+            self.sending.push(id);
+        }
+    }
+
+    /// One datagram: its payload is loaned to the stack (sent by reference, the chain held
+    /// until the NIC is done with it) when it lies in one piece of guest memory, else copied.
+    #[allow(clippy::too_many_arguments)]
     fn send_datagram(
         &mut self,
         id: u32,
         dst: Option<SocketAddrV4>,
-        len: u32,
+        head: u16,
         req: &Request,
+        len: u32,
         walked: &super::chain::Walked,
-    ) -> Result<Done, Errno> {
-        if self.sock(id)?.kind != Kind::Udp {
-            return Err(Errno::EOPNOTSUPP);
+        mem: &Arc<GuestMem>,
+    ) -> Outcome {
+        match self.sock(id) {
+            Ok(s) if s.kind == Kind::Udp => {}
+            Ok(_) => return Outcome::Now(Err(Errno::EOPNOTSUPP)),
+            Err(e) => return Outcome::Now(Err(e)),
         }
         if len > u32::from(self.cfg.hello.max_datagram) {
-            return Err(Errno::EMSGSIZE);
+            return Outcome::Now(Err(Errno::EMSGSIZE));
         }
-        let h = self.udp_handle(id)?;
+        let h = match self.udp_handle(id) {
+            Ok(h) => h,
+            Err(e) => return Outcome::Now(Err(e)),
+        };
         let pieces = payload_slices(&walked.slices, req.wire_len());
         let now = self.clock.now();
-        let r = if pieces.len() <= 1 {
-            let bytes: &[u8] = match pieces.first() {
-                // SAFETY: translated from the current memory table, which the caller's guard
-                // keeps mapped for this call; the stack copies the bytes into its frame.
-                Some(s) if s.len > 0 => unsafe { std::slice::from_raw_parts(s.ptr, s.len) },
-                _ => &[],
-            };
-            self.iface.udp_send_to(now, h, bytes, dst)
-        } else {
-            let mut buf = std::mem::take(&mut self.scratch);
-            buf.clear();
-            buf.resize(len as usize, 0);
-            let n = read_into(&pieces, 0, &mut buf);
-            self.counters.tx_payload_copied += n as u64;
-            let r = self.iface.udp_send_to(now, h, &buf[..n], dst);
-            self.scratch = buf;
-            r
+        let r = match pieces.as_slice() {
+            [piece] if piece.len > 0 => {
+                let Ok(s) = self.sock(id) else { return Outcome::Now(Err(Errno::EBADF)) };
+                let seq = s.next_seq;
+                s.next_seq += 1;
+                let payload =
+                    Box::new(GuestPayload::new(*piece, Arc::clone(mem), SendTag { socket: id, seq }));
+                match self.iface.udp_send_loaned(now, h, payload, dst) {
+                    Ok(_) => {
+                        let (cookie, quiet) = (req.cookie, req.flags.is_quiet());
+                        self.hold_send(id, seq, HeldSend { head, cookie, quiet, len, loans_left: 1 });
+                        return Outcome::Held;
+                    }
+                    Err(e) => Err(e),
+                }
+            }
+            pieces => {
+                let mut buf = std::mem::take(&mut self.scratch);
+                buf.clear();
+                buf.resize(len as usize, 0);
+                let n = read_into(pieces, 0, &mut buf);
+                self.counters.tx_payload_copied += n as u64;
+                let r = self.iface.udp_send_to(now, h, &buf[..n], dst);
+                self.scratch = buf;
+                r
+            }
         };
-        match r {
+        Outcome::Now(match r {
             Ok(n) => Ok(Done::value(n as u64)),
             // The datagram waits for ARP in the stack or is dropped like UDP does.
             Err(SocketError::WouldBlock) => Ok(Done::value(u64::from(len))),
             Err(e) => Err(errno_of(e)),
-        }
+        })
     }
 
     fn shutdown(&mut self, id: u32, how: ShutdownHow) -> Result<Done, Errno> {
@@ -473,6 +498,11 @@ impl<N: Nic> Engine<N> {
 
     pub(super) fn close(&mut self, id: u32, abort: bool) -> Result<Done, Errno> {
         let s = self.sock(id)?;
+        if s.kind == Kind::Udp && !abort && !s.sends.is_empty() {
+            // Datagrams the NIC still reads: the chains return when it is done.
+            s.phase = Phase::Zombie;
+            return Ok(Done::value(0));
+        }
         if s.kind == Kind::Tcp && s.phase == Phase::Connected && !abort && !s.sends.is_empty() {
             // Finish the held sends first: FIN after them; the id is gone for the guest.
             s.phase = Phase::Zombie;

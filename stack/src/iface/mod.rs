@@ -20,6 +20,7 @@ pub mod template;
 pub mod timer_wheel;
 mod tx;
 mod tx_external;
+mod udp_loaned;
 mod udp_ops;
 
 use std::collections::{HashMap, VecDeque};
@@ -182,9 +183,10 @@ impl<N: Nic> Interface<N> {
     }
 
     /// One round of work: receive a burst, process it, run timers, transmit. Returns true when
-    /// anything happened (frames in or out, timers, socket work), so callers can idle otherwise.
+    /// anything happened (frames in or out, timers, socket work, transmissions of loaned
+    /// payloads completed), so callers can idle otherwise.
     pub fn poll(&mut self, now: Instant) -> Result<bool, IfaceError> {
-        self.ext.poll_completions(&mut self.nic, &mut self.sockets);
+        let completed = self.ext.poll_completions(&mut self.nic, &mut self.sockets);
         let mut burst = std::mem::take(&mut self.rx_burst);
         let received = self.nic.receive(now, &mut burst, self.cfg.burst)?;
         for frame in burst.drain(..) {
@@ -210,7 +212,7 @@ impl<N: Nic> Interface<N> {
         self.dispatch_list = list;
 
         let sent = self.flush_tx(now)?;
-        Ok(received > 0 || timers_fired || dispatched || sent > 0)
+        Ok(received > 0 || timers_fired || dispatched || sent > 0 || completed > 0)
     }
 
     /// The next time `poll` has timer work, if any (callers may sleep until then, or until the

@@ -1,11 +1,24 @@
 //! Work waiting for ARP: connections whose next hop is unresolved, and a few frames (UDP, ICMP)
-//! held per address. Bounded: beyond `hold` frames per address, new ones are dropped.
+//! held per address, complete or as headers plus a loaned payload. Bounded: beyond `hold` frames
+//! per address, new ones are dropped.
 
 use std::collections::HashMap;
 use std::net::Ipv4Addr;
 
 use super::socket_set::SocketHandle;
 use crate::nic::PacketBuf;
+use crate::tcp::TxPayload;
+
+/// A UDP datagram sent by reference: its headers and the payload loaned by `socket`.
+#[derive(Debug)]
+pub struct LoanedDatagram {
+    /// The UDP socket the payload goes back to.
+    pub socket: SocketHandle,
+    /// Ethernet, IPv4 and UDP headers (destination MAC filled in when resolved).
+    pub headers: PacketBuf,
+    /// The payload, sent from where it lies.
+    pub payload: Box<dyn TxPayload>,
+}
 
 /// What waits for one address.
 #[derive(Debug, Default)]
@@ -14,6 +27,14 @@ pub struct Waiting {
     pub sockets: Vec<SocketHandle>,
     /// Complete frames whose destination MAC is filled in once resolved.
     pub frames: Vec<PacketBuf>,
+    /// Datagrams with loaned payloads, likewise.
+    pub datagrams: Vec<LoanedDatagram>,
+}
+
+impl Waiting {
+    fn held(&self) -> usize {
+        self.frames.len() + self.datagrams.len()
+    }
 }
 
 /// All addresses being resolved.
@@ -50,10 +71,20 @@ impl PendingNeighbors {
     /// Holds a frame for `ip`; gives it back when the hold is full.
     pub fn add_frame(&mut self, ip: Ipv4Addr, frame: PacketBuf) -> Result<(), PacketBuf> {
         let w = self.by_ip.entry(ip).or_default();
-        if w.frames.len() >= self.hold {
+        if w.held() >= self.hold {
             return Err(frame);
         }
         w.frames.push(frame);
+        Ok(())
+    }
+
+    /// Holds a datagram with a loaned payload for `ip`; gives it back when the hold is full.
+    pub fn add_datagram(&mut self, ip: Ipv4Addr, datagram: LoanedDatagram) -> Result<(), LoanedDatagram> {
+        let w = self.by_ip.entry(ip).or_default();
+        if w.held() >= self.hold {
+            return Err(datagram);
+        }
+        w.datagrams.push(datagram);
         Ok(())
     }
 

@@ -364,5 +364,8 @@ impl<N: Nic> Interface<N> {
             }
             self.enqueue_frame(frame);
         }
+        for datagram in waiting.datagrams {
+            self.queue_loaned_datagram(mac, datagram);
+        }
     }
 }

@@ -23,7 +23,7 @@ const TTL: u8 = 64;
 
 /// Writes Ethernet + IPv4 headers for an L4 payload of `l4_len` bytes into the front of `frame`.
 #[allow(clippy::too_many_arguments)]
-fn emit_eth_ipv4(
+pub(super) fn emit_eth_ipv4(
     frame: &mut [u8],
     src_mac: EthernetAddress,
     dst_mac: EthernetAddress,
@@ -377,6 +377,9 @@ impl<N: Nic> Interface<N> {
                     let Some(waiting) = self.pending.take(ip) else { continue };
                     for _ in &waiting.frames {
                         self.counters.drop(DropReason::Unresolved);
+                    }
+                    for datagram in waiting.datagrams {
+                        self.drop_loaned_datagram(datagram);
                     }
                     for h in waiting.sockets {
                         if let Some(sock) = self.sockets.tcp_mut(h) {

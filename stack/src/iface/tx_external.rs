@@ -7,13 +7,17 @@
 //! back to the application only when all its bytes are acknowledged AND none of its transmissions
 //! is in flight. A connection freed with transmissions in flight leaves its loans here
 //! ("orphans") until their last completion, so no payload is released while the NIC reads it.
+//!
+//! A UDP datagram's loaned payload is held here, by its token, until its one transmission
+//! completes; then it goes back to its socket (or is dropped if the socket is gone).
 
 use std::collections::HashMap;
 
+use super::neighbor::LoanedDatagram;
 use super::socket_set::{SocketHandle, SocketSet};
 use super::Counters;
-use crate::nic::{ExternalFrame, Nic, NicError};
-use crate::tcp::{Loan, LoanId};
+use crate::nic::{ExternalFrame, ExternalPayload, Nic, NicError};
+use crate::tcp::{Loan, LoanId, TxPayload};
 use crate::time::Instant;
 
 /// External-payload frames queued for the NIC and the transmissions it has not completed.
@@ -21,20 +25,50 @@ use crate::time::Instant;
 pub(super) struct ExternalTx {
     /// Frames not yet taken by the NIC, in order.
     pub(super) queue: Vec<ExternalFrame>,
-    /// Token of each transmission in flight -> the loan it references.
-    tokens: HashMap<u64, (SocketHandle, LoanId)>,
+    /// Token of each transmission in flight -> what it references.
+    tokens: HashMap<u64, InFlight>,
     next_token: u64,
     /// Loans of freed connections, kept until their transmissions complete.
     orphans: HashMap<LoanId, Loan>,
     done: Vec<u64>,
 }
 
+/// What one transmission in flight references.
+#[derive(Debug)]
+enum InFlight {
+    /// A loan of the TCP connection `h` (which keeps the payload).
+    Segment(SocketHandle, LoanId),
+    /// The payload of a datagram of the UDP socket `h`, held here until completion.
+    Datagram(SocketHandle, Box<dyn TxPayload>),
+}
+
 impl ExternalTx {
     /// A token for a new transmission referencing `loan` of the connection `h`.
     pub(super) fn register(&mut self, h: SocketHandle, loan: LoanId) -> u64 {
+        self.register_in_flight(InFlight::Segment(h, loan))
+    }
+
+    /// Queues a datagram for the NIC, its payload held here until the transmission completes.
+    /// Gives the datagram back if its payload has no address (cannot happen for a slice).
+    pub(super) fn push_datagram(&mut self, datagram: LoanedDatagram) -> Result<(), LoanedDatagram> {
+        let bytes = datagram.payload.bytes();
+        let (addr, len) = (bytes.as_ptr(), bytes.len());
+        // SAFETY: the payload declared itself sendable by reference (`TxPayload::by_reference`):
+        // its bytes stay mapped and unmodified while it is held, and it is held in `tokens`
+        // below until the NIC reports this token complete.
+        let Some(external) = (unsafe { ExternalPayload::new(addr, len, self.next_token) }) else {
+            return Err(datagram);
+        };
+        let LoanedDatagram { socket, headers, payload } = datagram;
+        self.register_in_flight(InFlight::Datagram(socket, payload));
+        self.queue.push(ExternalFrame { headers, payload: external });
+        Ok(())
+    }
+
+    fn register_in_flight(&mut self, what: InFlight) -> u64 {
         let token = self.next_token;
         self.next_token = self.next_token.wrapping_add(1);
-        self.tokens.insert(token, (h, loan));
+        self.tokens.insert(token, what);
         token
     }
 
@@ -74,16 +108,27 @@ impl ExternalTx {
         Ok(sent)
     }
 
-    /// Collects the NIC's completions and credits them to the loans they referenced.
-    pub(super) fn poll_completions<N: Nic>(&mut self, nic: &mut N, sockets: &mut SocketSet) {
+    /// Collects the NIC's completions and credits them to the loans they referenced; returns
+    /// how many there were.
+    pub(super) fn poll_completions<N: Nic>(&mut self, nic: &mut N, sockets: &mut SocketSet) -> usize {
         if self.tokens.is_empty() {
-            return;
+            return 0;
         }
-        nic.poll_tx_completions(&mut self.done);
+        let n = nic.poll_tx_completions(&mut self.done);
         for token in self.done.drain(..) {
-            let Some((h, loan)) = self.tokens.remove(&token) else {
-                log::error!("completion of unknown external transmission {token}");
-                continue;
+            let (h, loan) = match self.tokens.remove(&token) {
+                Some(InFlight::Segment(h, loan)) => (h, loan),
+                Some(InFlight::Datagram(h, payload)) => {
+                    // A socket closed meanwhile drops the payload: the NIC no longer reads it.
+                    if let Some(u) = sockets.udp_mut(h) {
+                        u.loan_returned(payload);
+                    }
+                    continue;
+                }
+                None => {
+                    log::error!("completion of unknown external transmission {token}");
+                    continue;
+                }
             };
             if let Some(orphan) = self.orphans.get_mut(&loan) {
                 if orphan.complete_one() {
@@ -97,5 +142,6 @@ impl ExternalTx {
                 log::error!("external transmission {token} completed for a loan nobody holds");
             }
         }
+        n
     }
 }

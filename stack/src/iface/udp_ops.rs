@@ -12,8 +12,8 @@ use crate::time::Instant;
 use crate::udp::UdpSocket;
 use crate::wire::{EthernetAddress, Icmpv4Repr, UdpPacket, UdpRepr};
 
-const ETH_IP_LEN: usize = 14 + 20;
-const UDP_LEN: usize = 8;
+pub(super) const ETH_IP_LEN: usize = 14 + 20;
+pub(super) const UDP_LEN: usize = 8;
 
 /// An ICMP echo reply received for one of our pings.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -31,13 +31,13 @@ pub struct PingReply {
 }
 
 /// Where a frame to `dst` can go now.
-enum Route {
+pub(super) enum Route {
     Now(EthernetAddress),
     Later(Ipv4Addr, bool),
 }
 
 impl<N: Nic> Interface<N> {
-    fn route(&mut self, now: Instant, dst: Ipv4Addr) -> Result<Route, SocketError> {
+    pub(super) fn route(&mut self, now: Instant, dst: Ipv4Addr) -> Result<Route, SocketError> {
         if dst.is_broadcast() {
             return Ok(Route::Now(EthernetAddress::BROADCAST));
         }
@@ -110,12 +110,29 @@ impl<N: Nic> Interface<N> {
         }
     }
 
-    fn udp_socket(&mut self, h: SocketHandle) -> Result<&mut UdpSocket, SocketError> {
+    pub(super) fn udp_socket(&mut self, h: SocketHandle) -> Result<&mut UdpSocket, SocketError> {
         match self.sockets.get_mut(h) {
             Some(Socket::Udp(u)) => Ok(u),
             Some(_) => Err(SocketError::NotSupported),
             None => Err(SocketError::BadHandle),
         }
+    }
+
+    /// The source port and destination of a datagram of `len` bytes from `h` (to `dst`, or to
+    /// the connected peer when `dst` is `None`), if it can be sent.
+    pub(super) fn udp_destination(
+        &mut self,
+        h: SocketHandle,
+        dst: Option<SocketAddrV4>,
+        len: usize,
+    ) -> Result<(u16, SocketAddrV4), SocketError> {
+        let mtu = self.caps.mtu;
+        let sock = self.udp_socket(h)?;
+        let dst = dst.or(sock.peer()).ok_or(SocketError::NotConnected)?;
+        if UDP_LEN + len + 20 > mtu {
+            return Err(SocketError::MessageTooLong);
+        }
+        Ok((sock.port(), dst))
     }
 
     /// Sends one datagram (to `dst`, or to the connected peer when `dst` is `None`).
@@ -126,12 +143,7 @@ impl<N: Nic> Interface<N> {
         data: &[u8],
         dst: Option<SocketAddrV4>,
     ) -> Result<usize, SocketError> {
-        let sock = self.udp_socket(h)?;
-        let src_port = sock.port();
-        let dst = dst.or(sock.peer()).ok_or(SocketError::NotConnected)?;
-        if UDP_LEN + data.len() + 20 > self.caps.mtu {
-            return Err(SocketError::MessageTooLong);
-        }
+        let (src_port, dst) = self.udp_destination(h, dst, data.len())?;
         let mut buf = self.nic.alloc_tx().map_err(|_| SocketError::WouldBlock)?;
         let l4_len = UDP_LEN + data.len();
         let frame = buf.append(ETH_IP_LEN + l4_len).ok_or(SocketError::MessageTooLong)?;

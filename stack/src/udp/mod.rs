@@ -1,12 +1,14 @@
 //! UDP sockets: a bound port, an optional connected peer, and a bounded queue of received
 //! datagrams, each kept in the buffer it arrived in unless it fills less than half of it: a
 //! small datagram is copied into a buffer of its own size, so a flood of tiny datagrams holds
-//! about their bytes, not a NIC buffer (2 KiB, or a DPDK mbuf) each.
+//! about their bytes, not a NIC buffer (2 KiB, or a DPDK mbuf) each. Datagrams sent from a
+//! loaned payload (`Interface::udp_send_loaned`) come back here once the NIC is done with them.
 
 use std::collections::VecDeque;
 use std::net::SocketAddrV4;
 
 use crate::nic::PacketBuf;
+use crate::tcp::TxPayload;
 
 /// A UDP socket's state.
 #[derive(Debug)]
@@ -15,12 +17,14 @@ pub struct UdpSocket {
     peer: Option<SocketAddrV4>,
     rx: VecDeque<(SocketAddrV4, PacketBuf)>,
     capacity: usize,
+    /// Loaned payloads of sent (or dropped) datagrams, for the application to take back.
+    returned: Vec<Box<dyn TxPayload>>,
 }
 
 impl UdpSocket {
     /// A socket bound to `port`, queueing at most `capacity` datagrams.
     pub fn new(port: u16, capacity: usize) -> Self {
-        UdpSocket { port, peer: None, rx: VecDeque::new(), capacity }
+        UdpSocket { port, peer: None, rx: VecDeque::new(), capacity, returned: Vec::new() }
     }
 
     /// The bound port.
@@ -61,6 +65,16 @@ impl UdpSocket {
     /// True when a datagram waits.
     pub fn can_recv(&self) -> bool {
         !self.rx.is_empty()
+    }
+
+    /// Hands a loaned payload back: its datagram left (or was dropped) and nothing reads it now.
+    pub fn loan_returned(&mut self, payload: Box<dyn TxPayload>) {
+        self.returned.push(payload);
+    }
+
+    /// The loaned payloads handed back since the last call.
+    pub fn take_returned(&mut self) -> std::vec::Drain<'_, Box<dyn TxPayload>> {
+        self.returned.drain(..)
     }
 }
 

@@ -200,6 +200,33 @@ impl UdpRepr {
         };
         set_u16(buf, offs::CHECKSUM, value);
     }
+
+    /// Writes the 8-byte header of a datagram whose `payload_len` payload bytes lie elsewhere
+    /// (sent by reference after these headers) and sum to `payload_sum` ([`checksum::data`]).
+    /// The checksum is always computed in software. Panics if the buffer is shorter than 8.
+    pub fn emit_header<T: AsRef<[u8]> + AsMut<[u8]>>(
+        &self,
+        packet: &mut UdpPacket<T>,
+        src: Ipv4Addr,
+        dst: Ipv4Addr,
+        payload_len: usize,
+        payload_sum: u16,
+    ) {
+        let len = self.buffer_len(payload_len);
+        debug_assert!(len <= usize::from(u16::MAX));
+        let buf = &mut packet.buffer.as_mut()[..HEADER_LEN];
+        set_u16(buf, offs::SRC_PORT, self.src_port);
+        set_u16(buf, offs::DST_PORT, self.dst_port);
+        set_u16(buf, offs::LENGTH, len as u16);
+        set_u16(buf, offs::CHECKSUM, 0);
+        let pseudo = checksum::pseudo_header(src, dst, IpProtocol::Udp, len as u32);
+        // The header is 8 bytes (even): the sums of header and payload simply combine.
+        let value = match !checksum::combine(&[pseudo, checksum::data(buf), payload_sum]) {
+            0 => 0xffff,
+            v => v,
+        };
+        set_u16(buf, offs::CHECKSUM, value);
+    }
 }
 
 #[cfg(test)]
@@ -240,6 +267,22 @@ mod tests {
         assert_eq!(out, bytes);
         assert_eq!(repr.header_len(), 8);
         assert_eq!(repr.buffer_len(9), 17);
+    }
+
+    #[test]
+    fn header_for_a_payload_elsewhere_matches_the_whole_datagram() {
+        let bytes = datagram();
+        let repr = UdpRepr { src_port: 53000, dst_port: 53 };
+        let payload = b"slimtcp!\n";
+        let mut header = [0u8; 8];
+        repr.emit_header(
+            &mut UdpPacket::new_unchecked(&mut header[..]),
+            SRC,
+            DST,
+            9,
+            checksum::data(payload),
+        );
+        assert_eq!(header[..], bytes[..8]);
     }
 
     #[test]
