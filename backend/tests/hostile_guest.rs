@@ -191,3 +191,40 @@ fn zero_copy_send_returns_the_chain_only_after_the_ack_and_data_arrives_with_one
     run_until(&mut b, &rings, &mem, &mut [&mut p0], &mut seen, |s| error_of(&s[0], 6).is_some());
     assert_eq!(error_of(&seen[0], 6), Some(Errno::EINVAL), "more credit than outstanding");
 }
+
+#[test]
+fn a_control_queue_flood_and_unusable_receive_buffers_are_served_a_bounded_amount_per_step() {
+    use slimtcp_vhost::engine::{BAD_RX_BUFFERS_PER_SEARCH, CONTROL_PER_STEP};
+    let mem = Arc::new(guest_memory());
+    let mut b = bench(1, None);
+    let mut p0 = PairDriver::new(&mem, 0, QSIZE, 0);
+    let mut ctrl = common::Ring::new(&mem, 2, QSIZE);
+    let rings = LocalRings::new(vec![p0.rx.queue(), p0.tx.queue(), ctrl.queue()]);
+    // 100 control requests (a class and command without an ack: answered with length 0) and
+    // 100 device-readable receive buffers ahead of a usable one (the test rings hold 129 used
+    // entries before they run into the next ring).
+    let (a, _) = p0.data(&[0u8; 8]);
+    for _ in 0..100 {
+        ctrl.add_raw(&[(a, 8, 0, None)]);
+        p0.rx.add_raw(&[(a, 4096, 0, None)]);
+    }
+    p0.post(1, 2048);
+    p0.request(&hello(1), &[]);
+
+    b.step(&rings, &mem);
+    assert_eq!(ctrl.take_used().len(), CONTROL_PER_STEP, "control requests answered in one step");
+    let mut rx_used = p0.rx.take_used();
+    assert_eq!(rx_used.len(), BAD_RX_BUFFERS_PER_SEARCH, "unusable buffers returned in one step");
+    assert_eq!(b.engine.counters().bad_rx_buffers, BAD_RX_BUFFERS_PER_SEARCH as u64);
+
+    // Later steps finish both, and the hello's answer lands in the usable buffer.
+    for _ in 0..8 {
+        b.step(&rings, &mem);
+        rx_used.extend(p0.rx.take_used());
+    }
+    assert_eq!(ctrl.take_used().len(), 100 - CONTROL_PER_STEP);
+    let (empty, written): (Vec<(u16, u32)>, Vec<(u16, u32)>) =
+        rx_used.into_iter().partition(|(_, len)| *len == 0);
+    assert_eq!((empty.len(), written.len()), (100, 1), "100 returned unused, then the hello's answer");
+    assert_eq!(b.engine.counters().bad_rx_buffers, 100);
+}

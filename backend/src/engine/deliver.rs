@@ -11,7 +11,7 @@ use slimtcp_abi::{Done, Errno, RxMessage, MIN_RX_BUFFER};
 use virtio_queue::{Queue, QueueOwnedT};
 
 use super::chain::walk;
-use super::{errno_of, sock_id, Engine, GSock, Kind, Out, Phase, RX_PER_STEP};
+use super::{errno_of, sock_id, Engine, GSock, Kind, Out, Phase, BAD_RX_BUFFERS_PER_SEARCH, RX_PER_STEP};
 use crate::guest_mem::{GuestMem, GuestPayload, GuestWriter};
 use crate::queues::{self, Vrings};
 
@@ -36,6 +36,7 @@ impl<N: Nic> Engine<N> {
         }
         let mut returns: Vec<u16> = Vec::new();
         let mut wrote = 0usize;
+        let bad_before = self.counters.bad_rx_buffers;
         rings.with(2 * p, |q| {
             while wrote < RX_PER_STEP {
                 match self.pairs[p].pending.front() {
@@ -74,7 +75,10 @@ impl<N: Nic> Engine<N> {
                 }
             }
         });
-        if wrote > 0 {
+        // Unusable buffers given back count as work: the search for a usable one goes on in
+        // the next step rather than waiting for the guest's next kick.
+        let bad_returned = self.counters.bad_rx_buffers != bad_before;
+        if wrote > 0 || bad_returned {
             rings.notify(2 * p, mem);
         }
         if !returns.is_empty() {
@@ -94,12 +98,13 @@ impl<N: Nic> Engine<N> {
                 returns.clear();
             }
         }
-        wrote > 0 || !returns.is_empty()
+        wrote > 0 || bad_returned || !returns.is_empty()
     }
 
-    /// The next usable posted buffer (head, writable bytes); unusable ones are returned empty.
+    /// The next usable posted buffer (head, writable bytes); unusable ones are returned empty,
+    /// at most [`BAD_RX_BUFFERS_PER_SEARCH`] per call (then `None`: try again next step).
     fn next_rx_buffer(&mut self, q: &mut Queue, mem: &GuestMem) -> Option<(u16, usize)> {
-        loop {
+        for _ in 0..BAD_RX_BUFFERS_PER_SEARCH {
             let chain = queues::pop_head(q, mem)?;
             let head = chain.head_index();
             walk(chain, mem, true, self.cfg.limits.max_chain as usize, &mut self.walked);
@@ -110,15 +115,17 @@ impl<N: Nic> Engine<N> {
             self.counters.bad_rx_buffers += 1;
             queues::add_used(q, mem, head, 0);
         }
+        None
     }
 
-    /// Emits `msg`'s header and body (not its payload) into the scratch buffer.
+    /// Emits `msg`'s header and body (not its payload) into the scratch buffer, which grows to
+    /// the largest header (not to the payload: a data message may announce 64 MiB).
     fn emit_header(&mut self, msg: &RxMessage) -> usize {
-        let total = msg.total_len();
-        if self.scratch.len() < total {
-            self.scratch.resize(total, 0);
+        let wire = msg.wire_len();
+        if self.scratch.len() < wire {
+            self.scratch.resize(wire, 0);
         }
-        match msg.emit(&mut self.scratch[..total]) {
+        match msg.emit_header(&mut self.scratch[..wire]) {
             Ok(n) => n,
             Err(e) => {
                 log::error!("emitting {msg:?}: {e}");

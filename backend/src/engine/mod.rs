@@ -34,6 +34,12 @@ pub use chain::ChainFault;
 const REQUESTS_PER_STEP: usize = 64;
 /// Receive buffers filled per receive queue per step.
 const RX_PER_STEP: usize = 64;
+/// Control-queue requests answered per step (a guest refilling it forever still lets the rest
+/// of the step run).
+pub const CONTROL_PER_STEP: usize = 64;
+/// Unusable receive buffers (too small, faulty) returned per search for a usable one; past
+/// that, the message waits for the next step.
+pub const BAD_RX_BUFFERS_PER_SEARCH: usize = 64;
 /// Upper bound of a TCP listener's backlog.
 const MAX_BACKLOG: u32 = 4096;
 
@@ -275,6 +281,7 @@ pub struct Engine<N: Nic> {
     activity: Vec<Activity>,
     completed: Vec<Box<dyn TxPayload>>,
     walked: Walked,
+    /// Message headers being emitted, and datagrams copied (so at most `max_datagram` bytes).
     scratch: Vec<u8>,
     dma: GuestDma,
 }
@@ -469,7 +476,8 @@ impl<N: Nic> Engine<N> {
         let counters = &mut self.counters;
         let done = rings.with(idx, |q| {
             let mut n = 0;
-            while let Some(c) = queues::pop_head(q, mem) {
+            while n < CONTROL_PER_STEP {
+                let Some(c) = queues::pop_head(q, mem) else { break };
                 let head = c.head_index();
                 // A control request: [R] class, command, data... [W] ack (1 byte).
                 let mut len = 0;

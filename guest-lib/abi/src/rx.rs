@@ -410,6 +410,17 @@ impl RxMessage {
         if frame.len() < total {
             return Err(AbiError::BufferTooSmall { needed: total, got: frame.len() });
         }
+        self.emit_header(frame)
+    }
+
+    /// [`RxMessage::emit`] into `frame` without room for the payload: for a writer that puts the
+    /// header and the payload into the real buffer separately, and checked that buffer's size
+    /// against [`RxMessage::total_len`] itself. `frame` needs [`RxMessage::wire_len`] bytes.
+    pub fn emit_header(&self, frame: &mut [u8]) -> Result<usize, AbiError> {
+        let wire = self.wire_len();
+        if frame.len() < wire {
+            return Err(AbiError::BufferTooSmall { needed: wire, got: frame.len() });
+        }
         VirtioNetHdr::emit_rx(frame)?;
         let mut f = FieldsMut::new(frame, VIRTIO_NET_HDR_LEN, h::SIZE)?;
         f.put(h::MAGIC, &MAGIC);

@@ -106,6 +106,14 @@ fn a_data_event_spelled_out_byte_by_byte() {
     assert_eq!(RxMessage::parse(&expected), Ok(data));
     assert_eq!(&expected[data.payload_range()], b"hello");
     assert_eq!(data.payload_range().start, 40, "payload 8-byte aligned in an aligned buffer");
+    // The header alone, for a writer that places the payload itself: needs no room for it.
+    let big = RxMessage::Data { socket: SOCK, len: 64 << 20 };
+    let mut header = [0u8; 40];
+    assert_eq!(big.emit_header(&mut header), Ok(40));
+    assert_eq!(header[..32], expected[..32], "same bytes up to the length field");
+    assert_eq!(header[32..], [0, 0, 0, 4, 0, 0, 0, 0], "64 MiB, reserved");
+    assert!(big.emit(&mut header).is_err(), "emit insists on room for the payload");
+    assert!(big.emit_header(&mut header[..39]).is_err());
 }
 
 #[test]
