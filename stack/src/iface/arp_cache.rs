@@ -2,8 +2,11 @@
 //!
 //! Memory is bounded: resolved and pending entries together never exceed
 //! [`ArpConfig::capacity`]; making room evicts the entry touched longest ago (inserted, refreshed
-//! or first requested), whichever kind it is. The cache never sends anything: [`ArpCache::resolve`]
-//! tells the caller when to send a request, and [`ArpCache::next_deadline`] when to ask again.
+//! or first requested), whichever kind it is. A pending entry evicted that way is reported by
+//! [`ArpCache::take_evicted_pending`], so that whatever waited for it is released (it would
+//! otherwise wait forever: no retry is due for an address the cache forgot). The cache never
+//! sends anything: [`ArpCache::resolve`] tells the caller when to send a request, and
+//! [`ArpCache::next_deadline`] when to ask again.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::Duration;
@@ -72,6 +75,8 @@ pub struct ArpCache {
     /// (retry time, address) of every pending entry, earliest first.
     retries: BTreeSet<(Instant, Ipv4Addr)>,
     next_stamp: u64,
+    /// Pending entries evicted to make room, not yet taken.
+    evicted_pending: Vec<Ipv4Addr>,
 }
 
 impl ArpCache {
@@ -84,6 +89,7 @@ impl ArpCache {
             by_age: BTreeMap::new(),
             retries: BTreeSet::new(),
             next_stamp: 0,
+            evicted_pending: Vec::new(),
         }
     }
 
@@ -145,6 +151,22 @@ impl ArpCache {
         }
     }
 
+    /// Addresses whose resolution was in progress when they were evicted to make room (each
+    /// once), for the caller to release what waited for them.
+    pub fn take_evicted_pending(&mut self) -> Vec<Ipv4Addr> {
+        std::mem::take(&mut self.evicted_pending)
+    }
+
+    /// True when a resolution of `ip` is in progress.
+    pub fn is_pending(&self, ip: Ipv4Addr) -> bool {
+        matches!(self.entries.get(&ip), Some(Entry { state: State::Pending { .. }, .. }))
+    }
+
+    /// True when [`take_evicted_pending`](Self::take_evicted_pending) has something.
+    pub fn has_evicted_pending(&self) -> bool {
+        !self.evicted_pending.is_empty()
+    }
+
     /// The earliest time at which a pending request is due for a retry (or failure), if any.
     pub fn next_deadline(&self) -> Option<Instant> {
         self.retries.first().map(|&(at, _)| at)
@@ -170,6 +192,9 @@ impl ArpCache {
                 break;
             };
             let oldest = *oldest;
+            if self.is_pending(oldest) {
+                self.evicted_pending.push(oldest);
+            }
             self.remove(oldest);
         }
         let stamp = self.next_stamp;
@@ -247,6 +272,20 @@ mod tests {
         c.insert(ip(1), MAC_B, secs(50));
         assert_eq!(c.lookup(ip(1), secs(100)), Some(MAC_B));
         assert_eq!(c.len(), 1);
+    }
+
+    #[test]
+    fn an_evicted_pending_entry_is_reported_once() {
+        let mut c = ArpCache::new(ArpConfig { capacity: 2, ..ArpConfig::default() });
+        assert_eq!(c.resolve(ip(1), ms(0)), Resolution::SendRequest);
+        c.insert(ip(2), MAC_A, ms(1));
+        assert!(!c.has_evicted_pending());
+        assert_eq!(c.resolve(ip(3), ms(2)), Resolution::SendRequest);
+        assert_eq!(c.take_evicted_pending(), vec![ip(1)], "the oldest, pending, made room");
+        assert!(!c.is_pending(ip(1)));
+        assert_eq!(c.resolve(ip(4), ms(3)), Resolution::SendRequest);
+        assert!(c.take_evicted_pending().is_empty(), "a resolved entry's eviction is not reported");
+        assert!(c.is_pending(ip(3)) && c.is_pending(ip(4)));
     }
 
     #[test]

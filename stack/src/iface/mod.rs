@@ -172,6 +172,12 @@ impl<N: Nic> Interface<N> {
         self.ext.in_flight()
     }
 
+    /// Addresses being resolved with frames or connections waiting for them (at most the ARP
+    /// cache's capacity after a poll).
+    pub fn neighbors_pending(&self) -> usize {
+        self.pending.len()
+    }
+
     /// Live sockets of all kinds.
     pub fn socket_count(&self) -> usize {
         self.sockets.len()

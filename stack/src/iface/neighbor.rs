@@ -55,6 +55,11 @@ impl PendingNeighbors {
         self.by_ip.is_empty()
     }
 
+    /// Number of addresses something waits for.
+    pub fn len(&self) -> usize {
+        self.by_ip.len()
+    }
+
     /// Addresses being resolved.
     pub fn addresses(&self) -> Vec<Ipv4Addr> {
         self.by_ip.keys().copied().collect()

@@ -365,6 +365,9 @@ impl<N: Nic> Interface<N> {
 
     /// Resends ARP requests that are due and fails what could not be resolved.
     pub(super) fn retry_neighbors(&mut self, now: Instant) {
+        if self.arp.has_evicted_pending() {
+            self.release_evicted_neighbors();
+        }
         if self.pending.is_empty() || self.arp.next_deadline().is_none_or(|t| t > now) {
             return;
         }
@@ -387,6 +390,31 @@ impl<N: Nic> Interface<N> {
                             Self::schedule_dispatch(&mut self.dispatch_list, sock, h);
                         }
                     }
+                }
+            }
+        }
+    }
+
+    /// The cache forgot resolutions in progress to make room (more addresses pending than it
+    /// holds, `ArpConfig::capacity`): they fail as if unanswered. Held frames are dropped
+    /// (counted) and waiting connections fail with `Unreachable`; starting them over instead
+    /// would evict others in turn and broadcast ARP requests at the poll rate.
+    fn release_evicted_neighbors(&mut self) {
+        for ip in self.arp.take_evicted_pending() {
+            if self.arp.is_pending(ip) {
+                continue; // Asked for again meanwhile: what waits belongs to the new request.
+            }
+            let Some(waiting) = self.pending.take(ip) else { continue };
+            for _ in &waiting.frames {
+                self.counters.drop(DropReason::Unresolved);
+            }
+            for datagram in waiting.datagrams {
+                self.drop_loaned_datagram(datagram);
+            }
+            for h in waiting.sockets {
+                if let Some(sock) = self.sockets.tcp_mut(h) {
+                    sock.conn.fail_with(ConnError::Unreachable);
+                    Self::schedule_dispatch(&mut self.dispatch_list, sock, h);
                 }
             }
         }
