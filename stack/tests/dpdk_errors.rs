@@ -6,7 +6,10 @@
 mod dpdk_common;
 
 use dpdk_common::*;
-use slimtcp::nic::dpdk::{create_ring_pair, DpdkNic, Eal, EalError, MempoolConfig, PortConfig, PortError};
+use slimtcp::nic::dpdk::{
+    create_ring_pair, create_vdev, remove_vdev, DpdkNic, Eal, EalError, Mempool, MempoolConfig, PortConfig,
+    PortError,
+};
 
 fn one_line(e: &dyn std::error::Error) -> String {
     let msg = e.to_string();
@@ -92,6 +95,16 @@ fn port_errors_are_values_with_clear_messages() {
     one_line(&e);
     let _b = DpdkNic::open(eal, &PortConfig::new(&rb)).expect("the other end opens");
     drop(nic);
+
+    // A device made, opened, closed and removed again and again (a tenant whose VMM keeps
+    // reconnecting): its queue's pool is made once and reused (pools are never freed).
+    let pools = Mempool::created();
+    for round in 0..20 {
+        create_vdev(eal, "net_null_reopen", "").expect("null device");
+        drop(DpdkNic::open(eal, &PortConfig::new("net_null_reopen")).expect("port opens"));
+        remove_vdev(eal, "net_null_reopen").expect("removed");
+        assert_eq!(Mempool::created(), pools + 1, "round {round}: one pool for the one queue");
+    }
 }
 
 /// A VMM may declare a huge (sparse) guest memory region: registering it would make DPDK keep a

@@ -2,11 +2,15 @@
 //!
 //! A pool lives until the process exits: mbufs anywhere (in the stack, in NIC rings, in another
 //! port's rings over `net_ring`) point into it, so freeing it early could never be made safe.
-//! Pools are created per NIC queue, so their number is bounded by the configuration.
+//! Instead a queue's pool is kept for the next opening of the same queue
+//! ([`Mempool::for_queue`]): a port opened again (a tenant's VMM reconnecting, a retry after a
+//! failed set-up) gets its pools back, so their number is bounded by the configured queues, not
+//! by how often ports are opened.
 
 use std::ffi::CString;
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Mutex;
 
 use dpdk_sys as sys;
 
@@ -79,6 +83,19 @@ unsafe impl Sync for Mempool {}
 
 static POOL_SEQ: AtomicU32 = AtomicU32::new(0);
 
+/// A queue's pool, kept for the queue's next opening.
+#[derive(Debug)]
+struct QueuePool {
+    device: String,
+    queue: u16,
+    config: MempoolConfig,
+    socket: Option<i32>,
+    pool: Mempool,
+}
+
+/// Every queue pool made so far, by device and queue.
+static QUEUE_POOLS: Mutex<Vec<QueuePool>> = Mutex::new(Vec::new());
+
 impl Mempool {
     /// Creates a pool on NUMA `socket` (`None`: any) named from `tag` (kept short: DPDK limits
     /// pool names to 26 characters).
@@ -110,6 +127,33 @@ impl Mempool {
             )
         };
         NonNull::new(mp).map(Mempool).ok_or_else(|| fail(sys::strerror(sys::errno())))
+    }
+
+    /// The pool of receive queue `queue` of `device`: the one made for an earlier opening of
+    /// that queue with the same sizing and NUMA socket, or a new one.
+    pub fn for_queue(
+        eal: &Eal,
+        device: &str,
+        queue: u16,
+        config: &MempoolConfig,
+        socket: Option<i32>,
+    ) -> Result<Self, MempoolError> {
+        // A panic elsewhere while holding the lock left the list itself intact.
+        let mut pools = QUEUE_POOLS.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let same = |p: &&QueuePool| {
+            p.device == device && p.queue == queue && p.config == *config && p.socket == socket
+        };
+        if let Some(p) = pools.iter().find(same) {
+            return Ok(p.pool);
+        }
+        let pool = Self::create(eal, &format!("q{queue}"), config, socket)?;
+        pools.push(QueuePool { device: device.to_string(), queue, config: *config, socket, pool });
+        Ok(pool)
+    }
+
+    /// Pools created in this process so far.
+    pub fn created() -> u32 {
+        POOL_SEQ.load(Ordering::Relaxed)
     }
 
     /// The raw pool.

@@ -336,7 +336,7 @@ impl Port {
         let pool_config = MempoolConfig { ..config.mempool_config() };
         let mut pools = Vec::with_capacity(usize::from(config.queues));
         for q in 0..config.queues {
-            let pool = Mempool::create(eal, &format!("p{id}q{q}"), &pool_config, socket)?;
+            let pool = Mempool::for_queue(eal, device, q, &pool_config, socket)?;
             // SAFETY: configured port, queue index below the configured count, live pool; NULL
             // rxconf selects the driver's defaults plus the port-level offloads.
             let rc = unsafe {
