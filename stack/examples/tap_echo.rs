@@ -33,7 +33,7 @@ use std::time::Duration;
 
 use clap::Parser;
 use slimtcp::api::SocketError;
-use slimtcp::iface::{Interface, InterfaceConfig, SocketHandle};
+use slimtcp::iface::{Activity, Interface, InterfaceConfig, SocketHandle};
 use slimtcp::nic::tap::TapNic;
 use slimtcp::nic::Nic;
 use slimtcp::time::Instant;
@@ -169,51 +169,43 @@ impl Session {
         &self.pending[self.pending_off..]
     }
 
-    /// Moves as many bytes as possible; returns whether anything moved and whether to close.
-    fn serve<N: slimtcp::nic::Nic>(
-        &mut self,
-        iface: &mut Interface<N>,
-        h: SocketHandle,
-        buf: &mut [u8],
-    ) -> (bool, Fate) {
+    /// Moves as many bytes as possible; returns whether to close.
+    fn serve<N: slimtcp::nic::Nic>(&mut self, iface: &mut Interface<N>, h: SocketHandle, buf: &mut [u8]) -> Fate {
         match self.pump(iface, h, buf) {
-            Ok(progress) => {
-                let finished = self.eof && self.outstanding().is_empty();
-                (progress, if finished { Fate::Done } else { Fate::Open })
-            }
+            Ok(()) if self.eof && self.outstanding().is_empty() => Fate::Done,
+            Ok(()) => Fate::Open,
             Err(e) => {
                 self.error = Some(e);
-                (true, Fate::Done)
+                Fate::Done
             }
         }
     }
 
+    /// Sends what waits, then reads (and, for echo, queues back) what arrived.
     fn pump<N: slimtcp::nic::Nic>(
         &mut self,
         iface: &mut Interface<N>,
         h: SocketHandle,
         buf: &mut [u8],
-    ) -> Result<bool, SocketError> {
-        let mut progress = self.flush(iface, h)?;
+    ) -> Result<(), SocketError> {
+        self.flush(iface, h)?;
         while !self.eof && self.outstanding().len() < MAX_PENDING {
             let n = match iface.tcp_recv(h, buf) {
                 Ok(0) => {
                     self.eof = true;
-                    progress = true;
                     break;
                 }
                 Ok(n) => n,
                 Err(SocketError::WouldBlock) => break,
                 Err(e) => return Err(e),
             };
-            progress = true;
             self.received += n as u64;
             if self.service == Service::Echo {
                 self.pending.extend_from_slice(&buf[..n]);
                 self.flush(iface, h)?;
             }
         }
-        Ok(progress)
+        Ok(())
     }
 
     /// Queues outstanding echo bytes until the send buffer is full.
@@ -221,12 +213,10 @@ impl Session {
         &mut self,
         iface: &mut Interface<N>,
         h: SocketHandle,
-    ) -> Result<bool, SocketError> {
-        let mut progress = false;
+    ) -> Result<(), SocketError> {
         while !self.outstanding().is_empty() {
             match iface.tcp_send(h, self.outstanding()) {
                 Ok(n) => {
-                    progress = true;
                     self.pending_off += n;
                     self.sent += n as u64;
                 }
@@ -241,7 +231,7 @@ impl Session {
             self.pending.drain(..self.pending_off);
             self.pending_off = 0;
         }
-        Ok(progress)
+        Ok(())
     }
 
     fn log_close(&self) {
@@ -264,13 +254,16 @@ impl Session {
     }
 }
 
-/// The application: listeners, the UDP socket and every open connection.
+/// The application: listeners, the UDP socket and every open connection. Event-driven: after
+/// each poll it serves only the sockets the stack reports activity on ([`Interface::take_activity`]),
+/// so idle connections cost nothing however many there are.
 #[derive(Debug)]
 struct EchoServer {
     listeners: [(SocketHandle, Service); 2],
     udp: SocketHandle,
     sessions: HashMap<SocketHandle, Session>,
     buf: Vec<u8>,
+    activity: Vec<Activity>,
 }
 
 impl EchoServer {
@@ -278,50 +271,55 @@ impl EchoServer {
         let echo = iface.tcp_listen(ECHO_PORT, BACKLOG)?;
         let discard = iface.tcp_listen(DISCARD_PORT, BACKLOG)?;
         let udp = iface.udp_bind(ECHO_PORT)?;
+        // From now on the stack keeps the list of sockets with news.
+        let mut activity = Vec::new();
+        iface.take_activity(&mut activity);
         Ok(EchoServer {
             listeners: [(echo, Service::Echo), (discard, Service::Discard)],
             udp,
             sessions: HashMap::new(),
             buf: vec![0; READ_CHUNK.max(MAX_DATAGRAM)],
+            activity,
         })
     }
 
-    /// Serves everything that is ready; returns whether any work was done.
+    /// Serves the sockets with news; returns whether there were any.
     fn service<N: slimtcp::nic::Nic>(&mut self, iface: &mut Interface<N>, now: Instant) -> bool {
-        let accepted = self.accept_all(iface);
-        let tcp = self.serve_sessions(iface);
-        let udp = self.echo_datagrams(iface, now);
-        accepted || tcp || udp
-    }
-
-    fn accept_all<N: slimtcp::nic::Nic>(&mut self, iface: &mut Interface<N>) -> bool {
-        let mut any = false;
-        for (listener, service) in self.listeners {
-            while let Ok(h) = iface.tcp_accept(listener) {
-                any = true;
-                match iface.tcp_info(h) {
-                    Ok(info) => {
-                        log::debug!("{} connection from {}", service.name(), info.remote);
-                        self.sessions.insert(h, Session::new(service, info.remote));
-                    }
-                    Err(e) => log::warn!("accepted connection vanished: {e}"),
-                }
+        let mut activity = std::mem::take(&mut self.activity);
+        iface.take_activity(&mut activity);
+        let any = !activity.is_empty();
+        for a in activity.drain(..) {
+            if a.handle == self.udp {
+                self.echo_datagrams(iface, now);
+            } else if let Some(&(listener, service)) = self.listeners.iter().find(|(l, _)| *l == a.handle) {
+                self.accept_all(iface, listener, service);
+            } else {
+                self.serve_session(iface, a.handle);
             }
         }
+        self.activity = activity;
         any
     }
 
-    fn serve_sessions<N: slimtcp::nic::Nic>(&mut self, iface: &mut Interface<N>) -> bool {
-        let mut any = false;
-        let mut finished = Vec::new();
-        for (&h, session) in self.sessions.iter_mut() {
-            let (progress, fate) = session.serve(iface, h, &mut self.buf);
-            any |= progress;
-            if fate == Fate::Done {
-                finished.push(h);
+    /// Accepts every queued connection of `listener` and serves each once (data may have
+    /// arrived before the accept, which no later event reports).
+    fn accept_all<N: slimtcp::nic::Nic>(&mut self, iface: &mut Interface<N>, listener: SocketHandle, service: Service) {
+        while let Ok(h) = iface.tcp_accept(listener) {
+            match iface.tcp_info(h) {
+                Ok(info) => {
+                    log::debug!("{} connection from {}", service.name(), info.remote);
+                    self.sessions.insert(h, Session::new(service, info.remote));
+                    self.serve_session(iface, h);
+                }
+                Err(e) => log::warn!("accepted connection vanished: {e}"),
             }
         }
-        for h in finished {
+    }
+
+    /// Moves what session `h` can move now; closes it when it is done.
+    fn serve_session<N: slimtcp::nic::Nic>(&mut self, iface: &mut Interface<N>, h: SocketHandle) {
+        let Some(session) = self.sessions.get_mut(&h) else { return };
+        if session.serve(iface, h, &mut self.buf) == Fate::Done {
             if let Some(session) = self.sessions.remove(&h) {
                 session.log_close();
                 // The stack sends the FIN after the queued echo bytes and finishes on its own.
@@ -330,18 +328,14 @@ impl EchoServer {
                 }
             }
         }
-        any
     }
 
-    fn echo_datagrams<N: slimtcp::nic::Nic>(&mut self, iface: &mut Interface<N>, now: Instant) -> bool {
-        let mut any = false;
+    fn echo_datagrams<N: slimtcp::nic::Nic>(&mut self, iface: &mut Interface<N>, now: Instant) {
         while let Ok((n, from)) = iface.udp_recv_from(self.udp, &mut self.buf) {
-            any = true;
             if let Err(e) = iface.udp_send_to(now, self.udp, &self.buf[..n], Some(from)) {
                 log::warn!("UDP echo of {n} bytes to {from} dropped: {e}");
             }
         }
-        any
     }
 }
 
