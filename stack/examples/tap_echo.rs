@@ -170,7 +170,12 @@ impl Session {
     }
 
     /// Moves as many bytes as possible; returns whether to close.
-    fn serve<N: slimtcp::nic::Nic>(&mut self, iface: &mut Interface<N>, h: SocketHandle, buf: &mut [u8]) -> Fate {
+    fn serve<N: slimtcp::nic::Nic>(
+        &mut self,
+        iface: &mut Interface<N>,
+        h: SocketHandle,
+        buf: &mut [u8],
+    ) -> Fate {
         match self.pump(iface, h, buf) {
             Ok(()) if self.eof && self.outstanding().is_empty() => Fate::Done,
             Ok(()) => Fate::Open,
@@ -303,7 +308,12 @@ impl EchoServer {
 
     /// Accepts every queued connection of `listener` and serves each once (data may have
     /// arrived before the accept, which no later event reports).
-    fn accept_all<N: slimtcp::nic::Nic>(&mut self, iface: &mut Interface<N>, listener: SocketHandle, service: Service) {
+    fn accept_all<N: slimtcp::nic::Nic>(
+        &mut self,
+        iface: &mut Interface<N>,
+        listener: SocketHandle,
+        service: Service,
+    ) {
         while let Ok(h) = iface.tcp_accept(listener) {
             match iface.tcp_info(h) {
                 Ok(info) => {

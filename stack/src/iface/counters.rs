@@ -22,7 +22,7 @@ pub enum DropReason {
     NoSocket,
     /// A SYN for a listener whose backlog is full.
     BacklogFull,
-    /// The socket table is full.
+    /// The socket table is full (a SYN is answered with a RST).
     SocketLimit,
     /// A UDP socket's receive queue is full.
     UdpQueueFull,

@@ -305,7 +305,12 @@ impl<N: Nic> Interface<N> {
         syn: &TcpRepr,
     ) {
         if self.sockets.len() >= self.cfg.max_sockets {
-            return self.counters.drop(DropReason::SocketLimit);
+            // Refused out loud: the peer's connect fails at once instead of timing out.
+            self.counters.drop(DropReason::SocketLimit);
+            if let Some(rst) = reset_for_closed(syn, 0) {
+                self.send_tcp_control(src_mac, tuple, &rst);
+            }
+            return;
         }
         let Some(listener) = self.sockets.listener_mut(lh) else {
             return self.counters.drop(DropReason::NoSocket);

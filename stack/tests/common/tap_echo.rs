@@ -100,6 +100,43 @@ s.close()
 print(h.hexdigest(), n)
 "#;
 
+/// The tap_echo example running in a test namespace, its output read line by line.
+pub struct TapEcho {
+    /// The process (killed on drop).
+    pub server: ChildGuard,
+    /// Its stdout after the ready line.
+    pub stdout: mpsc::Receiver<String>,
+    /// Its stderr (the log).
+    pub stderr: mpsc::Receiver<String>,
+}
+
+impl TapEcho {
+    /// Starts tap_echo for `bed` on the device `device_args` select (`--tap NAME` or
+    /// `--dpdk 'EAL ARGS'`), with `extra` arguments, and waits for its ready line, which must
+    /// start with `ready`.
+    pub fn start(bed: &Testbed, device_args: &[&str], extra: &[&str], ready: &str) -> TapEcho {
+        let binary = tap_echo_binary();
+        let stack_ip = bed.stack_ip.to_string();
+        let (ip_arg, host_arg) = (format!("{stack_ip}/24"), format!("{}/24", bed.host_ip));
+        let mac_arg = bed.stack_mac.to_string();
+        let mut args = vec![binary.to_str().expect("UTF-8 path")];
+        args.extend_from_slice(device_args);
+        args.extend_from_slice(&["--ip", &ip_arg, "--host-ip", &host_arg, "--mac", &mac_arg]);
+        args.extend_from_slice(extra);
+        let mut cmd = bed.ns.command(&args);
+        cmd.env("RUST_LOG", "info").stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+        let mut server = ChildGuard::new(cmd.spawn().expect("start tap_echo"));
+        let stdout = lines_of(server.child().stdout.take().expect("stdout"));
+        let stderr = lines_of(server.child().stderr.take().expect("stderr"));
+        let line = stdout.recv_timeout(Duration::from_secs(10)).unwrap_or_else(|e| {
+            let log: Vec<String> = stderr.try_iter().collect();
+            panic!("tap_echo did not print its ready line ({e}); stderr: {log:?}")
+        });
+        assert!(line.starts_with(&format!("tap_echo: ready on {ready}")), "ready line: {line}");
+        TapEcho { server, stdout, stderr }
+    }
+}
+
 /// The tap_echo example serves a Linux client in `bed`'s namespace: 1 MiB TCP echo from Python
 /// (hash compared), 1 MiB to discard from nc, UDP echo, ping, 8 concurrent echo connections, and
 /// a clean exit on SIGTERM with each connection's byte counts in the log. `device_args` select the
@@ -108,23 +145,8 @@ pub fn tap_echo_serves_nc_and_python(bed: &Testbed, device_args: &[&str], ready:
     const PAYLOAD: usize = 1 << 20;
     const CONCURRENT: usize = 8;
     const CONCURRENT_BYTES: usize = 200_000;
-    let binary = tap_echo_binary();
     let stack_ip = bed.stack_ip.to_string();
-    let (ip_arg, host_arg) = (format!("{stack_ip}/24"), format!("{}/24", bed.host_ip));
-    let mac_arg = bed.stack_mac.to_string();
-    let mut args = vec![binary.to_str().expect("UTF-8 path")];
-    args.extend_from_slice(device_args);
-    args.extend_from_slice(&["--ip", &ip_arg, "--host-ip", &host_arg, "--mac", &mac_arg]);
-    let mut cmd = bed.ns.command(&args);
-    cmd.env("RUST_LOG", "info").stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
-    let mut server = ChildGuard::new(cmd.spawn().expect("start tap_echo"));
-    let stdout = lines_of(server.child().stdout.take().expect("stdout"));
-    let stderr = lines_of(server.child().stderr.take().expect("stderr"));
-    let line = stdout.recv_timeout(Duration::from_secs(10)).unwrap_or_else(|e| {
-        let log: Vec<String> = stderr.try_iter().collect();
-        panic!("tap_echo did not print its ready line ({e}); stderr: {log:?}")
-    });
-    assert!(line.starts_with(&format!("tap_echo: ready on {ready}")), "ready line: {line}");
+    let TapEcho { mut server, stderr, .. } = TapEcho::start(bed, device_args, &[], ready);
 
     // 1 MiB through TCP echo, from Python; the echo must be byte-identical.
     let mut payload = vec![0u8; PAYLOAD];
@@ -199,7 +221,7 @@ pub fn tap_echo_serves_nc_and_python(bed: &Testbed, device_args: &[&str], ready:
 
 /// Writes `len` bytes of stream `seed` on `stream` (from a second thread) while reading the echo;
 /// half-closes after the last byte. True when exactly the sent bytes came back.
-fn echo_once(stream: TcpStream, seed: u64, len: usize) -> std::io::Result<bool> {
+pub fn echo_once(stream: TcpStream, seed: u64, len: usize) -> std::io::Result<bool> {
     let mut data = vec![0u8; len];
     pattern(seed, 0, &mut data);
     stream.set_read_timeout(Some(Duration::from_secs(30)))?;
