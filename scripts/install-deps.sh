@@ -86,8 +86,13 @@ if command -v rustup >/dev/null 2>&1; then
             rustup component add "$comp"
         fi
     done
+    # Nightly: libFuzzer (scripts/fuzz.sh) and AddressSanitizer (make asan) need it.
+    if ! rustup run nightly rustc --version >/dev/null 2>&1; then
+        echo "install-deps: rustup toolchain install nightly"
+        rustup toolchain install nightly --profile minimal
+    fi
 else
-    echo "install-deps: rustup not found; install clippy and rustfmt yourself" >&2
+    echo "install-deps: rustup not found; install clippy, rustfmt and the nightly toolchain yourself" >&2
 fi
 
 if command -v cargo >/dev/null 2>&1; then
