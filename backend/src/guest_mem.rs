@@ -4,7 +4,9 @@
 use std::sync::Arc;
 
 use slimtcp::tcp::TxPayload;
-use vm_memory::{Address, GuestAddress, GuestMemoryBackend, GuestMemoryRegion, MemoryRegionAddress};
+use vm_memory::{
+    Address, GuestAddress, GuestMemoryBackend, GuestMemoryRegion, MemoryRegionAddress, VolatileSlice,
+};
 
 /// The guest memory type of the device (no dirty-page bitmap: LOG_SHMFD is not offered).
 pub type GuestMem = vm_memory::GuestMemoryMmap<()>;
@@ -31,6 +33,17 @@ pub struct HostSlice {
 // SAFETY: a HostSlice is an address range; whoever dereferences it guarantees the mapping is
 // alive (the memory guard or the `Arc` of the memory table it was translated from).
 unsafe impl Send for HostSlice {}
+
+impl HostSlice {
+    /// The range as vm-memory's view of memory another party (the guest) may access at the same
+    /// time; copies in and out go through it.
+    fn volatile(&self) -> VolatileSlice<'_> {
+        // SAFETY: the range was produced by `translate` from a memory table whose mapping the
+        // caller keeps alive while it uses the slice (the memory guard, or the `Arc` of the
+        // table); the guest's concurrent accesses are what a VolatileSlice is for.
+        unsafe { VolatileSlice::new(self.ptr, self.len) }
+    }
+}
 
 /// Translates `[addr, addr + len)` to host slices, one per memory region it crosses. Fails when
 /// any byte is outside guest memory or the end overflows.
@@ -64,12 +77,9 @@ pub fn read_into(slices: &[HostSlice], mut skip: usize, out: &mut [u8]) -> usize
             continue;
         }
         let n = (s.len - skip).min(out.len() - done);
-        // SAFETY: `s` was produced by `translate` from the current memory table, whose mapping
-        // the caller keeps alive (it holds the memory guard); `skip + n <= s.len`. Volatile-style
-        // byte copy from shared memory into our own buffer; the guest may race, which only
-        // changes the values read (they are validated afterwards, never read twice).
-        unsafe { std::ptr::copy_nonoverlapping(s.ptr.add(skip), out[done..].as_mut_ptr(), n) };
-        done += n;
+        // The guest may write these bytes meanwhile, which only changes the values read (they
+        // are validated afterwards, never read twice).
+        done += s.volatile().offset(skip).map_or(0, |v| v.copy_to(&mut out[done..done + n]));
         skip = 0;
     }
     done
@@ -116,10 +126,10 @@ impl<'a> GuestWriter<'a> {
         while !data.is_empty() && self.idx < self.slices.len() {
             let s = self.slices[self.idx];
             let n = (s.len - self.off).min(data.len());
-            // SAFETY: the slice comes from `translate` over the memory the caller keeps alive;
-            // `off + n <= s.len`; the buffer is device-writable and owned by the device until it
-            // is put on the used ring, and `data` is our own memory (no overlap).
-            unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), s.ptr.add(self.off), n) };
+            // The buffer is device-writable and the device's until it is put on the used ring.
+            if let Ok(v) = s.volatile().offset(self.off) {
+                v.copy_from(&data[..n]);
+            }
             data = &data[n..];
             self.off += n;
             self.written += n;
