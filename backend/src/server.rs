@@ -246,7 +246,11 @@ where
     let mut daemon = cfg
         .sandbox
         .run_confined(ThreadKind::Control, &launcher, || {
-            VhostUserDaemon::new(format!("{}-ctl", cfg.name), device.clone(), GuestMemoryAtomic::new(GuestMem::new()))
+            VhostUserDaemon::new(
+                format!("{}-ctl", cfg.name),
+                device.clone(),
+                GuestMemoryAtomic::new(GuestMem::new()),
+            )
         })?
         .map_err(ServerError::Daemon)?;
     let (vmm, _) = listener.accept().map_err(|source| ServerError::Accept { path: path.clone(), source })?;

@@ -75,7 +75,8 @@ fn serve_an_echo(tag: &str, extra: &[&str]) -> (Vec<(String, u32)>, String) {
         Duration::from_secs(60),
     )
     .expect("echo server");
-    let mut guest = GuestSockets::connect_vhost_user(&socket, GuestConfig::default()).expect("guest attaches");
+    let mut guest =
+        GuestSockets::connect_vhost_user(&socket, GuestConfig::default()).expect("guest attaches");
     e2e::echo_messages(&mut guest, SocketAddrV4::new([10, 72, 0, 1].into(), 7000), 3, 64, 4096);
     server.join().expect("echo server");
     // The connection's threads are all there while the guest is attached.
@@ -99,8 +100,14 @@ fn by_default_worker_and_control_threads_are_filtered_and_nothing_is_refused() {
     let (threads, log) = serve_an_echo("sbx-on", &[]);
     assert!(log.contains("sandbox: seccomp filters on worker and control threads"), "{log}");
     // Thread names are cut to 15 bytes by the kernel.
-    for name in ["tenant0-worker", "tenant0-ctl", "tenant0-relay-i", "tenant0-relay-o", "tenant0-watch", "vring_worker"]
-    {
+    for name in [
+        "tenant0-worker",
+        "tenant0-ctl",
+        "tenant0-relay-i",
+        "tenant0-relay-o",
+        "tenant0-watch",
+        "vring_worker",
+    ] {
         assert_eq!(mode_of(&threads, name), 2, "{name} runs under a seccomp filter: {threads:?}");
     }
     assert_eq!(mode_of(&threads, "slimtcp-vhost"), 0, "the set-up thread is not filtered");

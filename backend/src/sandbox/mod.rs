@@ -92,6 +92,9 @@ pub enum Sandbox {
     /// Seccomp filters on the worker and control threads (the default).
     #[default]
     Seccomp,
+    /// The control threads only: a DPDK tenant's worker, whose allow-list is not derived yet
+    /// (docs/operating.md, "Sandboxing").
+    ControlOnly,
     /// No filters (`--no-seccomp`; for debugging).
     Off,
 }
@@ -129,8 +132,7 @@ fn rule_map(list: Vec<allow::Allowed>) -> BTreeMap<i64, Vec<SeccompRule>> {
 }
 
 fn compile(kind: ThreadKind, list: Vec<allow::Allowed>) -> Result<BpfProgram, SandboxError> {
-    let miss = if std::env::var_os("SLIMTCP_SECCOMP_LEARN").is_some() { SeccompAction::Log } else { SeccompAction::Trap }; // LEARN-TMP
-    let filter = SeccompFilter::new(rule_map(list), miss, SeccompAction::Allow, arch()?)
+    let filter = SeccompFilter::new(rule_map(list), SeccompAction::Trap, SeccompAction::Allow, arch()?)
         .map_err(|source| SandboxError::Compile { kind, source })?;
     BpfProgram::try_from(filter).map_err(|source| SandboxError::Compile { kind, source })
 }
@@ -158,6 +160,22 @@ fn filters() -> Result<&'static Filters, SandboxError> {
         .map_err(|e| SandboxError::Unprepared(e.clone()))
 }
 
+/// glibc's malloc computes its arena limit lazily, the first time a thread needs a ninth arena,
+/// by reading `/sys/devices/system/cpu/online`: an `openat` a filtered thread must not make (seen
+/// as a refused call of a `vring_worker` thread). Setting the limit now, to glibc's own default
+/// of 8 arenas per CPU, means it never reads it.
+fn fix_malloc_arenas() {
+    #[cfg(target_env = "gnu")]
+    {
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let arenas = libc::c_int::try_from(8 * cpus).unwrap_or(libc::c_int::MAX);
+        // SAFETY: mallopt only sets a tunable of the allocator.
+        if unsafe { libc::mallopt(libc::M_ARENA_MAX, arenas) } != 1 {
+            log::debug!("mallopt(M_ARENA_MAX) failed; a filtered thread may be refused an openat");
+        }
+    }
+}
+
 impl Sandbox {
     /// Compiles the filters and installs the `SIGSYS` handler, so that a problem shows at start
     /// rather than at the first connection; installs the SIGBUS handler too ([`crate::sigbus`]),
@@ -167,6 +185,7 @@ impl Sandbox {
             return Ok(());
         }
         crate::sigbus::install()?;
+        fix_malloc_arenas();
         filters()?;
         trap::install().map_err(SandboxError::Handler)
     }
@@ -177,6 +196,7 @@ impl Sandbox {
             Sandbox::Seccomp => {
                 "sandbox: seccomp filters on worker and control threads (forbidden calls are logged and fail with EPERM; --no-seccomp turns them off)"
             }
+            Sandbox::ControlOnly => "sandbox: seccomp filters on control threads only",
             Sandbox::Off => "sandbox: off (--no-seccomp): threads are not filtered",
         }
     }
@@ -184,12 +204,14 @@ impl Sandbox {
     /// Installs the `kind` filter on the calling thread, for good (and on the threads it spawns
     /// from now on). Nothing when off.
     pub fn confine(self, kind: ThreadKind) -> Result<(), SandboxError> {
-        if self == Sandbox::Off {
+        if self == Sandbox::Off || (self == Sandbox::ControlOnly && kind == ThreadKind::Worker) {
             return Ok(());
         }
         let f = filters()?;
         trap::install().map_err(SandboxError::Handler)?;
-        let apply = |p: &BpfProgram| seccompiler::apply_filter(p).map_err(|source| SandboxError::Apply { kind, source });
+        let apply = |p: &BpfProgram| {
+            seccompiler::apply_filter(p).map_err(|source| SandboxError::Apply { kind, source })
+        };
         match kind {
             ThreadKind::Worker => apply(&f.worker),
             ThreadKind::Control => {

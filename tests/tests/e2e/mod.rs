@@ -81,8 +81,12 @@ impl Tenant {
         let socket = dir.join("vhost.sock");
         let mut iface = InterfaceConfig::new(MAC, GUEST_IP, 24);
         iface.max_sockets = 4096;
-        let cfg =
-            TenantConfig { socket: socket.clone(), iface, pairs, core: None, name: format!("e2e-{tag}"),
+        let cfg = TenantConfig {
+            socket: socket.clone(),
+            iface,
+            pairs,
+            core: None,
+            name: format!("e2e-{tag}"),
             sandbox: Sandbox::default(),
         };
         let stop = StopHandle::default();
