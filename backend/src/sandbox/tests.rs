@@ -78,7 +78,7 @@ fn a_worker_cannot_run_a_program_or_trace_one() {
 #[test]
 fn control_threads_may_spawn_threads_but_not_processes() {
     let (thread_ran, fork) = on_filtered_thread(Sandbox::Seccomp, ThreadKind::Control, "t-control", || {
-        let ran = std::thread::spawn(|| inet_socket()).join().expect("a thread of a control thread");
+        let ran = std::thread::spawn(inet_socket).join().expect("a thread of a control thread");
         // SAFETY: fork() is refused by the filter; should it not be, the child exits at once.
         let pid = unsafe { libc::fork() };
         if pid == 0 {
