@@ -20,6 +20,7 @@ PACKAGES=(
     cpio            # packs the VM guest's initramfs
     xz-utils        # unpacks the guest kernel's vmlinux from vmlinuz
     libvirt-clients # virt-xml-validate (+ libvirt0's schemas): tests/tests/vmm_configs.rs checks vmm-configs/libvirt/*.xml
+    strace          # deriving the backend's seccomp allow-lists (scripts/seccomp-syscalls.py, docs/operating.md)
     libxml2-utils   # xmllint, which virt-xml-validate runs (Debian 12's libvirt-clients does not depend on it)
 )
 

@@ -22,6 +22,7 @@ use crate::device::{DeviceError, NetDevice};
 use crate::engine::{Engine, EngineConfig, SessionReport};
 use crate::guest_mem::GuestMem;
 use crate::relay::{Relay, RelayError};
+use crate::sandbox::{Sandbox, SandboxError, ThreadKind};
 use crate::worker::{spawn_worker, WorkerError, WorkerExit};
 
 /// Idle polls spun before the worker starts yielding its core between polls.
@@ -67,6 +68,9 @@ pub enum ServerError {
     /// The worker could not be started.
     #[error("worker")]
     Worker(#[from] WorkerError),
+    /// The sandbox could not be prepared or a thread could not be filtered.
+    #[error("sandbox")]
+    Sandbox(#[from] SandboxError),
     /// The NIC could not be opened.
     #[error("opening the NIC: {0}")]
     Nic(String),
@@ -93,11 +97,13 @@ pub struct TenantConfig {
     pub core: Option<usize>,
     /// A name for logs and the worker thread.
     pub name: String,
+    /// Seccomp filters on the worker and control threads (docs/operating.md, "Sandboxing").
+    pub sandbox: Sandbox,
 }
 
 impl TenantConfig {
-    /// From a validated tenant of the command line.
-    pub fn from_spec(t: &TenantSpec) -> Self {
+    /// From a validated tenant of the command line, filtered as `sandbox` says.
+    pub fn from_spec(t: &TenantSpec, sandbox: Sandbox) -> Self {
         let mut iface = InterfaceConfig::new(t.mac, t.ip.addr, t.ip.prefix_len);
         iface.gateway = t.gateway;
         TenantConfig {
@@ -106,6 +112,7 @@ impl TenantConfig {
             pairs: t.queue_pairs,
             core: t.core,
             name: t.name.clone(),
+            sandbox,
         }
     }
 }
@@ -156,6 +163,7 @@ where
     R: FnMut(&SessionReport),
 {
     crate::worker::remember_affinity();
+    cfg.sandbox.prepare()?;
     let path = cfg.socket.display().to_string();
     // An existing file (a socket left by an earlier run) is replaced.
     let _ = std::fs::remove_file(&cfg.socket);
@@ -232,19 +240,26 @@ where
 {
     let path = cfg.socket.display().to_string();
     let device = NetDevice::new(cfg.pairs)?;
-    let mut daemon = VhostUserDaemon::new(
-        format!("{}-ctl", cfg.name),
-        device.clone(),
-        GuestMemoryAtomic::new(GuestMem::new()),
-    )
-    .map_err(ServerError::Daemon)?;
+    // The daemon's threads (its epoll threads now, its request thread at start) and the relay's
+    // are spawned under the control filter, which they inherit.
+    let launcher = format!("{}-launch", cfg.name);
+    let mut daemon = cfg
+        .sandbox
+        .run_confined(ThreadKind::Control, &launcher, || {
+            VhostUserDaemon::new(
+                format!("{}-ctl", cfg.name),
+                device.clone(),
+                GuestMemoryAtomic::new(GuestMem::new()),
+            )
+        })?
+        .map_err(ServerError::Daemon)?;
     let (vmm, _) = listener.accept().map_err(|source| ServerError::Accept { path: path.clone(), source })?;
     // The NIC first: a VMM that cannot be served is turned away before the relay starts.
     let the_iface = match iface.take() {
         Some(i) => i,
         None => Interface::new(make_nic().map_err(ServerError::Nic)?, cfg.iface.clone()),
     };
-    let relay = match connect_daemon(&mut daemon, vmm, &cfg.name, served) {
+    let relay = match connect_daemon(&mut daemon, vmm, cfg, &launcher, served) {
         Ok(r) => r,
         Err(e) => {
             *iface = Some(the_iface);
@@ -262,8 +277,15 @@ where
         let conn_stop = conn_stop.clone();
         let tenant_stop = stop.clone();
         let ended = EndGuard(worker_ended.clone());
+        let sandbox = cfg.sandbox;
         spawn_worker(&format!("{}-worker", cfg.name), cfg.core, move || {
             let _ended = ended;
+            // Pinned, and the NIC open: the rest is the data path.
+            if let Err(e) = sandbox.confine(ThreadKind::Worker) {
+                log::error!("{}; closing the connection", crate::error_chain(&e));
+                let report = engine.report();
+                return (Some(engine.into_interface()), report);
+            }
             run_worker(engine, &device, &conn_stop, &tenant_stop)
         })
     };
@@ -283,7 +305,12 @@ where
         let conn_stop = conn_stop.clone();
         let tenant_stop = stop.clone();
         let worker_ended = worker_ended.clone();
+        let sandbox = cfg.sandbox;
         std::thread::Builder::new().name(format!("{}-watch", cfg.name)).spawn(move || {
+            if let Err(e) = sandbox.confine(ThreadKind::Control) {
+                // Unfiltered, it still does its one job.
+                log::warn!("{}", crate::error_chain(&e));
+            }
             while !conn_stop.is_stopped() {
                 if worker_ended.is_stopped() || tenant_stop.is_stopped() {
                     if let Some(s) = &shutdown {
@@ -348,22 +375,27 @@ fn end_connection(daemon: &VhostUserDaemon<NetDevice>, device: &NetDevice, relay
 }
 
 /// Hands a VMM's connection to `daemon` through a [`Relay`]: the daemon accepts its end on a
-/// private abstract socket, the relay joins the two.
+/// private abstract socket, the relay joins the two. The daemon's request thread and the
+/// relay's threads start under the control filter (from the launcher thread `launcher`).
 fn connect_daemon(
     daemon: &mut VhostUserDaemon<NetDevice>,
     vmm: UnixStream,
-    tenant: &str,
+    cfg: &TenantConfig,
+    launcher: &str,
     connection: usize,
 ) -> Result<Relay, ServerError> {
+    let tenant = cfg.name.as_str();
     static NEXT: AtomicUsize = AtomicUsize::new(0);
     let unique = NEXT.fetch_add(1, Ordering::Relaxed);
     let name = format!("slimtcp-vhost.{}.{unique}.{tenant}.{connection}", std::process::id());
     let addr = SocketAddr::from_abstract_name(name.as_bytes()).map_err(ServerError::DaemonSocket)?;
     let private = UnixListener::bind_addr(&addr).map_err(ServerError::DaemonSocket)?;
     let daemon_end = UnixStream::connect_addr(&addr).map_err(ServerError::DaemonSocket)?;
-    // The connection is already queued: the daemon accepts it at once.
-    daemon.start(&mut Listener::from(private)).map_err(ServerError::Daemon)?;
-    Ok(Relay::spawn(tenant, vmm, daemon_end)?)
+    cfg.sandbox.run_confined(ThreadKind::Control, launcher, move || {
+        // The connection is already queued: the daemon accepts it at once.
+        daemon.start(&mut Listener::from(private)).map_err(ServerError::Daemon)?;
+        Ok(Relay::spawn(tenant, vmm, daemon_end)?)
+    })?
 }
 
 /// Sets its flag when dropped: on a worker's return and on its unwinding alike.

@@ -27,6 +27,7 @@ fn help_explains_every_option() {
         "--core",
         "--queues",
         "--tenant",
+        "--no-seccomp",
     ] {
         assert!(out.contains(opt), "--help lacks {opt}:\n{out}");
     }

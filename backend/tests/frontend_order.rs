@@ -15,6 +15,7 @@ use slimtcp::nic::memwire::{link, LinkConfig, MemwireNic};
 use slimtcp::wire::EthernetAddress;
 use slimtcp_abi::{Request, RequestBody, RxMessage, SocketId, Version};
 use slimtcp_vhost::device::DEVICE_FEATURES;
+use slimtcp_vhost::sandbox::Sandbox;
 use slimtcp_vhost::server::{serve_tenant, StopHandle, TenantConfig};
 use vhost::vhost_user::message::VhostUserVirtioFeatures;
 use vhost::vhost_user::VhostUserFrontend;
@@ -55,6 +56,7 @@ fn start_daemon(path: &Path, connections: usize) -> (StopHandle, std::thread::Jo
         pairs: PAIRS,
         core: None,
         name: "test".into(),
+        sandbox: Sandbox::default(),
     };
     let s = stop.clone();
     let t = std::thread::spawn(move || {

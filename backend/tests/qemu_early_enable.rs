@@ -22,6 +22,7 @@ use std::time::{Duration, Instant};
 use slimtcp::iface::InterfaceConfig;
 use slimtcp::nic::memwire::{link, LinkConfig, MemwireNic};
 use slimtcp::wire::EthernetAddress;
+use slimtcp_vhost::sandbox::Sandbox;
 use slimtcp_vhost::server::{serve_tenant, StopHandle, TenantConfig};
 
 const GET_FEATURES: u32 = 1;
@@ -78,6 +79,7 @@ fn qemu_net_enables_ring_0_before_set_features_and_the_connection_survives() {
         pairs: 2,
         core: None,
         name: "early".into(),
+        sandbox: Sandbox::default(),
     };
     let s = stop.clone();
     let daemon = std::thread::spawn(move || {

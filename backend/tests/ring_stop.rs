@@ -25,6 +25,7 @@ use slimtcp::wire::EthernetAddress;
 use slimtcp_abi::{Done, Request, RequestBody, RxMessage, SocketId, SocketKind, Version};
 use slimtcp_vhost::device::DEVICE_FEATURES;
 use slimtcp_vhost::engine::SessionReport;
+use slimtcp_vhost::sandbox::Sandbox;
 use slimtcp_vhost::server::{serve_tenant_reporting, StopHandle, TenantConfig};
 use vhost::vhost_user::message::VhostUserVirtioFeatures;
 use vhost::vhost_user::VhostUserFrontend;
@@ -150,6 +151,7 @@ fn get_vring_base_gives_back_held_sends_and_the_connection_survives_stop_and_con
         pairs: 1,
         core: None,
         name: "ring-stop".into(),
+        sandbox: Sandbox::default(),
     };
     let stop = StopHandle::default();
     let daemon = std::thread::spawn(move || {

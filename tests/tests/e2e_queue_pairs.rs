@@ -16,6 +16,7 @@ use slimtcp_guest::{GuestConfig, GuestDevice, GuestSockets};
 use slimtcp_testkit::data::{pattern, pattern_mismatch};
 use slimtcp_testkit::linux_peer::{self, PeerThread};
 use slimtcp_testkit::netns::{Netns, NsThread};
+use slimtcp_vhost::sandbox::Sandbox;
 use slimtcp_vhost::server::{serve_tenant, ServerError, StopHandle, TenantConfig};
 
 /// Memory for four pairs: each needs `queue_size` receive buffers (8 MiB) plus transmit room.
@@ -195,6 +196,7 @@ impl Backend {
             pairs,
             core: None,
             name: "e2e-restart".into(),
+            sandbox: Sandbox::default(),
         };
         let stop = StopHandle::default();
         let make_nic = e2e::tap_nic(ifname.to_string());

@@ -21,6 +21,7 @@ use slimtcp_guest::{GuestConfig, GuestSockets};
 use slimtcp_testkit::netns::Netns;
 use slimtcp_testkit::require_netns;
 use slimtcp_vhost::relay::{MAX_DEFERRED_RINGS, MAX_MEM_REGIONS, MESSAGE_TIMEOUT};
+use slimtcp_vhost::sandbox::Sandbox;
 use slimtcp_vhost::server::{serve_tenant, StopHandle, TenantConfig};
 use vhost::vhost_user::message::VhostUserProtocolFeatures;
 use vhost::vhost_user::{Frontend, VhostUserFrontend};
@@ -54,6 +55,7 @@ impl Hostile {
             pairs: 1,
             core: None,
             name: format!("hostile-{tag}"),
+            sandbox: Sandbox::default(),
         };
         let s = stop.clone();
         let thread = std::thread::spawn(move || {

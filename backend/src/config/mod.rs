@@ -11,6 +11,8 @@ use std::str::FromStr;
 use clap::Parser;
 use slimtcp::wire::EthernetAddress;
 
+use crate::sandbox::Sandbox;
+
 pub use tenant::{TenantNic, TenantSpec};
 
 /// Largest virtqueue size the device accepts (QEMU queues go up to 1024).
@@ -158,6 +160,10 @@ pub struct Args {
     /// gateway=, mac=, core=, queues=, name=. Repeat for each tenant.
     #[arg(long, value_name = "SPEC")]
     pub tenant: Vec<String>,
+    /// Run without the seccomp filters on the worker and control threads (for debugging: a
+    /// system call the filters refuse is logged as `sandbox: thread ... made system call N`).
+    #[arg(long)]
+    pub no_seccomp: bool,
 }
 
 /// A validated configuration: the tenants and the EAL they share.
@@ -167,6 +173,8 @@ pub struct Config {
     pub tenants: Vec<TenantSpec>,
     /// EAL arguments (`--dpdk`), when the process runs DPDK.
     pub eal_args: Option<Vec<String>>,
+    /// Seccomp filters on the worker and control threads (off with `--no-seccomp`).
+    pub sandbox: Sandbox,
 }
 
 impl TryFrom<Args> for Config {
@@ -217,7 +225,8 @@ impl TryFrom<Args> for Config {
             check_unshared(&tenants)?;
             tenants
         };
-        Ok(Config { tenants, eal_args })
+        let sandbox = if a.no_seccomp { Sandbox::Off } else { Sandbox::Seccomp };
+        Ok(Config { tenants, eal_args, sandbox })
     }
 }
 

@@ -20,6 +20,7 @@ use slimtcp_testkit::data::{pattern, pattern_mismatch};
 use slimtcp_testkit::linux_peer;
 use slimtcp_testkit::netns::{Netns, NsThread};
 use slimtcp_vhost::engine::SessionReport;
+use slimtcp_vhost::sandbox::Sandbox;
 use slimtcp_vhost::server::{serve_tenant_reporting, ServerError, StopHandle, TenantConfig};
 
 /// The stack's (the guest's) address.
@@ -80,8 +81,14 @@ impl Tenant {
         let socket = dir.join("vhost.sock");
         let mut iface = InterfaceConfig::new(MAC, GUEST_IP, 24);
         iface.max_sockets = 4096;
-        let cfg =
-            TenantConfig { socket: socket.clone(), iface, pairs, core: None, name: format!("e2e-{tag}") };
+        let cfg = TenantConfig {
+            socket: socket.clone(),
+            iface,
+            pairs,
+            core: None,
+            name: format!("e2e-{tag}"),
+            sandbox: Sandbox::default(),
+        };
         let stop = StopHandle::default();
         let tenant_stop = stop.clone();
         let backend = ns

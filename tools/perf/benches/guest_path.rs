@@ -38,6 +38,7 @@ use slimtcp_perf::host::no_progress;
 use slimtcp_perf::workload::{self, Settings};
 use slimtcp_testkit::linux_peer;
 use slimtcp_testkit::Netns;
+use slimtcp_vhost::sandbox::Sandbox;
 use slimtcp_vhost::server::{serve_tenant_reporting, StopHandle, TenantConfig};
 
 #[cfg(feature = "dpdk")]
@@ -173,8 +174,14 @@ fn on_provider<N: Nic + Send + 'static, R>(
             let dir = std::env::temp_dir().join(format!("slimtcp-bench-{}", std::process::id()));
             std::fs::create_dir_all(&dir).expect("temp dir");
             let socket = dir.join("vhost.sock");
-            let cfg =
-                TenantConfig { socket: socket.clone(), iface, pairs: 1, core: None, name: "bench".into() };
+            let cfg = TenantConfig {
+                socket: socket.clone(),
+                iface,
+                pairs: 1,
+                core: None,
+                name: "bench".into(),
+                sandbox: Sandbox::default(),
+            };
             let mut nic = Some(nic);
             let backend = std::thread::spawn(move || {
                 let make = move || nic.take().ok_or_else(|| "the NIC is used once".to_owned());

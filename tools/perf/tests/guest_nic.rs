@@ -11,6 +11,7 @@ use common::{boolean, number, summary, BIN};
 use slimtcp::iface::InterfaceConfig;
 use slimtcp::wire::EthernetAddress;
 use slimtcp_testkit::{require_netns, wait_for, Netns};
+use slimtcp_vhost::sandbox::Sandbox;
 use slimtcp_vhost::server::{serve_tenant, StopHandle, TenantConfig};
 
 #[test]
@@ -27,6 +28,7 @@ fn guest_library_sender_to_a_linux_receiver_through_the_backend() {
         pairs: 1,
         core: None,
         name: "perf-guest".into(),
+        sandbox: Sandbox::default(),
     };
     let backend = ns
         .spawn("backend", move || {
