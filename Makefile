@@ -41,11 +41,11 @@ test: deps
 	exit $$status
 
 # The backend's, the guest library's and the ABI's tests under AddressSanitizer (with
-# LeakSanitizer): nightly, a debug build in its own target directory. About 5 minutes; CI runs it
-# after `make test`.
+# LeakSanitizer; doctests are not instrumented): nightly, a debug build in its own target
+# directory. About 5 minutes; CI runs it after `make test`.
 asan: deps
 	CARGO_TARGET_DIR=target/asan RUSTFLAGS="-Zsanitizer=address" $(CARGO) +nightly test \
-		--target x86_64-unknown-linux-gnu -p slimtcp-vhost -p slimtcp-guest -p slimtcp-abi
+		--target x86_64-unknown-linux-gnu --lib --bins --tests -p slimtcp-vhost -p slimtcp-guest -p slimtcp-abi
 
 lint: deps
 	$(CARGO) fmt --all -- --check
