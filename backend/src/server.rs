@@ -19,7 +19,7 @@ use vm_memory::{GuestAddressSpace, GuestMemoryAtomic};
 
 use crate::config::{TenantSpec, MAX_QUEUE_SIZE};
 use crate::device::{DeviceError, NetDevice};
-use crate::engine::{Engine, EngineConfig, SessionReport};
+use crate::engine::{Engine, EngineConfig, SessionReport, TenantLimits};
 use crate::guest_mem::GuestMem;
 use crate::relay::{Relay, RelayError};
 use crate::sandbox::{Sandbox, SandboxError, ThreadKind};
@@ -99,6 +99,8 @@ pub struct TenantConfig {
     pub name: String,
     /// Seccomp filters on the worker and control threads (docs/operating.md, "Sandboxing").
     pub sandbox: Sandbox,
+    /// The guest's resource limits (the UDP queue depth is `iface.udp_queue`).
+    pub limits: TenantLimits,
 }
 
 impl TenantConfig {
@@ -106,6 +108,7 @@ impl TenantConfig {
     pub fn from_spec(t: &TenantSpec, sandbox: Sandbox) -> Self {
         let mut iface = InterfaceConfig::new(t.mac, t.ip.addr, t.ip.prefix_len);
         iface.gateway = t.gateway;
+        iface.udp_queue = t.udp_queue;
         TenantConfig {
             socket: t.socket.clone(),
             iface,
@@ -113,6 +116,7 @@ impl TenantConfig {
             core: t.core,
             name: t.name.clone(),
             sandbox,
+            limits: t.limits,
         }
     }
 }
@@ -268,7 +272,7 @@ where
     };
     let connection = served + 1;
     log::info!("{}: VMM connected (connection {connection})", cfg.name);
-    let engine_cfg = EngineConfig::new(&the_iface, cfg.pairs, MAX_QUEUE_SIZE as u16);
+    let engine_cfg = EngineConfig::with_limits(&the_iface, cfg.pairs, MAX_QUEUE_SIZE as u16, &cfg.limits);
     let engine = Engine::new(the_iface, Clock::real(), engine_cfg);
     let conn_stop = StopHandle::default();
     let worker_ended = StopHandle::default();

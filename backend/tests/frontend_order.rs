@@ -57,6 +57,7 @@ fn start_daemon(path: &Path, connections: usize) -> (StopHandle, std::thread::Jo
         core: None,
         name: "test".into(),
         sandbox: Sandbox::default(),
+        limits: Default::default(),
     };
     let s = stop.clone();
     let t = std::thread::spawn(move || {

@@ -228,3 +228,30 @@ fn a_control_queue_flood_and_unusable_receive_buffers_are_served_a_bounded_amoun
     assert_eq!((empty, written), (100, 1), "100 returned unused, then the hello's answer");
     assert_eq!(b.engine.counters().bad_rx_buffers, 100);
 }
+
+#[test]
+fn the_operators_socket_limit_gives_emfile_and_is_counted() {
+    use slimtcp_vhost::engine::TenantLimits;
+    let limits = TenantLimits { max_sockets: 3, ..TenantLimits::default() };
+    let mem = Arc::new(guest_memory());
+    let mut b = common::engine_bench::bench_with_limits(1, None, &limits);
+    let mut p0 = PairDriver::new(&mem, 0, QSIZE, 0);
+    let rings = LocalRings::new(vec![p0.rx.queue(), p0.tx.queue()]);
+    p0.post(16, 2048);
+    p0.request(&hello(1), &[]);
+    for cookie in 10..15 {
+        p0.request(&Request::new(cookie, SocketId::NONE, RequestBody::Socket { kind: SocketKind::Udp }), &[]);
+    }
+    let mut seen = vec![Vec::new()];
+    run_until(&mut b, &rings, &mem, &mut [&mut p0], &mut seen, |s| s[0].len() == 6);
+    let announced = seen[0].iter().find_map(|(m, _)| match m {
+        RxMessage::HelloDone { result: Ok(info), .. } => Some(info.max_sockets),
+        _ => None,
+    });
+    assert_eq!(announced, Some(3), "hello announces the operator's limit");
+    let opened = (10..15).filter(|c| socket_of(&seen[0], *c).is_some()).count();
+    assert_eq!(opened, 3);
+    assert_eq!(error_of(&seen[0], 13), Some(Errno::EMFILE));
+    assert_eq!(error_of(&seen[0], 14), Some(Errno::EMFILE));
+    assert_eq!(b.engine.counters().socket_limit_refusals, 2);
+}

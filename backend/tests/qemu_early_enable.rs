@@ -80,6 +80,7 @@ fn qemu_net_enables_ring_0_before_set_features_and_the_connection_survives() {
         core: None,
         name: "early".into(),
         sandbox: Sandbox::default(),
+        limits: Default::default(),
     };
     let s = stop.clone();
     let daemon = std::thread::spawn(move || {

@@ -152,6 +152,7 @@ fn get_vring_base_gives_back_held_sends_and_the_connection_survives_stop_and_con
         core: None,
         name: "ring-stop".into(),
         sandbox: Sandbox::default(),
+        limits: Default::default(),
     };
     let stop = StopHandle::default();
     let daemon = std::thread::spawn(move || {

@@ -197,6 +197,7 @@ impl Backend {
             core: None,
             name: "e2e-restart".into(),
             sandbox: Sandbox::default(),
+            limits: Default::default(),
         };
         let stop = StopHandle::default();
         let make_nic = e2e::tap_nic(ifname.to_string());

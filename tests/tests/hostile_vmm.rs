@@ -56,6 +56,7 @@ impl Hostile {
             core: None,
             name: format!("hostile-{tag}"),
             sandbox: Sandbox::default(),
+            limits: Default::default(),
         };
         let s = stop.clone();
         let thread = std::thread::spawn(move || {

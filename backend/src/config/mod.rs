@@ -93,6 +93,18 @@ pub enum ConfigError {
     /// An empty socket path.
     #[error("--socket: the path is empty")]
     EmptySocket,
+    /// A resource limit out of its bounds.
+    #[error("{key} {value}: must be between {min} and {max}")]
+    BadLimit {
+        /// The limit's name (as a spec key; the flag is `--KEY`).
+        key: &'static str,
+        /// The value given.
+        value: u32,
+        /// Smallest allowed.
+        min: u32,
+        /// Largest allowed.
+        max: u32,
+    },
 }
 
 /// An IPv4 address with a prefix length, as `10.0.0.2/24` (the stack's type).
@@ -155,9 +167,26 @@ pub struct Args {
     /// Queue pairs offered to the guest (one per guest thread), 1..=64 [default: 1].
     #[arg(long, value_name = "N")]
     pub queues: Option<usize>,
+    /// Guest sockets open at once; more get EMFILE (1..=65000) [default: 4096].
+    #[arg(long, value_name = "N")]
+    pub max_sockets: Option<u32>,
+    /// Send payload bytes in flight per guest socket (1024..=64 MiB) [default: 262144].
+    #[arg(long, value_name = "BYTES")]
+    pub send_in_flight: Option<u32>,
+    /// Default receive window per guest socket (2048..=64 MiB) [default: 262144].
+    #[arg(long, value_name = "BYTES")]
+    pub rx_buffer: Option<u32>,
+    /// Largest listener backlog; larger listen() backlogs are cut to it (1..=65535)
+    /// [default: 4096].
+    #[arg(long, value_name = "N")]
+    pub backlog: Option<u32>,
+    /// Datagrams queued per UDP socket; more are dropped and counted (1..=65536) [default: 256].
+    #[arg(long, value_name = "N")]
+    pub udp_queue: Option<u32>,
     /// One tenant of several, as comma-separated KEY=VALUE: socket=PATH and ip=ADDR/PREFIX
     /// (required), tap=IFNAME or port=N (a DPDK port of --dpdk), and optionally host-ip=,
-    /// gateway=, mac=, core=, queues=, name=. Repeat for each tenant.
+    /// gateway=, mac=, core=, queues=, name=, and the limits max-sockets=, send-in-flight=,
+    /// rx-buffer=, backlog=, udp-queue=. Repeat for each tenant.
     #[arg(long, value_name = "SPEC")]
     pub tenant: Vec<String>,
     /// Run without the seccomp filters on the worker and control threads (for debugging: a
@@ -199,6 +228,13 @@ impl TryFrom<Args> for Config {
                 mac: a.mac,
                 core: a.core,
                 queues: a.queues,
+                limits: tenant::RawLimits {
+                    max_sockets: a.max_sockets,
+                    send_in_flight: a.send_in_flight,
+                    rx_buffer: a.rx_buffer,
+                    backlog: a.backlog,
+                    udp_queue: a.udp_queue,
+                },
             };
             if raw.socket.is_none() {
                 return Err(ConfigError::Missing("socket"));
@@ -214,6 +250,11 @@ impl TryFrom<Args> for Config {
                 ("mac", a.mac.is_some()),
                 ("core", a.core.is_some()),
                 ("queues", a.queues.is_some()),
+                ("max-sockets", a.max_sockets.is_some()),
+                ("send-in-flight", a.send_in_flight.is_some()),
+                ("rx-buffer", a.rx_buffer.is_some()),
+                ("backlog", a.backlog.is_some()),
+                ("udp-queue", a.udp_queue.is_some()),
             ];
             if let Some((flag, _)) = single.iter().find(|(_, given)| *given) {
                 return Err(ConfigError::MixedForms(flag));
@@ -249,4 +290,52 @@ fn check_unshared(tenants: &[TenantSpec]) -> Result<(), ConfigError> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::TenantLimits;
+
+    fn config(args: &[&str]) -> Result<Config, ConfigError> {
+        let mut argv = vec!["slimtcp-vhost"];
+        argv.extend_from_slice(args);
+        Config::try_from(Args::try_parse_from(argv).expect("parses"))
+    }
+
+    #[test]
+    fn limits_from_flags_and_specs_with_defaults_and_bounds() {
+        let c = config(&["--socket", "/tmp/s", "--ip", "10.0.0.2/24", "--tap", "t0", "--max-sockets", "10"])
+            .expect("valid");
+        let t = &c.tenants[0];
+        assert_eq!(t.limits, TenantLimits { max_sockets: 10, ..TenantLimits::default() });
+        assert_eq!(t.udp_queue, 256);
+
+        let c = config(&[
+            "--tenant",
+            "socket=/tmp/a,ip=10.0.0.2/24,tap=ta,backlog=64,udp-queue=32,rx-buffer=65536,send-in-flight=4096",
+            "--tenant",
+            "socket=/tmp/b,ip=10.0.1.2/24,tap=tb",
+        ])
+        .expect("valid");
+        let a = &c.tenants[0];
+        assert_eq!(
+            (a.limits.backlog, a.udp_queue, a.limits.rx_buffer, a.limits.send_in_flight),
+            (64, 32, 65536, 4096)
+        );
+        assert_eq!(c.tenants[1].limits, TenantLimits::default(), "each tenant its own");
+
+        let e = config(&["--socket", "/tmp/s", "--ip", "10.0.0.2/24", "--tap", "t0", "--max-sockets", "0"])
+            .expect_err("out of bounds");
+        assert_eq!(e.to_string(), "max-sockets 0: must be between 1 and 65000");
+        let e = config(&["--tenant", "socket=/tmp/a,ip=10.0.0.2/24,tap=ta,udp-queue=x"])
+            .expect_err("not a number");
+        assert!(e.to_string().contains("udp-queue=x: not a number"), "{e}");
+        let e = config(&["--tenant", "socket=/tmp/a,ip=10.0.0.2/24,tap=ta,backlog=1,backlog=2"])
+            .expect_err("twice");
+        assert!(e.to_string().contains("backlog given twice"), "{e}");
+        let e = config(&["--tenant", "socket=/tmp/a,ip=10.0.0.2/24,tap=ta", "--backlog", "5"])
+            .expect_err("mixed");
+        assert_eq!(e, ConfigError::MixedForms("backlog"));
+    }
 }

@@ -1,6 +1,7 @@
 //! One tenant's settings, from the single-tenant flags or from a `--tenant` spec
 //! (`socket=PATH,ip=ADDR/PREFIX,tap=IFNAME|port=N[,host-ip=..][,gateway=..][,mac=..][,core=N]
-//! [,queues=N][,name=NAME]`), validated on their own; [`super::Config`] checks them together.
+//! [,queues=N][,name=NAME][,max-sockets=N][,send-in-flight=BYTES][,rx-buffer=BYTES][,backlog=N]
+//! [,udp-queue=N]`), validated on their own; [`super::Config`] checks them together.
 
 use std::net::Ipv4Addr;
 use std::path::PathBuf;
@@ -8,6 +9,10 @@ use std::path::PathBuf;
 use slimtcp::wire::EthernetAddress;
 
 use super::{parse_gateway, parse_mac, Cidr, ConfigError, DEFAULT_MAC, MAX_QUEUE_PAIRS};
+use crate::engine::{bounds, TenantLimits};
+
+/// Datagrams queued per UDP socket unless told otherwise (the stack's default).
+const DEFAULT_UDP_QUEUE: u32 = 256;
 
 /// Where one tenant's packets go.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -45,6 +50,10 @@ pub struct TenantSpec {
     pub core: Option<usize>,
     /// Queue pairs.
     pub queue_pairs: usize,
+    /// The guest's resource limits.
+    pub limits: TenantLimits,
+    /// Datagrams queued per UDP socket.
+    pub udp_queue: usize,
 }
 
 /// The tenant's settings before validation (what the flags or a spec say).
@@ -60,6 +69,58 @@ pub(super) struct RawTenant {
     pub mac: Option<EthernetAddress>,
     pub core: Option<usize>,
     pub queues: Option<usize>,
+    pub limits: RawLimits,
+}
+
+/// The tenant's limits as given (`None`: the default).
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct RawLimits {
+    pub max_sockets: Option<u32>,
+    pub send_in_flight: Option<u32>,
+    pub rx_buffer: Option<u32>,
+    pub backlog: Option<u32>,
+    pub udp_queue: Option<u32>,
+}
+
+impl RawLimits {
+    /// The limit named `key`, if it is one.
+    fn slot(&mut self, key: &str) -> Option<&mut Option<u32>> {
+        match key {
+            "max-sockets" => Some(&mut self.max_sockets),
+            "send-in-flight" => Some(&mut self.send_in_flight),
+            "rx-buffer" => Some(&mut self.rx_buffer),
+            "backlog" => Some(&mut self.backlog),
+            "udp-queue" => Some(&mut self.udp_queue),
+            _ => None,
+        }
+    }
+
+    /// Checks every given limit against its bounds; the rest take their defaults.
+    fn validate(self) -> Result<(TenantLimits, usize), ConfigError> {
+        let d = TenantLimits::default();
+        let check =
+            |key: &'static str, v: Option<u32>, range: std::ops::RangeInclusive<u32>, default: u32| {
+                let v = v.unwrap_or(default);
+                if range.contains(&v) {
+                    Ok(v)
+                } else {
+                    Err(ConfigError::BadLimit { key, value: v, min: *range.start(), max: *range.end() })
+                }
+            };
+        let limits = TenantLimits {
+            max_sockets: check("max-sockets", self.max_sockets, bounds::MAX_SOCKETS, d.max_sockets)?,
+            send_in_flight: check(
+                "send-in-flight",
+                self.send_in_flight,
+                bounds::SEND_IN_FLIGHT,
+                d.send_in_flight,
+            )?,
+            rx_buffer: check("rx-buffer", self.rx_buffer, bounds::RX_BUFFER, d.rx_buffer)?,
+            backlog: check("backlog", self.backlog, bounds::BACKLOG, d.backlog)?,
+        };
+        let udp_queue = check("udp-queue", self.udp_queue, bounds::UDP_QUEUE, DEFAULT_UDP_QUEUE)?;
+        Ok((limits, udp_queue as usize))
+    }
 }
 
 /// Parses a `--tenant` spec (see the module documentation).
@@ -85,7 +146,8 @@ pub(super) fn parse_spec(spec: &str) -> Result<RawTenant, ConfigError> {
             }
             "port" => {
                 dup(t.port.is_some())?;
-                t.port = Some(value.parse().map_err(|_| bad(format!("port={value}: not a DPDK port number")))?);
+                t.port =
+                    Some(value.parse().map_err(|_| bad(format!("port={value}: not a DPDK port number")))?);
             }
             "ip" => {
                 dup(t.ip.is_some())?;
@@ -112,9 +174,14 @@ pub(super) fn parse_spec(spec: &str) -> Result<RawTenant, ConfigError> {
                 t.queues = Some(value.parse().map_err(|_| bad(format!("queues={value}: not a number")))?);
             }
             other => {
-                return Err(bad(format!(
-                    "unknown key {other:?} (keys: name, socket, tap, port, ip, host-ip, gateway, mac, core, queues)"
-                )))
+                let Some(slot) = t.limits.slot(other) else {
+                    return Err(bad(format!(
+                        "unknown key {other:?} (keys: name, socket, tap, port, ip, host-ip, gateway, mac, core, \
+                         queues, max-sockets, send-in-flight, rx-buffer, backlog, udp-queue)"
+                    )));
+                };
+                dup(slot.is_some())?;
+                *slot = Some(value.parse().map_err(|_| bad(format!("{other}={value}: not a number")))?);
             }
         }
     }
@@ -168,6 +235,7 @@ impl RawTenant {
                 return Err(ConfigError::BadCore { core, last: n - 1 });
             }
         }
+        let (limits, udp_queue) = self.limits.validate()?;
         Ok(TenantSpec {
             name: self.name.unwrap_or_else(|| format!("tenant{index}")),
             socket,
@@ -178,6 +246,8 @@ impl RawTenant {
             mac: self.mac.unwrap_or(DEFAULT_MAC),
             core: self.core,
             queue_pairs: queues,
+            limits,
+            udp_queue,
         })
     }
 }

@@ -8,6 +8,7 @@
 
 mod chain;
 mod deliver;
+mod limits;
 mod requests;
 mod restart;
 mod sends;
@@ -29,6 +30,7 @@ use crate::queues::{self, Vrings};
 use chain::Walked;
 
 pub use chain::ChainFault;
+pub use limits::{bounds, Limits, TenantLimits};
 
 /// Requests taken per transmit queue per step, so no queue or the NIC is starved.
 const REQUESTS_PER_STEP: usize = 64;
@@ -40,42 +42,13 @@ pub const CONTROL_PER_STEP: usize = 64;
 /// Unusable receive buffers (too small, faulty) returned per search for a usable one; past
 /// that, the message waits for the next step.
 pub const BAD_RX_BUFFERS_PER_SEARCH: usize = 64;
-/// Upper bound of a TCP listener's backlog.
-const MAX_BACKLOG: u32 = 4096;
-
-/// The limits announced in hello (docs/protocol.md section 11).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Limits {
-    /// Sockets open at once, all pairs together.
-    pub max_sockets: u32,
-    /// Send payload bytes in flight per socket.
-    pub max_send_in_flight: u32,
-    /// Default receive window per socket.
-    pub rx_buffer: u32,
-    /// Requests outstanding per queue pair.
-    pub max_requests: u32,
-    /// Descriptors per chain.
-    pub max_chain: u32,
-}
-
-impl Limits {
-    /// The defaults of `slimtcp-vhost` for queues of `queue_size` entries.
-    pub fn for_queue_size(queue_size: u16) -> Self {
-        Limits {
-            max_sockets: 4096,
-            max_send_in_flight: 256 * 1024,
-            rx_buffer: 256 * 1024,
-            max_requests: u32::from(queue_size),
-            max_chain: u32::from(queue_size),
-        }
-    }
-}
-
 /// Counters of the device (the stack's own are in [`Interface::counters`]).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct DeviceCounters {
     /// Requests taken from transmit queues.
     pub requests: u64,
+    /// `socket` requests refused because the tenant's socket limit was reached (`EMFILE`).
+    pub socket_limit_refusals: u64,
     /// Error completions written (or queued).
     pub error_completions: u64,
     /// Transmit chains returned without an answer (no magic, shorter than 32 bytes).
@@ -127,7 +100,8 @@ impl std::fmt::Display for SessionReport {
             "requests {}, unanswerable chains {}, errors {}, rx messages {}, tx by reference {} B, \
              tx copied by backend {} B, \
              stack tx payload copied {} B, NIC copied guest payload {} B, guest regions attached {}, \
-             rx copied {} B, copied at ring stops {} B, chains returned at ring stops {}",
+             rx copied {} B, copied at ring stops {} B, chains returned at ring stops {}, \
+             socket limit refusals {}",
             c.requests,
             c.unanswerable_chains,
             c.error_completions,
@@ -139,7 +113,8 @@ impl std::fmt::Display for SessionReport {
             self.regions_attached,
             c.rx_payload_copied,
             c.tx_payload_copied_at_stop,
-            c.chains_returned_at_stop
+            c.chains_returned_at_stop,
+            c.socket_limit_refusals
         )
     }
 }
@@ -156,10 +131,21 @@ pub struct EngineConfig {
 }
 
 impl EngineConfig {
-    /// A configuration for `pairs` queue pairs of `queue_size` entries over `iface`'s addresses.
+    /// A configuration for `pairs` queue pairs of `queue_size` entries over `iface`'s addresses,
+    /// with the default limits.
     pub fn new<N: Nic>(iface: &Interface<N>, pairs: usize, queue_size: u16) -> Self {
+        Self::with_limits(iface, pairs, queue_size, &TenantLimits::default())
+    }
+
+    /// [`EngineConfig::new`] with the operator's `tenant` limits.
+    pub fn with_limits<N: Nic>(
+        iface: &Interface<N>,
+        pairs: usize,
+        queue_size: u16,
+        tenant: &TenantLimits,
+    ) -> Self {
         let cfg = iface.config();
-        let limits = Limits::for_queue_size(queue_size);
+        let limits = Limits::new(queue_size, tenant);
         let mtu = iface.nic().capabilities().mtu;
         let hello = HelloInfo {
             addr: cfg.ip,

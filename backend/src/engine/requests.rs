@@ -12,9 +12,7 @@ use slimtcp_abi::{
 };
 
 use super::chain::walk;
-use super::{
-    errno_of, sock_id, Engine, GSock, HeldSend, Kind, Out, Phase, Slices, MAX_BACKLOG, REQUESTS_PER_STEP,
-};
+use super::{errno_of, sock_id, Engine, GSock, HeldSend, Kind, Out, Phase, Slices, REQUESTS_PER_STEP};
 use crate::guest_mem::{read_into, GuestMem, GuestPayload, HostSlice, SendTag};
 use crate::queues::{self, Vrings};
 
@@ -217,6 +215,7 @@ impl<N: Nic> Engine<N> {
 
     fn socket(&mut self, p: usize, kind: SocketKind) -> Outcome {
         if self.visible_sockets() >= self.cfg.limits.max_sockets as usize {
+            self.counters.socket_limit_refusals += 1;
             return Outcome::NowFor(SocketId::NONE, Err(Errno::EMFILE));
         }
         let id = self.new_id();
@@ -286,7 +285,7 @@ impl<N: Nic> Engine<N> {
                 let cfg = self.tcp_config(&opts);
                 let h = self
                     .iface
-                    .tcp_listen_with(port, backlog.clamp(1, MAX_BACKLOG) as usize, Some(cfg))
+                    .tcp_listen_with(port, backlog.clamp(1, self.cfg.limits.max_backlog) as usize, Some(cfg))
                     .map_err(errno_of)?;
                 self.by_handle.insert(h, id);
                 let s = self.sock(id)?;

@@ -10,7 +10,7 @@ use slimtcp::nic::memwire::{link, LinkConfig, MemwireNic};
 use slimtcp::time::Clock;
 use slimtcp::wire::EthernetAddress;
 use slimtcp_abi::{Errno, Request, RequestBody, RxMessage, SocketId, SocketKind, Version};
-use slimtcp_vhost::engine::{Engine, EngineConfig};
+use slimtcp_vhost::engine::{Engine, EngineConfig, TenantLimits};
 use slimtcp_vhost::guest_mem::GuestMem;
 use slimtcp_vhost::queues::LocalRings;
 
@@ -27,10 +27,14 @@ pub struct Bench {
 }
 
 pub fn bench(pairs: usize, max_requests: Option<u32>) -> Bench {
+    bench_with_limits(pairs, max_requests, &TenantLimits::default())
+}
+
+pub fn bench_with_limits(pairs: usize, max_requests: Option<u32>, limits: &TenantLimits) -> Bench {
     let (a, b) = link(LinkConfig::default()).expect("link");
     let guest = Interface::new(a, InterfaceConfig::new(EthernetAddress([2, 0, 0, 0, 0, 1]), GUEST_IP, 24));
     let peer = Interface::new(b, InterfaceConfig::new(EthernetAddress([2, 0, 0, 0, 0, 2]), PEER_IP, 24));
-    let mut cfg = EngineConfig::new(&guest, pairs, QSIZE);
+    let mut cfg = EngineConfig::with_limits(&guest, pairs, QSIZE, limits);
     if let Some(m) = max_requests {
         cfg.limits.max_requests = m;
         cfg.hello.max_requests = m;

@@ -88,6 +88,7 @@ impl Tenant {
             core: None,
             name: format!("e2e-{tag}"),
             sandbox: Sandbox::default(),
+            limits: Default::default(),
         };
         let stop = StopHandle::default();
         let tenant_stop = stop.clone();

@@ -181,6 +181,7 @@ fn on_provider<N: Nic + Send + 'static, R>(
                 core: None,
                 name: "bench".into(),
                 sandbox: Sandbox::default(),
+                limits: Default::default(),
             };
             let mut nic = Some(nic);
             let backend = std::thread::spawn(move || {

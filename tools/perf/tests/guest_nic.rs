@@ -29,6 +29,7 @@ fn guest_library_sender_to_a_linux_receiver_through_the_backend() {
         core: None,
         name: "perf-guest".into(),
         sandbox: Sandbox::default(),
+        limits: Default::default(),
     };
     let backend = ns
         .spawn("backend", move || {
