@@ -328,7 +328,12 @@ fn drain(tenants: &[DataTenant]) -> Result<(), String> {
 /// Descriptors and threads must be back where they were before the soak started.
 fn check_process_released(start: &ProcessReading, end: &ProcessReading, findings: &mut Vec<String>) {
     if end.fds > start.fds {
-        findings.push(format!("{} descriptors open at the end against {} at the start", end.fds, start.fds));
+        findings.push(format!(
+            "{} descriptors open at the end against {} at the start; open now: {}",
+            end.fds,
+            start.fds,
+            sample::fd_kinds()
+        ));
     }
     if end.threads > start.threads {
         findings.push(format!("{} threads at the end against {} at the start", end.threads, start.threads));

@@ -133,6 +133,20 @@ pub fn process() -> ProcessReading {
     r
 }
 
+/// What the open descriptors are, as `target x count` (memfd, socket, anon_inode:[eventfd]...).
+pub fn fd_kinds() -> String {
+    let mut kinds: std::collections::BTreeMap<String, u64> = std::collections::BTreeMap::new();
+    if let Ok(dir) = std::fs::read_dir("/proc/self/fd") {
+        for e in dir.flatten() {
+            let target = std::fs::read_link(e.path()).map(|t| t.display().to_string()).unwrap_or_default();
+            // socket:[12345], /memfd:name (deleted): the kind without the instance.
+            let kind = target.split(['[', '(']).next().unwrap_or("").trim().to_string();
+            *kinds.entry(kind).or_default() += 1;
+        }
+    }
+    kinds.iter().map(|(k, n)| format!("{k} x{n}")).collect::<Vec<_>>().join(", ")
+}
+
 /// Everything sampled, metric by metric.
 #[derive(Debug, Default)]
 pub struct Samples {
