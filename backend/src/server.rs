@@ -196,7 +196,16 @@ where
         // Everything a connection needs (descriptors, threads, the NIC) can run out because of
         // other tenants or their VMMs; that is never the end of this tenant: it waits and tries
         // again (docs/operating.md, "Hostile VMMs").
-        match serve_connection(cfg, &listener, &mut iface, &mut make_nic, stop, served, &mut on_session, gauges) {
+        match serve_connection(
+            cfg,
+            &listener,
+            &mut iface,
+            &mut make_nic,
+            stop,
+            served,
+            &mut on_session,
+            gauges,
+        ) {
             Ok(()) => {
                 served += 1;
                 backoff = Backoff::default();

@@ -51,7 +51,11 @@ impl<N: Nic> Nic for ClockNic<N> {
         self.inner.transmit(now, frames)
     }
 
-    fn transmit_external(&mut self, _now: Instant, frames: &mut Vec<ExternalFrame>) -> Result<usize, NicError> {
+    fn transmit_external(
+        &mut self,
+        _now: Instant,
+        frames: &mut Vec<ExternalFrame>,
+    ) -> Result<usize, NicError> {
         let now = self.now();
         self.inner.transmit_external(now, frames)
     }

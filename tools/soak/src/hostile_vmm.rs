@@ -88,7 +88,11 @@ impl VmmStats {
 }
 
 /// Attacks `socket` round after round until `stop`.
-pub fn spawn(socket: PathBuf, stop: Arc<AtomicBool>, stats: Arc<VmmStats>) -> Result<JoinHandle<()>, SoakError> {
+pub fn spawn(
+    socket: PathBuf,
+    stop: Arc<AtomicBool>,
+    stats: Arc<VmmStats>,
+) -> Result<JoinHandle<()>, SoakError> {
     let name = "soak-c-hostile-vmm".to_string();
     std::thread::Builder::new()
         .name(name.clone())
@@ -97,6 +101,9 @@ pub fn spawn(socket: PathBuf, stop: Arc<AtomicBool>, stats: Arc<VmmStats>) -> Re
                 for (i, attack) in ATTACKS.iter().enumerate() {
                     if stop.load(Ordering::Acquire) {
                         return;
+                    }
+                    if !selected(attack) {
+                        continue;
                     }
                     stats.attacks[i].fetch_add(1, Ordering::Relaxed);
                     match run_attack(&socket, attack, &stats) {
@@ -110,12 +117,20 @@ pub fn spawn(socket: PathBuf, stop: Arc<AtomicBool>, stats: Arc<VmmStats>) -> Re
                     Ok(()) => {
                         stats.good_guests.fetch_add(1, Ordering::Relaxed);
                     }
-                    Err(e) => stats.finding(format!("tenant c: a good guest could not attach after a round: {e}")),
+                    Err(e) => {
+                        stats.finding(format!("tenant c: a good guest could not attach after a round: {e}"))
+                    }
                 }
                 stats.rounds.fetch_add(1, Ordering::Relaxed);
             }
         })
         .map_err(|source| SoakError::Spawn { name, source })
+}
+
+/// Whether `SOAK_ATTACKS` (a comma-separated list of [`ATTACKS`]; unset: all) selects `attack`:
+/// for finding which attack a leak comes from.
+fn selected(attack: &str) -> bool {
+    std::env::var("SOAK_ATTACKS").map_or(true, |list| list.split(',').any(|a| a.trim() == attack))
 }
 
 fn run_attack(socket: &Path, attack: &str, stats: &VmmStats) -> Result<(), String> {
@@ -250,7 +265,8 @@ fn truncate(socket: &Path) -> Result<(), String> {
     let mut f = frontend(socket)?;
     negotiate(&mut f)?;
     let file = memfd(1 << 20)?;
-    f.set_mem_table(&[region(0, 1 << 20, &file)]).map_err(|e| format!("a valid memory table was refused: {e}"))?;
+    f.set_mem_table(&[region(0, 1 << 20, &file)])
+        .map_err(|e| format!("a valid memory table was refused: {e}"))?;
     let events = eventfds()?;
     start_rings(&mut f, &events).map_err(|e| format!("valid rings were refused: {e}"))?;
     if closed_within(&mut f, Duration::from_millis(200)) {
@@ -265,7 +281,8 @@ fn slots(socket: &Path) -> Result<(), String> {
     negotiate(&mut f)?;
     let file = memfd(4096)?;
     for i in 0..MAX_MEM_REGIONS as u64 {
-        f.add_mem_region(&region(i * 0x10_0000, 4096, &file)).map_err(|e| format!("region {i} refused: {e}"))?;
+        f.add_mem_region(&region(i * 0x10_0000, 4096, &file))
+            .map_err(|e| format!("region {i} refused: {e}"))?;
     }
     let _ = f.add_mem_region(&region(1 << 40, 4096, &file));
     expect_closed(&mut f)

@@ -76,7 +76,12 @@ impl Session {
         &self.pending[self.off..]
     }
 
-    fn serve<N: slimtcp::nic::Nic>(&mut self, iface: &mut Interface<N>, h: SocketHandle, buf: &mut [u8]) -> (Fate, u64) {
+    fn serve<N: slimtcp::nic::Nic>(
+        &mut self,
+        iface: &mut Interface<N>,
+        h: SocketHandle,
+        buf: &mut [u8],
+    ) -> (Fate, u64) {
         let mut echoed = 0u64;
         let r = (|| -> Result<(), SocketError> {
             echoed += self.flush(iface, h)?;
@@ -100,7 +105,11 @@ impl Session {
         }
     }
 
-    fn flush<N: slimtcp::nic::Nic>(&mut self, iface: &mut Interface<N>, h: SocketHandle) -> Result<u64, SocketError> {
+    fn flush<N: slimtcp::nic::Nic>(
+        &mut self,
+        iface: &mut Interface<N>,
+        h: SocketHandle,
+    ) -> Result<u64, SocketError> {
         let mut sent = 0u64;
         while !self.outstanding().is_empty() {
             match iface.tcp_send(h, self.outstanding()) {
@@ -217,7 +226,8 @@ fn run(nic: ClockNic<MemwireNic>, addrs: Addresses, g: &PeerGauges, stop: &Atomi
     cfg.max_sockets = 65_536;
     let mut iface = Interface::new(nic, cfg);
     let listener = iface.tcp_listen(ECHO_PORT, BACKLOG).map_err(|e| format!("listen: {e}"))?;
-    let mut server = EchoServer { listener, sessions: HashMap::new(), buf: vec![0; READ_CHUNK], activity: Vec::new() };
+    let mut server =
+        EchoServer { listener, sessions: HashMap::new(), buf: vec![0; READ_CHUNK], activity: Vec::new() };
     // From now on the stack keeps the list of sockets with news.
     iface.take_activity(&mut server.activity);
     let mut turns = 0u32;

@@ -40,16 +40,21 @@ struct DataTenant {
     thread: Option<std::thread::JoinHandle<GuestSockets>>,
 }
 
-/// A link's two ends on the soak's time base, the backend's end ready for its NIC closure.
+/// A link's two ends on the soak's time base: (the backend's, the peer's).
 fn memwire(
     tag: &'static str,
     cfg: LinkConfig,
     base: Instant,
-) -> Result<(impl FnMut() -> Result<ClockNic<MemwireNic>, String> + Send + 'static, ClockNic<MemwireNic>), SoakError> {
+) -> Result<(ClockNic<MemwireNic>, ClockNic<MemwireNic>), SoakError> {
     let (a, b) = link(cfg).map_err(|source| SoakError::Link { tenant: tag, source })?;
-    let mut backend_end = Some(ClockNic::new(a, base));
-    let make = move || backend_end.take().ok_or_else(|| "the tenant's memwire end was used already".to_string());
-    Ok((make, ClockNic::new(b, base)))
+    Ok((ClockNic::new(a, base), ClockNic::new(b, base)))
+}
+
+/// The backend's NIC closure: hands out `nic` once (a tenant that lost its interface to a worker
+/// panic cannot get the link back; that ends its serve loop's connection attempts with an error).
+fn once(nic: ClockNic<MemwireNic>) -> impl FnMut() -> Result<ClockNic<MemwireNic>, String> + Send + 'static {
+    let mut nic = Some(nic);
+    move || nic.take().ok_or_else(|| "the tenant's memwire end was used already".to_string())
 }
 
 fn guest_config() -> GuestConfig {
@@ -76,9 +81,11 @@ fn start_workload(
 
 fn init_log(path: &Path) -> Result<(), SoakError> {
     if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir).map_err(|source| SoakError::Write { path: dir.to_path_buf(), source })?;
+        std::fs::create_dir_all(dir)
+            .map_err(|source| SoakError::Write { path: dir.to_path_buf(), source })?;
     }
-    let file = std::fs::File::create(path).map_err(|source| SoakError::Write { path: path.to_path_buf(), source })?;
+    let file = std::fs::File::create(path)
+        .map_err(|source| SoakError::Write { path: path.to_path_buf(), source })?;
     let _ = env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info"))
         .target(env_logger::Target::Pipe(Box::new(file)))
         .try_init();
@@ -97,7 +104,13 @@ pub fn run(args: &Args, seconds: u64) -> Result<Vec<String>, SoakError> {
     result
 }
 
-fn run_in(args: &Args, seconds: u64, base: Instant, dir: &Path, at_start: ProcessReading) -> Result<Vec<String>, SoakError> {
+fn run_in(
+    args: &Args,
+    seconds: u64,
+    base: Instant,
+    dir: &Path,
+    at_start: ProcessReading,
+) -> Result<Vec<String>, SoakError> {
     let mut findings = Vec::new();
     let (aa, ab, ac) = (Addresses { net: 81 }, Addresses { net: 82 }, Addresses { net: 83 });
     let fa = faults();
@@ -106,18 +119,20 @@ fn run_in(args: &Args, seconds: u64, base: Instant, dir: &Path, at_start: Proces
     let (make_b, peer_end_b) = memwire("b", LinkConfig::default(), base)?;
     let (make_c, idle_end_c) = memwire("c", LinkConfig::default(), base)?;
 
-    let backend_a = BackendTenant::start("a", dir, aa, 1, make_a)?;
-    let backend_b = BackendTenant::start("b", dir, ab, 2, make_b)?;
-    let backend_c = BackendTenant::start("c", dir, ac, 1, make_c)?;
+    let backend_a = BackendTenant::start("a", dir, aa, 1, once(make_a))?;
+    let backend_b = BackendTenant::start("b", dir, ab, 2, once(make_b))?;
+    let backend_c = BackendTenant::start("c", dir, ac, 1, once(make_c))?;
     let peer_a = Peer::start("a", peer_end_a, aa)?;
     let peer_b = Peer::start("b", peer_end_b, ab)?;
 
     let api_a = GuestSockets::connect_vhost_user(&backend_a.socket, guest_config())
         .map_err(|source| SoakError::Attach { tenant: "a", source })?;
-    let mut dev_b = GuestDevice::connect_vhost_user(&backend_b.socket, GuestConfig { queue_pairs: 2, ..guest_config() })
-        .map_err(|source| SoakError::Attach { tenant: "b", source })?;
+    let mut dev_b =
+        GuestDevice::connect_vhost_user(&backend_b.socket, GuestConfig { queue_pairs: 2, ..guest_config() })
+            .map_err(|source| SoakError::Attach { tenant: "b", source })?;
     let api_b = dev_b.take(0).map_err(|source| SoakError::Attach { tenant: "b", source })?;
-    let hostile_pair = dev_b.take_queue_pair(1).map_err(|source| SoakError::Attach { tenant: "b", source })?;
+    let hostile_pair =
+        dev_b.take_queue_pair(1).map_err(|source| SoakError::Attach { tenant: "b", source })?;
     drop(dev_b);
 
     let stop = Arc::new(AtomicBool::new(false));
@@ -162,7 +177,12 @@ fn run_in(args: &Args, seconds: u64, base: Instant, dir: &Path, at_start: Proces
             next_sample += every;
             let probes: Vec<TenantProbe<'_>> = tenants
                 .iter()
-                .map(|t| TenantProbe { tag: t.tag, backend: &t.backend.gauges, peer: &t.peer.gauges, workload: &t.stats })
+                .map(|t| TenantProbe {
+                    tag: t.tag,
+                    backend: &t.backend.gauges,
+                    peer: &t.peer.gauges,
+                    workload: &t.stats,
+                })
                 .collect();
             sample::sample(&mut samples, started.elapsed().as_secs_f64(), &probes);
         }
@@ -227,7 +247,12 @@ fn run_in(args: &Args, seconds: u64, base: Instant, dir: &Path, at_start: Proces
         if let Some(f) = end.failure {
             findings.push(format!("tenant {}: {f}", t.tag));
         }
-        links.push((t.tag, t.peer.gauges.link_stats(), t.peer.gauges.accepted.load(Ordering::Relaxed), t.peer.gauges.failed.load(Ordering::Relaxed)));
+        links.push((
+            t.tag,
+            t.peer.gauges.link_stats(),
+            t.peer.gauges.accepted.load(Ordering::Relaxed),
+            t.peer.gauges.failed.load(Ordering::Relaxed),
+        ));
         if let Some(f) = t.peer.stop() {
             findings.push(format!("tenant {}'s peer: {f}", t.tag));
         }
@@ -258,7 +283,8 @@ fn run_in(args: &Args, seconds: u64, base: Instant, dir: &Path, at_start: Proces
         }
     }
     for (tag, _, stats) in &reports {
-        let errors = stats.connect_errors.load(Ordering::Relaxed) + stats.socket_errors.load(Ordering::Relaxed);
+        let errors =
+            stats.connect_errors.load(Ordering::Relaxed) + stats.socket_errors.load(Ordering::Relaxed);
         if errors > 0 {
             findings.push(format!("tenant {tag}: {errors} socket errors, e.g. {:?}", stats.errors()));
         }
@@ -266,7 +292,20 @@ fn run_in(args: &Args, seconds: u64, base: Instant, dir: &Path, at_start: Proces
             findings.push(format!("tenant {tag}: no transfer completed"));
         }
     }
-    let summary = Summary { seconds, loaded_for, warmup, at_start, at_end, reports: &reports, links: &links, chain_stats: &chain_stats, vmm_stats: &vmm_stats, growth: &growth, drained: drained.is_ok(), findings: &findings };
+    let summary = Summary {
+        seconds,
+        loaded_for,
+        warmup,
+        at_start,
+        at_end,
+        reports: &reports,
+        links: &links,
+        chain_stats: &chain_stats,
+        vmm_stats: &vmm_stats,
+        growth: &growth,
+        drained: drained.is_ok(),
+        findings: &findings,
+    };
     summary.print();
     write_json(&args.out, &summary.json())?;
     println!("slimtcp-soak: summary written to {}", args.out.display());
@@ -342,7 +381,13 @@ fn check_process_released(start: &ProcessReading, end: &ProcessReading, findings
 
 fn progress(started: Instant, tenants: &[DataTenant], chains: &ChainStats, vmm: &VmmStats) {
     let p = sample::process();
-    let mut line = format!("[{:>6.0} s] rss {} MiB fds {} threads {}", started.elapsed().as_secs_f64(), p.rss_kib / 1024, p.fds, p.threads);
+    let mut line = format!(
+        "[{:>6.0} s] rss {} MiB fds {} threads {}",
+        started.elapsed().as_secs_f64(),
+        p.rss_kib / 1024,
+        p.fds,
+        p.threads
+    );
     for t in tenants {
         let s = &t.stats;
         line.push_str(&format!(
@@ -364,7 +409,8 @@ fn progress(started: Instant, tenants: &[DataTenant], chains: &ChainStats, vmm: 
 
 fn write_json(path: &PathBuf, j: &Json) -> Result<(), SoakError> {
     if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir).map_err(|source| SoakError::Write { path: dir.to_path_buf(), source })?;
+        std::fs::create_dir_all(dir)
+            .map_err(|source| SoakError::Write { path: dir.to_path_buf(), source })?;
     }
     std::fs::write(path, j.render()).map_err(|source| SoakError::Write { path: path.clone(), source })
 }
@@ -388,7 +434,12 @@ struct Summary<'a> {
 impl Summary<'_> {
     fn print(&self) {
         println!("== slimtcp-soak summary ==");
-        println!("duration {} s requested, {:.0} s under load; growth judged after {:.0} s", self.seconds, self.loaded_for.as_secs_f64(), self.warmup);
+        println!(
+            "duration {} s requested, {:.0} s under load; growth judged after {:.0} s",
+            self.seconds,
+            self.loaded_for.as_secs_f64(),
+            self.warmup
+        );
         for (tag, reports, s) in self.reports {
             let l = |c: &std::sync::atomic::AtomicU64| c.load(Ordering::Relaxed);
             println!(
@@ -403,17 +454,30 @@ impl Summary<'_> {
         }
         for (tag, ls, accepted, failed) in self.links {
             let f = |d: &slimtcp::nic::memwire::DirectionStats| {
-                format!("sent {} dropped {} corrupted {} duplicated {} reordered {}", d.sent, d.faults.dropped, d.faults.corrupted, d.faults.duplicated, d.faults.reordered)
+                format!(
+                    "sent {} dropped {} corrupted {} duplicated {} reordered {}",
+                    d.sent, d.faults.dropped, d.faults.corrupted, d.faults.duplicated, d.faults.reordered
+                )
             };
             println!("link {tag}: to peer: {}; from peer: {}; peer accepted {accepted}, peer sessions failed {failed}", f(&ls.rx), f(&ls.tx));
         }
         let c = self.chain_stats;
-        println!("tenant b hostile pair: chains sent {}, returned {}", c.sent.load(Ordering::Relaxed), c.returned.load(Ordering::Relaxed));
+        println!(
+            "tenant b hostile pair: chains sent {}, returned {}",
+            c.sent.load(Ordering::Relaxed),
+            c.returned.load(Ordering::Relaxed)
+        );
         let v = self.vmm_stats;
         let per: Vec<String> = ATTACKS
             .iter()
             .enumerate()
-            .map(|(i, a)| format!("{a} {}/{}", v.refused[i].load(Ordering::Relaxed), v.attacks[i].load(Ordering::Relaxed)))
+            .map(|(i, a)| {
+                format!(
+                    "{a} {}/{}",
+                    v.refused[i].load(Ordering::Relaxed),
+                    v.attacks[i].load(Ordering::Relaxed)
+                )
+            })
             .collect();
         println!(
             "tenant c hostile VMM: rounds {}, attacks ended as expected/run: {}; bad chains returned {}/{}; good guests after a round {}",
@@ -425,13 +489,28 @@ impl Summary<'_> {
         );
         println!(
             "process: start rss {} KiB fds {} threads {}; end (all stopped) rss {} KiB fds {} threads {}",
-            self.at_start.rss_kib, self.at_start.fds, self.at_start.threads, self.at_end.rss_kib, self.at_end.fds, self.at_end.threads
+            self.at_start.rss_kib,
+            self.at_start.fds,
+            self.at_start.threads,
+            self.at_end.rss_kib,
+            self.at_end.fds,
+            self.at_end.threads
         );
-        println!("{:<36} {:>12} {:>12} {:>12} {:>12} {:>12} {:>10} {:>10}", "metric", "warm-up", "min", "last", "early peak", "late peak", "slope/min", "verdict");
+        println!(
+            "{:<36} {:>12} {:>12} {:>12} {:>12} {:>12} {:>10} {:>10}",
+            "metric", "warm-up", "min", "last", "early peak", "late peak", "slope/min", "verdict"
+        );
         for g in self.growth {
             println!(
                 "{:<36} {:>12.0} {:>12.0} {:>12.0} {:>12.0} {:>12.0} {:>+10.1} {:>10}",
-                g.name, g.warm, g.min, g.last, g.early_peak, g.late_peak, g.slope_per_min, if g.grew { "GREW" } else { "ok" }
+                g.name,
+                g.warm,
+                g.min,
+                g.last,
+                g.early_peak,
+                g.late_peak,
+                g.slope_per_min,
+                if g.grew { "GREW" } else { "ok" }
             );
         }
         println!("released at the end: {}", if self.drained { "yes" } else { "NO" });
@@ -485,7 +564,13 @@ impl Summary<'_> {
         let attacks = ATTACKS
             .iter()
             .enumerate()
-            .map(|(i, a)| Json::obj([("attack", text(*a)), ("run", l(&v.attacks[i])), ("ended_as_expected", l(&v.refused[i]))]))
+            .map(|(i, a)| {
+                Json::obj([
+                    ("attack", text(*a)),
+                    ("run", l(&v.attacks[i])),
+                    ("ended_as_expected", l(&v.refused[i])),
+                ])
+            })
             .collect();
         let proc_json = |p: &ProcessReading| {
             Json::obj([
@@ -522,7 +607,10 @@ impl Summary<'_> {
             ("links", Json::Arr(links)),
             (
                 "hostile_pair_b",
-                Json::obj([("chains_sent", l(&self.chain_stats.sent)), ("chains_returned", l(&self.chain_stats.returned))]),
+                Json::obj([
+                    ("chains_sent", l(&self.chain_stats.sent)),
+                    ("chains_returned", l(&self.chain_stats.returned)),
+                ]),
             ),
             (
                 "hostile_vmm_c",

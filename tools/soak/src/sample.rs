@@ -89,7 +89,8 @@ impl Metric {
 fn slope(points: &[(f64, f64)]) -> f64 {
     let n = points.len() as f64;
     let (mx, my) = points.iter().fold((0.0, 0.0), |(x, y), p| (x + p.0 / n, y + p.1 / n));
-    let (num, den) = points.iter().fold((0.0, 0.0), |(a, b), p| (a + (p.0 - mx) * (p.1 - my), b + (p.0 - mx).powi(2)));
+    let (num, den) =
+        points.iter().fold((0.0, 0.0), |(a, b), p| (a + (p.0 - mx) * (p.1 - my), b + (p.0 - mx).powi(2)));
     if den == 0.0 {
         0.0
     } else {
@@ -139,8 +140,13 @@ pub fn fd_kinds() -> String {
     if let Ok(dir) = std::fs::read_dir("/proc/self/fd") {
         for e in dir.flatten() {
             let target = std::fs::read_link(e.path()).map(|t| t.display().to_string()).unwrap_or_default();
-            // socket:[12345], /memfd:name (deleted): the kind without the instance.
-            let kind = target.split(['[', '(']).next().unwrap_or("").trim().to_string();
+            // socket:[12345], /memfd:name (deleted): the kind without the instance;
+            // anon_inode:[eventfd] keeps its kind.
+            let kind = if target.starts_with("anon_inode:") {
+                target
+            } else {
+                target.split(['[', '(']).next().unwrap_or("").trim().to_string()
+            };
             *kinds.entry(kind).or_default() += 1;
         }
     }
@@ -198,10 +204,28 @@ pub fn sample(s: &mut Samples, t: f64, tenants: &[TenantProbe<'_>]) {
         s.record(t, &format!("{tag}.backend.sends_held"), g.sends_held, 512.0, 0.5);
         s.record(t, &format!("{tag}.backend.external_in_flight"), g.external_in_flight, 512.0, 0.5);
         s.record(t, &format!("{tag}.backend.pending_messages"), g.pending_messages, 1024.0, 0.5);
-        s.record(t, &format!("{tag}.peer.stack_sockets"), tp.peer.stack_sockets.load(Ordering::Relaxed), 256.0, 0.10);
+        s.record(
+            t,
+            &format!("{tag}.peer.stack_sockets"),
+            tp.peer.stack_sockets.load(Ordering::Relaxed),
+            256.0,
+            0.10,
+        );
         s.record(t, &format!("{tag}.peer.sessions"), tp.peer.sessions.load(Ordering::Relaxed), 64.0, 0.05);
-        s.record(t, &format!("{tag}.link.frames_in_flight"), tp.peer.link_in_flight.load(Ordering::Relaxed), 1024.0, 0.5);
-        s.record(t, &format!("{tag}.workload.open"), tp.workload.open_now.load(Ordering::Relaxed), 64.0, 0.05);
+        s.record(
+            t,
+            &format!("{tag}.link.frames_in_flight"),
+            tp.peer.link_in_flight.load(Ordering::Relaxed),
+            1024.0,
+            0.5,
+        );
+        s.record(
+            t,
+            &format!("{tag}.workload.open"),
+            tp.workload.open_now.load(Ordering::Relaxed),
+            64.0,
+            0.05,
+        );
     }
 }
 

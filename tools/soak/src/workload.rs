@@ -12,7 +12,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use slimtcp::api::{EpollEvent, EpollFd, EpollOp, Fd, Proto, Ready, Shutdown, SockOpt, SockOptName, SocketApi, SocketError};
+use slimtcp::api::{
+    EpollEvent, EpollFd, EpollOp, Fd, Proto, Ready, Shutdown, SockOpt, SockOptName, SocketApi, SocketError,
+};
 use slimtcp::nic::fault::Rng;
 use slimtcp_guest::GuestSockets;
 use slimtcp_testkit::data::{pattern, pattern_mismatch};
@@ -157,7 +159,8 @@ pub fn run(
     let ep = match api.epoll_create() {
         Ok(ep) => ep,
         Err(e) => {
-            *stats.fatal.lock().unwrap_or_else(PoisonError::into_inner) = Some(format!("{tag}: epoll_create: {e}"));
+            *stats.fatal.lock().unwrap_or_else(PoisonError::into_inner) =
+                Some(format!("{tag}: epoll_create: {e}"));
             return api;
         }
     };
@@ -222,7 +225,10 @@ impl Workload<'_> {
                     self.connecting += 1;
                 }
                 Err(e) => {
-                    self.stats.error(&self.stats.connect_errors, format!("{}: opening a connection: {e}", self.tag));
+                    self.stats.error(
+                        &self.stats.connect_errors,
+                        format!("{}: opening a connection: {e}", self.tag),
+                    );
                     self.free.push(slot);
                     return;
                 }
@@ -238,7 +244,12 @@ impl Workload<'_> {
                 Ok(()) | Err(SocketError::InProgress) => {}
                 Err(e) => return Err(e),
             }
-            self.api.epoll_ctl(self.ep, EpollOp::Add, fd, EpollEvent { events: Ready::OUT, data: slot as u64 })
+            self.api.epoll_ctl(
+                self.ep,
+                EpollOp::Add,
+                fd,
+                EpollEvent { events: Ready::OUT, data: slot as u64 },
+            )
         })();
         if let Err(e) = r {
             let _ = self.api.close(fd);
@@ -348,7 +359,12 @@ impl Workload<'_> {
             return Outcome::Keep;
         }
         c.interest = interest;
-        match self.api.epoll_ctl(self.ep, EpollOp::Modify, c.fd, EpollEvent { events: interest, data: slot as u64 }) {
+        match self.api.epoll_ctl(
+            self.ep,
+            EpollOp::Modify,
+            c.fd,
+            EpollEvent { events: interest, data: slot as u64 },
+        ) {
             Ok(()) => Outcome::Keep,
             Err(e) => Outcome::Fatal(format!("epoll_ctl modify: {e}")),
         }
@@ -517,12 +533,7 @@ impl Workload<'_> {
             if c.progress.elapsed() > STALL {
                 return Err(format!(
                     "{}: connection {} stalled {waiting} for {:?} (sent {} of {}, got {})",
-                    self.tag,
-                    c.fd,
-                    STALL,
-                    c.sent,
-                    c.size,
-                    c.got
+                    self.tag, c.fd, STALL, c.sent, c.size, c.got
                 ));
             }
         }
