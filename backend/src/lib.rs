@@ -12,12 +12,14 @@
 //! - [`relay`]: the VMM's vhost-user connection, relayed to the daemon (QEMU's early enable).
 //! - [`ring_stop`]: GET_VRING_BASE handed from the control thread to the worker.
 //! - [`server`]: a tenant's connection loop (reconnects, resets); [`worker`]: thread spawning.
+//! - [`gauges`]: live gauges of a tenant (sockets, held sends), for leak detection.
 //! - [`sigbus`]: recovery from guest memory truncated under the backend's mapping.
 //! - [`sandbox`]: seccomp filters on the worker and control threads (`--no-seccomp`: off).
 
 pub mod config;
 pub mod device;
 pub mod engine;
+pub mod gauges;
 pub mod guest_dma;
 pub mod guest_mem;
 pub mod log_limit;

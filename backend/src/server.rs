@@ -20,6 +20,7 @@ use vm_memory::{GuestAddressSpace, GuestMemoryAtomic};
 use crate::config::{TenantSpec, MAX_QUEUE_SIZE};
 use crate::device::{DeviceError, NetDevice};
 use crate::engine::{Engine, EngineConfig, SessionReport, TenantLimits};
+use crate::gauges::{TenantGauges, PUBLISH_EVERY};
 use crate::guest_mem::GuestMem;
 use crate::relay::{Relay, RelayError};
 use crate::sandbox::{Sandbox, SandboxError, ThreadKind};
@@ -156,10 +157,28 @@ where
 /// report is logged as well).
 pub fn serve_tenant_reporting<N, F, R>(
     cfg: &TenantConfig,
+    make_nic: F,
+    stop: &StopHandle,
+    max_connections: Option<usize>,
+    on_session: R,
+) -> Result<(), ServerError>
+where
+    N: Nic + Send + 'static,
+    F: FnMut() -> Result<N, String>,
+    R: FnMut(&SessionReport),
+{
+    serve_tenant_observed(cfg, make_nic, stop, max_connections, on_session, &Arc::default())
+}
+
+/// [`serve_tenant_reporting`], with the worker publishing what it holds into `gauges` while it
+/// serves (every [`crate::gauges::PUBLISH_EVERY`] steps and when it goes idle).
+pub fn serve_tenant_observed<N, F, R>(
+    cfg: &TenantConfig,
     mut make_nic: F,
     stop: &StopHandle,
     max_connections: Option<usize>,
     mut on_session: R,
+    gauges: &Arc<TenantGauges>,
 ) -> Result<(), ServerError>
 where
     N: Nic + Send + 'static,
@@ -181,7 +200,16 @@ where
         // Everything a connection needs (descriptors, threads, the NIC) can run out because of
         // other tenants or their VMMs; that is never the end of this tenant: it waits and tries
         // again (docs/operating.md, "Hostile VMMs").
-        match serve_connection(cfg, &listener, &mut iface, &mut make_nic, stop, served, &mut on_session) {
+        match serve_connection(
+            cfg,
+            &listener,
+            &mut iface,
+            &mut make_nic,
+            stop,
+            served,
+            &mut on_session,
+            gauges,
+        ) {
             Ok(()) => {
                 served += 1;
                 backoff = Backoff::default();
@@ -228,6 +256,8 @@ fn sleep_unless_stopped(d: Duration, stop: &StopHandle) {
 
 /// Accepts one VMM and serves it until it leaves. Fails (with nothing left behind) when the
 /// connection could not be set up.
+// The tenant's loop state, passed through as it is: a struct would only rename it.
+#[allow(clippy::too_many_arguments)]
 fn serve_connection<N, F, R>(
     cfg: &TenantConfig,
     listener: &UnixListener,
@@ -236,6 +266,7 @@ fn serve_connection<N, F, R>(
     stop: &StopHandle,
     served: usize,
     on_session: &mut R,
+    gauges: &Arc<TenantGauges>,
 ) -> Result<(), ServerError>
 where
     N: Nic + Send + 'static,
@@ -282,6 +313,7 @@ where
         let tenant_stop = stop.clone();
         let ended = EndGuard(worker_ended.clone());
         let sandbox = cfg.sandbox;
+        let gauges = Arc::clone(gauges);
         spawn_worker(&format!("{}-worker", cfg.name), cfg.core, move || {
             let _ended = ended;
             // Pinned, and the NIC open: the rest is the data path.
@@ -290,7 +322,7 @@ where
                 let report = engine.report();
                 return (Some(engine.into_interface()), report);
             }
-            run_worker(engine, &device, &conn_stop, &tenant_stop)
+            run_worker(engine, &device, &conn_stop, &tenant_stop, &gauges)
         })
     };
     let worker = match worker {
@@ -419,8 +451,10 @@ fn run_worker<N: Nic>(
     device: &NetDevice,
     conn_stop: &StopHandle,
     tenant_stop: &StopHandle,
+    gauges: &TenantGauges,
 ) -> (Option<Interface<N>>, SessionReport) {
     let mut idle = 0u32;
+    let mut since_publish = 0u32;
     let mut failed = false;
     while !conn_stop.is_stopped() && !tenant_stop.is_stopped() {
         let (Some(vrings), Some(mem)) = (device.vrings(), device.memory()) else {
@@ -447,6 +481,11 @@ fn run_worker<N: Nic>(
                 }
                 stops.served(stopping);
             }
+            since_publish += 1;
+            if since_publish >= PUBLISH_EVERY || idle == SPIN_IDLE {
+                gauges.publish(&engine.gauges());
+                since_publish = 0;
+            }
             match engine.step(vrings.as_slice(), &m) {
                 Ok(true) => idle = 0,
                 Ok(false) => {
@@ -469,6 +508,7 @@ fn run_worker<N: Nic>(
         stops.set_worker_active(false);
         break;
     }
+    gauges.publish(&engine.gauges());
     let report = engine.report();
     log::info!("session counters: {report}");
     let iface = engine.into_interface();

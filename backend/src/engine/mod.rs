@@ -302,6 +302,18 @@ impl<N: Nic> Engine<N> {
         c
     }
 
+    /// What the engine holds right now ([`crate::gauges`]); costs a walk over the sockets.
+    pub fn gauges(&self) -> crate::gauges::GaugeReading {
+        crate::gauges::GaugeReading {
+            guest_sockets: self.sockets.len() as u64,
+            stack_sockets: self.iface.socket_count() as u64,
+            sends_held: self.sockets.values().map(|s| s.sends.len() as u64).sum(),
+            external_in_flight: self.iface.external_in_flight() as u64,
+            pending_messages: self.pairs.iter().map(|p| p.pending_msgs as u64).sum(),
+            publications: 0,
+        }
+    }
+
     /// The session's report so far.
     pub fn report(&self) -> SessionReport {
         SessionReport {
