@@ -1,6 +1,7 @@
 //! The vhost-user control plane: a virtio-net device as the VMM sees it. It only negotiates and
 //! hands the rings and memory to the tenant's worker, which does all the data-path work.
 
+use std::os::fd::{AsRawFd, FromRawFd};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
@@ -190,7 +191,13 @@ impl VhostUserBackend for NetDevice {
     }
 
     fn exit_event(&self, _thread_index: usize) -> Option<(EventConsumer, EventNotifier)> {
-        let c = self.shared.exit.0.try_clone().ok()?;
+        // vhost-user-backend 0.24 registers the consumer with its epoll through `into_raw_fd`
+        // and never closes it: a duplicate handed over here leaked one eventfd per VMM
+        // connection (found by the soak). It gets our own descriptor instead, which stays ours
+        // (closed when the device is dropped).
+        // SAFETY: the descriptor is open for as long as `self` lives; the event loop takes it
+        // with `into_raw_fd` at once, so this second `EventConsumer` never closes it.
+        let c = unsafe { EventConsumer::from_raw_fd(self.shared.exit.0.as_raw_fd()) };
         let n = self.shared.exit.1.try_clone().ok()?;
         Some((c, n))
     }

@@ -255,3 +255,68 @@ fn the_operators_socket_limit_gives_emfile_and_is_counted() {
     assert_eq!(error_of(&seen[0], 14), Some(Errno::EMFILE));
     assert_eq!(b.engine.counters().socket_limit_refusals, 2);
 }
+
+#[test]
+fn closing_with_data_the_guest_never_got_resets_the_connection() {
+    let mem = Arc::new(guest_memory());
+    let mut b = bench(1, None);
+    // A peer with a 4 KiB window that never reads: the guest's sends stay held, as when two
+    // echoes wait for each other's windows.
+    let mut small = b.peer.config().tcp.clone();
+    small.rx_buffer = 4096;
+    let listener = b.peer.tcp_listen_with(5001, 4, Some(small)).expect("peer listen");
+    let mut p0 = PairDriver::new(&mem, 0, QSIZE, 0);
+    let rings = LocalRings::new(vec![p0.rx.queue(), p0.tx.queue()]);
+    // Room for hello's, socket's and connect's answers and one data message only.
+    p0.post(4, 4096);
+    p0.request(&hello(1), &[]);
+    p0.request(&Request::new(2, SocketId::NONE, RequestBody::Socket { kind: SocketKind::Tcp }), &[]);
+    let mut seen = vec![Vec::new()];
+    run_until(&mut b, &rings, &mem, &mut [&mut p0], &mut seen, |s| socket_of(&s[0], 2).is_some());
+    let sock = socket_of(&seen[0], 2).expect("socket");
+    let remote = SocketAddrV4::new(common::engine_bench::PEER_IP, 5001);
+    p0.request(&Request::new(3, sock, RequestBody::Connect { remote }), &[]);
+    run_until(&mut b, &rings, &mem, &mut [&mut p0], &mut seen, |s| socket_of(&s[0], 3).is_some());
+    let conn = b.peer.tcp_accept(listener).expect("peer accepted");
+
+    // 64 KiB arrive; one buffer's worth reaches the guest, the rest waits in the host stack.
+    let data = vec![7u8; 64 * 1024];
+    let mut sent = 0;
+    while sent < data.len() {
+        sent += b.peer.tcp_send(conn, &data[sent..]).unwrap_or(0);
+        for _ in 0..10 {
+            b.step(&rings, &mem);
+        }
+    }
+    for _ in 0..50 {
+        b.step(&rings, &mem);
+    }
+    let guest_conn = b.engine.iface().socket_count();
+    assert!(guest_conn >= 1, "the guest's connection lives");
+    let payload = vec![9u8; 16 * 1024];
+    let held = p0.request(&Request::new(5, sock, RequestBody::Send { len: 16 * 1024 }), &[&payload]);
+    for _ in 0..50 {
+        b.step(&rings, &mem);
+    }
+    assert!(!p0.tx_returned.contains(&held), "the send is held: the peer's window is full");
+
+    // A graceful close from the guest: the unread data makes it a reset, as on Linux.
+    p0.request(&Request::new(4, sock, RequestBody::Close { abort: false }), &[]);
+    let mut buf = [0u8; 1024];
+    let mut reset = false;
+    for _ in 0..2000 {
+        b.step(&rings, &mem);
+        match b.peer.tcp_recv(conn, &mut buf) {
+            Err(slimtcp::api::SocketError::Connection(slimtcp::tcp::ConnError::Reset)) => {
+                reset = true;
+                break;
+            }
+            _ => continue,
+        }
+    }
+    assert!(reset, "the peer's connection was reset");
+    for _ in 0..10 {
+        b.step(&rings, &mem);
+    }
+    assert_eq!(b.engine.iface().socket_count(), 0, "nothing left in the guest's stack");
+}

@@ -496,6 +496,19 @@ impl<N: Nic> Engine<N> {
     }
 
     pub(super) fn close(&mut self, id: u32, abort: bool) -> Result<Done, Errno> {
+        // Received data the guest never got (still in the host stack, or a partly delivered
+        // segment) makes a close an abort, as a kernel resets a connection closed with unread
+        // data (RFC 2525 2.17): a graceful close would wait for its sends behind a peer that may
+        // itself wait for this window forever.
+        let unread = {
+            let s = self.sock(id)?;
+            let in_stack = match (s.kind, s.handle) {
+                (Kind::Tcp, Some(h)) => self.iface.tcp_info(h).map_or(0, |i| i.recv_queued),
+                _ => 0,
+            };
+            in_stack > 0 || self.sock(id)?.rx_partial.is_some()
+        };
+        let abort = abort || unread;
         let s = self.sock(id)?;
         if s.kind == Kind::Udp && !abort && !s.sends.is_empty() {
             // Datagrams the NIC still reads: the chains return when it is done.

@@ -36,11 +36,13 @@ fn one_of(nr: libc::c_long, arg: u8, values: &[u64]) -> Result<Allowed, SandboxE
 fn common() -> Vec<Allowed> {
     vec![
         // The allocator (glibc's malloc arenas: mmap, mprotect to grow, madvise and munmap to
-        // shrink; brk for the main arena, not seen but possible when every arena is taken).
+        // shrink; mremap when a large (mmap'd) buffer is reallocated, seen under the soak's
+        // load; brk for the main arena, not seen but possible when every arena is taken).
         any(libc::SYS_mmap),
         any(libc::SYS_mprotect),
         any(libc::SYS_madvise),
         any(libc::SYS_munmap),
+        any(libc::SYS_mremap),
         any(libc::SYS_brk),
         // Locks, condition variables, joins; naps (std::thread::sleep).
         any(libc::SYS_futex),
