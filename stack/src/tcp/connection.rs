@@ -9,6 +9,7 @@ use std::net::SocketAddrV4;
 use super::config::TcpConfig;
 use super::events::Events;
 use super::recv_buffer::RecvBuffer;
+use super::reorder::ReorderQueue;
 use super::rtt::RttEstimator;
 use super::send_buffer::{SendBuffer, TxPayload};
 use super::state::State;
@@ -98,6 +99,8 @@ pub struct Connection {
     /// Both SYNs carried the window-scale option.
     pub(super) wscale_ok: bool,
     pub(super) rx: RecvBuffer,
+    /// Segments that arrived beyond a hole (bounded; see `reorder.rs`).
+    pub(super) ooo: ReorderQueue,
     pub(super) fin_received: bool,
     /// The application closed the socket entirely: it will never read again.
     pub(super) orphaned: bool,
@@ -111,6 +114,17 @@ pub struct Connection {
     pub(super) rtt_probe: Option<(SeqNumber, Instant)>,
     pub(super) persist_deadline: Option<Instant>,
     pub(super) persist_backoff: u32,
+
+    // Loss recovery without a timeout (RFC 5681 fast retransmit, RFC 6582 NewReno).
+    /// Duplicate ACKs in a row (ACK == SND.UNA, no data, data in flight).
+    pub(super) dup_acks: u32,
+    /// In fast recovery until SND.UNA reaches this (SND.MAX when it began).
+    pub(super) recover: Option<SeqNumber>,
+    /// No fast retransmit for duplicate ACKs at or below this (SND.MAX at the last timeout,
+    /// whose go-back-N resends draw duplicate ACKs of their own: RFC 6582 section 3.2 step 2).
+    pub(super) recover_guard: SeqNumber,
+    /// Retransmit the segment at SND.UNA on the next output.
+    pub(super) rexmit_due: bool,
     /// A zero-window probe is due.
     pub(super) probe_due: bool,
     /// Zero-window probes sent since the peer last answered.
@@ -146,12 +160,18 @@ pub struct ConnStats {
     pub bytes_received: u64,
     /// Payload bytes acknowledged by the peer.
     pub bytes_acked: u64,
-    /// Segments sent again after a timeout (go-back-N).
+    /// Segments sent again (after a timeout, go-back-N, or by fast retransmit).
     pub retransmits: u64,
     /// Retransmission timeouts.
     pub timeouts: u64,
-    /// Out-of-order segments dropped (each answered with a duplicate ACK).
+    /// Out-of-order segments (each answered with a duplicate ACK).
     pub out_of_order: u64,
+    /// Of those, segments kept in the reorder queue until the hole before them was filled.
+    pub reordered: u64,
+    /// Out-of-order segments dropped because the reorder queue held its most ranges.
+    pub reorder_drops: u64,
+    /// Fast retransmissions (three duplicate ACKs, or a partial ACK in recovery).
+    pub fast_retransmits: u64,
     /// Segments outside the receive window.
     pub out_of_window: u64,
     /// Challenge ACKs sent (RFC 5961).
@@ -173,6 +193,7 @@ impl Connection {
         Connection {
             tx: SendBuffer::new(cfg.tx_buffer),
             rx: RecvBuffer::new(cfg.rx_buffer),
+            ooo: ReorderQueue::default(),
             send_mss: usize::from(DEFAULT_PEER_MSS.min(cfg.mss)),
             cfg,
             state,
@@ -201,6 +222,10 @@ impl Connection {
             rtt_probe: None,
             persist_deadline: None,
             persist_backoff: 0,
+            dup_acks: 0,
+            recover: None,
+            recover_guard: iss,
+            rexmit_due: false,
             probe_due: false,
             probes_unanswered: 0,
             time_wait_deadline: None,
@@ -560,6 +585,7 @@ impl Connection {
         self.time_wait_deadline = None;
         self.live.stop();
         self.ack_pending = false;
+        self.ooo = ReorderQueue::default();
         self.events.insert(Events::CLOSED | Events::READABLE | Events::WRITABLE);
     }
 

@@ -1,9 +1,11 @@
 //! Segment arrival (RFC 9293 section 3.10.7) for a connection that exists, with the RFC 5961
-//! checks on RST, SYN and ACK. In-order receive only: a segment that starts beyond `rcv_nxt` is
-//! dropped and answered with a duplicate ACK (SlimTCP keeps no reorder buffer).
+//! checks on RST, SYN and ACK. In-order payload is queued for the application in its packet
+//! buffer; a segment that starts beyond `rcv_nxt` is kept in the bounded reorder queue
+//! (`reorder.rs`) and answered at once with a duplicate ACK.
 
 use super::connection::{ConnError, Connection};
 use super::events::Events;
+use super::reorder::Insert;
 use super::state::State;
 use super::SeqNumber;
 use crate::nic::PacketBuf;
@@ -145,6 +147,7 @@ impl Connection {
         }
         self.probes_unanswered = 0;
 
+        self.note_ack_for_recovery(seg, ack, payload.len());
         let fin_acked = if ack > self.snd_una { self.ack_new_data(now, ack, syn_outstanding) } else { false };
 
         // Window update (RFC 9293 3.10.7.4, fifth check): only from newer segments.
@@ -212,6 +215,42 @@ impl Connection {
         self.ack_pending = true;
     }
 
+    /// Fast retransmit and NewReno partial ACKs (RFC 5681 section 3.2, RFC 6582), called before
+    /// SND.UNA moves: the third duplicate ACK retransmits the segment at SND.UNA and starts a
+    /// recovery up to SND.MAX; in recovery, each ACK that moves SND.UNA short of that point
+    /// (a receiver that kept what followed the hole) retransmits the next hole at once, instead
+    /// of waiting for the retransmission timeout. Congestion control stays absent by design.
+    fn note_ack_for_recovery(&mut self, seg: &TcpRepr, ack: SeqNumber, payload_len: usize) {
+        if ack > self.snd_una {
+            self.dup_acks = 0;
+            if let Some(recover) = self.recover {
+                if ack >= recover {
+                    self.recover = None;
+                } else {
+                    self.rexmit_due = true;
+                    self.stats.fast_retransmits += 1;
+                }
+            }
+            return;
+        }
+        let duplicate = ack == self.snd_una
+            && payload_len == 0
+            && !seg.flags.intersects(TcpFlags::SYN | TcpFlags::FIN)
+            && self.snd_una != self.snd_max;
+        if !duplicate {
+            return;
+        }
+        self.dup_acks += 1;
+        if self.dup_acks == super::DUP_ACK_THRESHOLD
+            && self.recover.is_none()
+            && self.snd_una > self.recover_guard
+        {
+            self.recover = Some(self.snd_max);
+            self.rexmit_due = true;
+            self.stats.fast_retransmits += 1;
+        }
+    }
+
     /// Processes an ACK that advances SND.UNA to `ack`. Returns true when it acknowledges our FIN.
     pub(super) fn ack_new_data(&mut self, now: Instant, ack: SeqNumber, syn_outstanding: bool) -> bool {
         let mut acked = ack.since(self.snd_una);
@@ -249,7 +288,8 @@ impl Connection {
         self.snd_una + self.tx.len()
     }
 
-    /// Queues in-order payload and processes a FIN that follows it.
+    /// Queues in-order payload (and whatever the reorder queue held right after it), keeps
+    /// out-of-order payload in the reorder queue, and processes a FIN that follows the data.
     fn accept_payload(&mut self, seq: SeqNumber, mut payload: PacketBuf, mut fin: bool, now: Instant) {
         let fin_seq_if_all = seq + payload.len();
         if !payload.is_empty() {
@@ -264,9 +304,7 @@ impl Connection {
                 return;
             }
             if seq > self.rcv_nxt {
-                self.stats.out_of_order += 1;
-                self.ack_pending = true;
-                self.dup_acks_owed = (self.dup_acks_owed + 1).min(super::DUP_ACKS_PER_BURST);
+                self.hold_out_of_order(seq, payload, fin);
                 return;
             }
             self.ack_pending = true;
@@ -281,17 +319,21 @@ impl Connection {
                     // The FIN lies beyond what we accepted; the peer will send it again.
                     fin = false;
                 }
-                let n = payload.len();
-                self.rx.push(payload);
-                self.rcv_nxt += n;
-                self.stats.bytes_received += n as u64;
-                self.events.insert(Events::READABLE);
+                self.deliver(payload);
+                if !self.ooo.is_empty() {
+                    fin |= self.deliver_reordered();
+                }
             }
+        } else if fin && fin_seq_if_all > self.rcv_nxt {
+            self.stats.out_of_order += 1;
+            self.ack_pending = true;
+            self.ooo.note_fin(fin_seq_if_all);
+            return;
         }
         if !fin {
             return;
         }
-        if fin_seq_if_all == self.rcv_nxt && !self.fin_received {
+        if (fin_seq_if_all == self.rcv_nxt || self.ooo.take_fin_at(self.rcv_nxt)) && !self.fin_received {
             self.rcv_nxt += 1;
             self.fin_received = true;
             self.ack_pending = true;
@@ -309,6 +351,61 @@ impl Connection {
         } else if self.state == State::TimeWait {
             self.ack_pending = true;
             self.enter_time_wait(now);
+        }
+    }
+
+    /// Appends in-order payload (trimmed to the window) to the receive queue.
+    fn deliver(&mut self, payload: PacketBuf) {
+        let n = payload.len();
+        if n == 0 {
+            return;
+        }
+        self.rx.push(payload);
+        self.rcv_nxt += n;
+        self.stats.bytes_received += n as u64;
+        self.events.insert(Events::READABLE);
+    }
+
+    /// Moves what the reorder queue holds right after `rcv_nxt` to the receive queue. Returns
+    /// true when a FIN held there is now next (the caller processes it).
+    fn deliver_reordered(&mut self) -> bool {
+        while let Some(mut p) = self.ooo.pop_ready(self.rcv_nxt) {
+            // Held bytes lay inside the window we advertised, so they fit; never trust that.
+            let room = self.receive_window();
+            if p.len() > room {
+                p.truncate(room);
+            }
+            self.deliver(p);
+        }
+        self.ooo.fin_is_next(self.rcv_nxt)
+    }
+
+    /// An out-of-order segment: kept in the reorder queue (the part inside the window we
+    /// advertised), and answered at once with a duplicate ACK (a sender's fast retransmit).
+    fn hold_out_of_order(&mut self, seq: SeqNumber, mut payload: PacketBuf, mut fin: bool) {
+        self.stats.out_of_order += 1;
+        self.ack_pending = true;
+        self.dup_acks_owed = (self.dup_acks_owed + 1).min(super::DUP_ACKS_PER_BURST);
+        let right = self.rcv_nxt + self.receive_window();
+        if seq >= right {
+            return;
+        }
+        let room = right.since(seq);
+        if payload.len() > room {
+            payload.truncate(room);
+            fin = false;
+        }
+        let end = seq + payload.len();
+        match self.ooo.insert(seq, payload) {
+            Insert::Stored => self.stats.reordered += 1,
+            Insert::Duplicate => {}
+            Insert::TooManyRanges => {
+                self.stats.reorder_drops += 1;
+                return;
+            }
+        }
+        if fin {
+            self.ooo.note_fin(end);
         }
     }
 

@@ -19,6 +19,7 @@ pub mod listen;
 pub mod liveness;
 pub mod output;
 pub mod recv_buffer;
+pub mod reorder;
 pub mod rtt;
 pub mod send_buffer;
 pub mod seq;
@@ -32,6 +33,9 @@ mod tests;
 /// Duplicate ACKs sent at most per dispatch for out-of-order arrivals (a fast retransmit needs
 /// three).
 pub const DUP_ACKS_PER_BURST: u32 = 3;
+
+/// Duplicate ACKs that trigger a fast retransmit (RFC 5681 section 3.2).
+pub const DUP_ACK_THRESHOLD: u32 = 3;
 
 pub use config::TcpConfig;
 pub use connection::{ConnError, ConnStats, Connection, SendError, MIN_MSS};

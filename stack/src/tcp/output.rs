@@ -1,5 +1,6 @@
 //! Segment output: SYN / SYN-ACK, data cut at the MSS within the peer's window (go-back-N after
-//! a timeout), FIN, zero-window probes, and at most one pure ACK per call. The caller calls
+//! a timeout; one segment at SND.UNA for a fast retransmit), FIN, zero-window probes, and at
+//! most one pure ACK per call. The caller calls
 //! `dispatch` once per socket after a whole receive burst, which is what makes "one pure ACK
 //! per socket per burst" hold.
 
@@ -108,7 +109,12 @@ impl Connection {
                 }
             }
             State::TimeWait => {}
-            _ => sent += self.send_data(now, sink),
+            _ => {
+                if self.rexmit_due {
+                    sent += self.retransmit_head(sink);
+                }
+                sent += self.send_data(now, sink)
+            }
         }
         if self.live.keepalive_due && self.send_ack_at(sink, self.snd_una - 1).is_ok() {
             self.live.keepalive_due = false;
@@ -150,7 +156,7 @@ impl Connection {
                 let sent = self.snd_nxt.since(self.snd_una);
                 let unsent = self.tx.len().saturating_sub(sent);
                 let fin_unsent = self.fin_queued && self.snd_nxt <= self.data_end();
-                (unsent > 0 && self.usable_window() > 0) || fin_unsent
+                (unsent > 0 && self.usable_window() > 0) || fin_unsent || self.rexmit_due
             }
         }
     }
@@ -262,6 +268,49 @@ impl Connection {
             self.persist_deadline = Some(now + self.rtt.rto());
         }
         sent
+    }
+
+    /// Fast retransmit: the one segment at SND.UNA (or the FIN there), sent again without
+    /// moving SND.NXT. Returns 1 if it went out (or there was nothing left to resend).
+    fn retransmit_head(&mut self, sink: &mut dyn SegmentSink) -> usize {
+        let in_flight = self.snd_max.since(self.snd_una);
+        let queued = self.tx.len();
+        let mut len = self.send_mss.min(queued).min(in_flight);
+        if let Some(limit) = self.tx.segment_limit(0) {
+            len = len.min(limit);
+        }
+        let fin = self.fin_queued && len == queued && in_flight > queued;
+        if len == 0 && !fin {
+            self.rexmit_due = false;
+            return 0;
+        }
+        let mut flags = TcpFlags::empty();
+        if fin {
+            flags.insert(TcpFlags::FIN);
+        }
+        let repr = TcpRepr {
+            src_port: self.local.port(),
+            dst_port: self.remote.port(),
+            seq_number: self.snd_una,
+            ack_number: Some(self.rcv_nxt),
+            flags,
+            window_len: self.advertise_window(),
+            max_seg_size: None,
+            window_scale: None,
+        };
+        let payload = Payload { tx: Some(&mut self.tx), offset: 0, len };
+        if sink.emit(&repr, payload).is_err() {
+            return 0;
+        }
+        self.rexmit_due = false;
+        self.stats.segs_out += 1;
+        self.stats.retransmits += 1;
+        self.ack_pending = false;
+        // Karn: an ACK may now answer either copy.
+        if self.rtt_probe.is_some_and(|(end, _)| end > self.snd_una) {
+            self.rtt_probe = None;
+        }
+        1
     }
 
     /// A segment without payload carrying our current ACK and window at sequence `seq`.

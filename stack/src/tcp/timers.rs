@@ -56,7 +56,12 @@ impl Connection {
         // Karn: the segment being timed will be retransmitted, so its sample is ambiguous.
         self.rtt_probe = None;
         // Go-back-N from the first unacknowledged byte (the SYN, before the handshake ends).
+        // The duplicate ACKs those resends draw start no fast retransmit (RFC 6582 3.2 step 2).
         self.snd_nxt = self.snd_una;
+        self.recover = None;
+        self.recover_guard = self.snd_max;
+        self.dup_acks = 0;
+        self.rexmit_due = false;
     }
 
     fn on_persist_timeout(&mut self, now: Instant) {

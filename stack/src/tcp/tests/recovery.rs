@@ -1,0 +1,93 @@
+//! Loss recovery without a timeout on the sending side: fast retransmit on the third duplicate
+//! ACK, NewReno partial ACKs retransmitting the next hole, and no fast retransmit from the
+//! duplicates that a timeout's go-back-N resends draw.
+
+use super::harness::*;
+use crate::tcp::Connection;
+use crate::wire::tcp::TcpFlags;
+
+fn ack(c: &mut Connection, at: u64, ack: u32) {
+    feed(c, ms(at), seg(TcpFlags::empty(), IRS + 1, Some(ack), 1000, b""));
+}
+
+fn seqs(c: &mut Connection, at: u64) -> Vec<u32> {
+    out(c, ms(at)).iter().filter(|(_, p)| !p.is_empty()).map(|(r, _)| r.seq_number.0).collect()
+}
+
+#[test]
+fn third_duplicate_ack_retransmits_the_first_unacknowledged_segment() {
+    let mut c = established(cfg(), 1000);
+    c.send(&[1u8; 500]).expect("send");
+    assert_eq!(seqs(&mut c, 20).len(), 5);
+    // The first segment is lost: the receiver answers each of the others with a duplicate.
+    ack(&mut c, 21, ISS + 1);
+    ack(&mut c, 21, ISS + 1);
+    assert!(seqs(&mut c, 21).is_empty(), "two duplicates are not enough");
+    ack(&mut c, 21, ISS + 1);
+    assert_eq!(seqs(&mut c, 21), vec![ISS + 1], "only the missing segment");
+    assert_eq!(c.stats().fast_retransmits, 1);
+    ack(&mut c, 22, ISS + 1);
+    assert!(seqs(&mut c, 22).is_empty(), "one fast retransmit per recovery");
+    // The receiver kept the rest: the next ACK covers everything and recovery ends.
+    ack(&mut c, 23, ISS + 501);
+    assert!(c.recover.is_none());
+    assert_eq!(c.stats().retransmits, 1);
+    assert_eq!(c.stats().timeouts, 0);
+}
+
+#[test]
+fn partial_acks_retransmit_each_next_hole() {
+    let mut c = established(cfg(), 1000);
+    c.send(&[1u8; 500]).expect("send");
+    seqs(&mut c, 20);
+    // Segments 1 and 3 are lost.
+    for _ in 0..3 {
+        ack(&mut c, 21, ISS + 1);
+    }
+    assert_eq!(seqs(&mut c, 21), vec![ISS + 1]);
+    // The hole at 1 is filled; the receiver held segment 2: a partial ACK up to the next hole.
+    ack(&mut c, 22, ISS + 201);
+    assert_eq!(seqs(&mut c, 22), vec![ISS + 201], "the next hole at once, no timeout");
+    ack(&mut c, 23, ISS + 501);
+    assert!(c.recover.is_none());
+    assert_eq!(c.stats().fast_retransmits, 2);
+}
+
+#[test]
+fn duplicates_drawn_by_go_back_n_start_no_fast_retransmit() {
+    let mut c = established(cfg(), 1000);
+    c.send(&[1u8; 300]).expect("send");
+    seqs(&mut c, 20);
+    let t = c.poll_at().expect("rto armed");
+    c.on_timer(t);
+    assert_eq!(out(&mut c, t).len(), 3, "go-back-N after the timeout");
+    // The receiver had segments 2 and 3: its duplicate ACKs for our resends move nothing.
+    for _ in 0..3 {
+        feed(&mut c, t, seg(TcpFlags::empty(), IRS + 1, Some(ISS + 1), 1000, b""));
+    }
+    assert!(
+        out(&mut c, t).iter().all(|(_, p)| p.is_empty()),
+        "no fast retransmit below the timeout's SND.MAX"
+    );
+    assert_eq!(c.stats().fast_retransmits, 0);
+}
+
+#[test]
+fn a_lost_fin_is_fast_retransmitted_with_the_last_data() {
+    let mut c = established(cfg(), 1000);
+    c.send(&[1u8; 150]).expect("send");
+    c.shutdown();
+    let first = out(&mut c, ms(20));
+    assert!(first.last().is_some_and(|(r, _)| r.flags.contains(TcpFlags::FIN)));
+    // The first segment arrived, the last one (with the FIN) did not; then three duplicates
+    // (of the first, e.g. from reordering).
+    ack(&mut c, 21, ISS + 101);
+    for _ in 0..3 {
+        ack(&mut c, 21, ISS + 101);
+    }
+    let again = out(&mut c, ms(21));
+    assert_eq!(again.len(), 1);
+    assert_eq!(again[0].0.seq_number.0, ISS + 101);
+    assert_eq!(again[0].1.len(), 50);
+    assert!(again[0].0.flags.contains(TcpFlags::FIN));
+}
