@@ -223,6 +223,14 @@ fn test_bytes() -> u64 {
     std::env::var("SLIMTCP_LOSS_BYTES").ok().and_then(|v| v.parse().ok()).unwrap_or(TEST_BYTES)
 }
 
+/// [`RATES`], or the comma-separated `SLIMTCP_LOSS_RATES` (in 1/10000) when set.
+fn rates() -> Vec<PerTenThousand> {
+    match std::env::var("SLIMTCP_LOSS_RATES") {
+        Ok(v) => v.split(',').filter_map(|r| r.trim().parse().ok()).collect(),
+        Err(_) => RATES.to_vec(),
+    }
+}
+
 fn percent(rate: PerTenThousand) -> String {
     format!("{}%", f64::from(rate) / 100.0)
 }
@@ -231,7 +239,7 @@ fn percent(rate: PerTenThousand) -> String {
 fn linux_to_stack_with_random_loss_is_exact() {
     require_netns!("linux_to_stack_with_random_loss_is_exact");
     let bed = LossBed::new("loss-l2s", 40);
-    for (i, rate) in RATES.into_iter().enumerate() {
+    for (i, rate) in rates().into_iter().enumerate() {
         bed.set_loss(rate);
         let r = linux_to_stack(&bed, test_bytes(), 400 + i as u64, Arc::new(AtomicU64::new(0)));
         eprintln!("linux -> stack at {} loss each way: {r:?}, {:.1} MB/s", percent(rate), r.mb_per_s());
@@ -242,7 +250,7 @@ fn linux_to_stack_with_random_loss_is_exact() {
 fn stack_to_linux_with_random_loss_is_exact() {
     require_netns!("stack_to_linux_with_random_loss_is_exact");
     let bed = LossBed::new("loss-s2l", 41);
-    for (i, rate) in RATES.into_iter().enumerate() {
+    for (i, rate) in rates().into_iter().enumerate() {
         bed.set_loss(rate);
         let r = stack_to_linux(&bed, test_bytes(), 410 + i as u64);
         eprintln!("stack -> linux at {} loss each way: {r:?}, {:.1} MB/s", percent(rate), r.mb_per_s());

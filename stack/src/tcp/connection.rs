@@ -98,6 +98,9 @@ pub struct Connection {
     pub(super) rcv_wscale: u8,
     /// Both SYNs carried the window-scale option.
     pub(super) wscale_ok: bool,
+    /// Both SYNs carried SACK-permitted (and our configuration allows it): our ACKs carry SACK
+    /// blocks for what the reorder queue holds.
+    pub(super) sack_ok: bool,
     pub(super) rx: RecvBuffer,
     /// Segments that arrived beyond a hole (bounded; see `reorder.rs`).
     pub(super) ooo: ReorderQueue,
@@ -214,6 +217,7 @@ impl Connection {
             rcv_adv: SeqNumber(0),
             rcv_wscale: 0,
             wscale_ok: false,
+            sack_ok: false,
             fin_received: false,
             orphaned: false,
             rtt,
@@ -294,6 +298,7 @@ impl Connection {
     pub(super) fn apply_syn_options(&mut self, syn: &TcpRepr) {
         let peer_mss = syn.max_seg_size.unwrap_or(DEFAULT_PEER_MSS);
         self.apply_peer_options(peer_mss, syn.window_scale);
+        self.sack_ok = syn.sack.permitted && self.cfg.sack;
     }
 
     /// Takes the peer's MSS (clamped to at least [`MIN_MSS`], then to our own) and window-scale
@@ -574,6 +579,7 @@ impl Connection {
             window_len: 0,
             max_seg_size: None,
             window_scale: None,
+            sack: crate::wire::TcpSack::NONE,
         }
     }
 

@@ -428,5 +428,6 @@ fn reset_for_ack(seg: &TcpRepr, ack: SeqNumber) -> TcpRepr {
         window_len: 0,
         max_seg_size: None,
         window_scale: None,
+        sack: crate::wire::TcpSack::NONE,
     }
 }

@@ -8,7 +8,7 @@ use super::connection::Connection;
 use super::send_buffer::{LoanId, SendBuffer};
 use super::state::State;
 use crate::time::Instant;
-use crate::wire::tcp::{TcpFlags, TcpRepr};
+use crate::wire::tcp::{TcpFlags, TcpRepr, TcpSack};
 
 /// The sink could not take the segment now (no transmit buffer); the connection stops and
 /// tries again on its next dispatch, with its state unchanged for that segment.
@@ -178,6 +178,7 @@ impl Connection {
             window_len: window as u16,
             max_seg_size: Some(self.cfg.mss),
             window_scale: if offer_scale { self.cfg.window_scale } else { None },
+            sack: if self.offer_sack(passive) { TcpSack::PERMITTED } else { TcpSack::NONE },
         };
         sink.emit(&repr, Payload::empty())?;
         self.stats.segs_out += 1;
@@ -236,6 +237,7 @@ impl Connection {
                 window_len: self.advertise_window(),
                 max_seg_size: None,
                 window_scale: None,
+                sack: TcpSack::NONE,
             };
             let payload = Payload { tx: Some(&mut self.tx), offset, len };
             if sink.emit(&repr, payload).is_err() {
@@ -297,6 +299,7 @@ impl Connection {
             window_len: self.advertise_window(),
             max_seg_size: None,
             window_scale: None,
+            sack: TcpSack::NONE,
         };
         let payload = Payload { tx: Some(&mut self.tx), offset: 0, len };
         if sink.emit(&repr, payload).is_err() {
@@ -313,6 +316,24 @@ impl Connection {
         1
     }
 
+    /// Whether our SYN (`passive`: our SYN-ACK) carries SACK-permitted.
+    fn offer_sack(&self, passive: bool) -> bool {
+        if passive {
+            self.sack_ok
+        } else {
+            self.cfg.sack
+        }
+    }
+
+    /// SACK blocks for a pure ACK: what the reorder queue holds, when SACK was negotiated.
+    fn sack_blocks(&self) -> TcpSack {
+        if !self.sack_ok || self.ooo.bytes() == 0 {
+            return TcpSack::NONE;
+        }
+        let (ranges, n) = self.ooo.sack_ranges();
+        TcpSack::blocks(ranges[..n].iter().copied())
+    }
+
     /// A segment without payload carrying our current ACK and window at sequence `seq`.
     fn send_ack_at(&mut self, sink: &mut dyn SegmentSink, seq: super::SeqNumber) -> Result<(), SinkFull> {
         let repr = TcpRepr {
@@ -324,6 +345,7 @@ impl Connection {
             window_len: self.advertise_window(),
             max_seg_size: None,
             window_scale: None,
+            sack: self.sack_blocks(),
         };
         sink.emit(&repr, Payload::empty())?;
         self.stats.segs_out += 1;

@@ -41,6 +41,8 @@ pub struct ReorderQueue {
     memory: usize,
     /// The sequence number of a FIN that arrived out of order.
     fin: Option<SeqNumber>,
+    /// Where the segment stored last begins (its range leads the SACK blocks).
+    last: Option<SeqNumber>,
 }
 
 impl ReorderQueue {
@@ -136,6 +138,7 @@ impl ReorderQueue {
         self.bytes += payload.len();
         self.memory += payload.capacity();
         self.segs.insert(idx, (seq, payload));
+        self.last = Some(seq);
         idx = 0;
         self.ranges = self.segs.len().min(1);
         while idx + 1 < self.segs.len() {
@@ -146,6 +149,30 @@ impl ReorderQueue {
             idx += 1;
         }
         Insert::Stored
+    }
+
+    /// The ranges held, as `[left, right)` SACK blocks (RFC 2018 section 4): the range of the
+    /// segment stored last first, then the others from the lowest up.
+    pub fn sack_ranges(&self) -> ([(SeqNumber, SeqNumber); MAX_RANGES], usize) {
+        let mut out = [(SeqNumber(0), SeqNumber(0)); MAX_RANGES];
+        let mut n: usize = 0;
+        for (s, p) in &self.segs {
+            let end = *s + p.len();
+            match n.checked_sub(1).map(|i| &mut out[i]) {
+                Some(r) if r.1 == *s => r.1 = end,
+                _ if n < MAX_RANGES => {
+                    out[n] = (*s, end);
+                    n += 1;
+                }
+                _ => break,
+            }
+        }
+        if let Some(last) = self.last {
+            if let Some(i) = out[..n].iter().position(|(l, r)| last >= *l && last < *r) {
+                out[..=i].rotate_right(1);
+            }
+        }
+        (out, n)
     }
 
     /// The next held payload that continues the stream at `rcv_nxt` (trimmed to start there),
@@ -220,6 +247,19 @@ mod tests {
         assert_eq!(q.bytes(), 10);
         // Delivery may start in the middle of the first held segment.
         assert_eq!(drain(&mut q, b + 9), b"jklmnopqr");
+    }
+
+    #[test]
+    fn sack_ranges_lead_with_the_latest_segment() {
+        let mut q = ReorderQueue::default();
+        let b = SeqNumber(100);
+        q.insert(b + 10, seg(b"aa"));
+        q.insert(b + 20, seg(b"bb"));
+        q.insert(b + 12, seg(b"cc"));
+        q.insert(b + 30, seg(b"dd"));
+        q.insert(b + 22, seg(b"ee"));
+        let (r, n) = q.sack_ranges();
+        assert_eq!(&r[..n], &[(b + 20, b + 24), (b + 10, b + 14), (b + 30, b + 32)]);
     }
 
     #[test]
