@@ -27,7 +27,9 @@ use slimtcp::nic::tap::TapNic;
 use slimtcp::wire::EthernetAddress;
 
 use slimtcp_testkit::data::hex;
-use slimtcp_testkit::linux_peer::{spawn_tcp_client_recv, spawn_tcp_client_send, Transfer};
+use slimtcp_testkit::linux_peer::{
+    spawn_tcp_client_recv, spawn_tcp_client_send, spawn_tcp_server_recv, Transfer,
+};
 use slimtcp_testkit::lossnet::{LossyRouter, Peer, PerTenThousand};
 use slimtcp_testkit::netns::Netns;
 
@@ -152,6 +154,7 @@ fn check_exact(what: &str, stack: &BulkOutcome, linux: &Transfer, seed: u64, tot
 }
 
 /// Linux (peer) client -> SlimTCP server, `total` bytes of stream `seed`, every byte checked.
+/// `seconds` runs from the Linux client's start until it saw the stack close.
 fn linux_to_stack(bed: &LossBed, total: u64, seed: u64, progress: Arc<AtomicU64>) -> Run {
     let stack = StackRunner::spawn(&bed.router.ns, bed.open_tap(), bed.iface_config(), TRANSFER_TIMEOUT, {
         move |iface, _| {
@@ -161,9 +164,11 @@ fn linux_to_stack(bed: &LossBed, total: u64, seed: u64, progress: Arc<AtomicU64>
     });
     let capture = capture(bed, "l2s");
     let before = bed.dropped();
+    let start = Instant::now();
     let linux = spawn_tcp_client_send(&bed.peer.ns, bed.stack_addr(), total, seed, TRANSFER_TIMEOUT)
         .expect("start the Linux sender");
     let sent = linux.join().expect("the Linux client sends everything and sees the stack close");
+    let seconds = start.elapsed().as_secs_f64();
     let outcome = stack.result(TRANSFER_TIMEOUT).expect("the stack receives everything and closes");
     let what = format!("linux -> stack, {total} bytes");
     check_exact(&what, &outcome, &sent, seed, total);
@@ -172,7 +177,7 @@ fn linux_to_stack(bed: &LossBed, total: u64, seed: u64, progress: Arc<AtomicU64>
     drop(capture);
     Run {
         bytes: total,
-        seconds: outcome.data_time.as_secs_f64(),
+        seconds,
         retransmits: outcome.retransmits,
         dropped_to_stack: after.0 - before.0,
         dropped_to_linux: after.1 - before.1,
@@ -190,9 +195,11 @@ fn stack_to_linux(bed: &LossBed, total: u64, seed: u64) -> Run {
     });
     let capture = capture(bed, "s2l");
     let before = bed.dropped();
+    let start = Instant::now();
     let linux = spawn_tcp_client_recv(&bed.peer.ns, bed.stack_addr(), TRANSFER_TIMEOUT)
         .expect("start the Linux receiver");
     let received = linux.join().expect("the Linux client receives until end of stream");
+    let seconds = start.elapsed().as_secs_f64();
     let outcome = stack.result(TRANSFER_TIMEOUT).expect("the stack sends everything and closes");
     let what = format!("stack -> linux, {total} bytes");
     check_exact(&what, &outcome, &received, seed, total);
@@ -201,7 +208,7 @@ fn stack_to_linux(bed: &LossBed, total: u64, seed: u64) -> Run {
     drop(capture);
     Run {
         bytes: total,
-        seconds: outcome.data_time.as_secs_f64(),
+        seconds,
         retransmits: outcome.retransmits,
         dropped_to_stack: after.0 - before.0,
         dropped_to_linux: after.1 - before.1,
@@ -242,7 +249,13 @@ fn linux_to_stack_with_random_loss_is_exact() {
     for (i, rate) in rates().into_iter().enumerate() {
         bed.set_loss(rate);
         let r = linux_to_stack(&bed, test_bytes(), 400 + i as u64, Arc::new(AtomicU64::new(0)));
-        eprintln!("linux -> stack at {} loss each way: {r:?}, {:.1} MB/s", percent(rate), r.mb_per_s());
+        eprintln!(
+            "linux -> stack at {} loss each way: {:.1} MB/s, {} frames dropped toward the stack, {} toward Linux",
+            percent(rate),
+            r.mb_per_s(),
+            r.dropped_to_stack,
+            r.dropped_to_linux
+        );
     }
 }
 
@@ -253,7 +266,14 @@ fn stack_to_linux_with_random_loss_is_exact() {
     for (i, rate) in rates().into_iter().enumerate() {
         bed.set_loss(rate);
         let r = stack_to_linux(&bed, test_bytes(), 410 + i as u64);
-        eprintln!("stack -> linux at {} loss each way: {r:?}, {:.1} MB/s", percent(rate), r.mb_per_s());
+        eprintln!(
+            "stack -> linux at {} loss each way: {:.1} MB/s, {} retransmissions, {} frames dropped toward the stack, {} toward Linux",
+            percent(rate),
+            r.mb_per_s(),
+            r.retransmits,
+            r.dropped_to_stack,
+            r.dropped_to_linux
+        );
         assert!(r.retransmits > 0 || r.dropped_to_linux == 0, "drops toward Linux need retransmissions");
     }
 }
@@ -350,4 +370,93 @@ fn burst_drop_during_linux_to_stack_transfer_recovers() {
         })
     };
     assert_eq!(transfer.bytes, BURST_TRANSFER);
+}
+
+/// Linux -> Linux through the same router and rules (peer `a` sends to peer `b`), timed like the
+/// SlimTCP runs: from the sender's start until it saw the receiver close.
+fn linux_to_linux(a: &Peer, b: &Peer, total: u64, seed: u64) -> Run {
+    let (addr, receiver) =
+        spawn_tcp_server_recv(&b.ns, SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, PORT).into(), TRANSFER_TIMEOUT)
+            .expect("the Linux receiver listens");
+    let to = SocketAddr::from(SocketAddrV4::new(b.ip, addr.port()));
+    let start = Instant::now();
+    let sent = spawn_tcp_client_send(&a.ns, to, total, seed, TRANSFER_TIMEOUT)
+        .expect("start the Linux sender")
+        .join()
+        .expect("the Linux sender sends everything and sees the receiver close");
+    let seconds = start.elapsed().as_secs_f64();
+    let received = receiver.join().expect("the Linux receiver receives everything");
+    assert_eq!(sent, received, "linux -> linux: the two ends disagree");
+    assert!(received.matches_pattern(seed, total), "linux -> linux: wrong bytes");
+    Run { bytes: total, seconds, retransmits: 0, dropped_to_stack: 0, dropped_to_linux: 0 }
+}
+
+/// The median goodput of `runs` (MB/s).
+fn median(mut runs: Vec<f64>) -> f64 {
+    runs.sort_by(f64::total_cmp);
+    runs.get(runs.len() / 2).copied().unwrap_or(0.0)
+}
+
+fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
+    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+}
+
+/// `make bench` (scripts/bench-loss.sh): goodput at each loss rate (each way), SlimTCP <-> Linux
+/// over the TAP beside Linux <-> Linux over veth pairs, same router, same rules; the median of
+/// `LOSS_BENCH_RUNS` runs of `LOSS_BENCH_BYTES` each. Writes `loss.md` and `loss.json` into
+/// `LOSS_BENCH_OUT` (default `target/bench` of the workspace).
+#[test]
+#[ignore = "a benchmark: scripts/bench-loss.sh runs it"]
+fn loss_goodput_table() {
+    require_netns!("loss_goodput_table");
+    let bytes: u64 = env_or("LOSS_BENCH_BYTES", 32 * 1024 * 1024);
+    let runs: usize = env_or("LOSS_BENCH_RUNS", 3);
+    let out = std::env::var("LOSS_BENCH_OUT")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|_| std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/bench"));
+    let bed = LossBed::new("loss-bench", 43);
+    let other = bed.router.attach_peer("loss-bench-q", 93, 43).expect("second Linux peer");
+    let mut rows = Vec::new();
+    for rate in std::iter::once(0).chain(rates()) {
+        bed.set_loss(rate);
+        bed.router.set_loss(&other.router_if, rate).expect("loss toward the second peer");
+        let mut l2s = Vec::new();
+        let mut s2l = Vec::new();
+        let mut l2l = Vec::new();
+        for i in 0..runs as u64 {
+            l2s.push(linux_to_stack(&bed, bytes, 500 + i, Arc::new(AtomicU64::new(0))).mb_per_s());
+            s2l.push(stack_to_linux(&bed, bytes, 600 + i).mb_per_s());
+            l2l.push(linux_to_linux(&bed.peer, &other, bytes, 700 + i).mb_per_s());
+        }
+        let (l2s, s2l, l2l) = (median(l2s), median(s2l), median(l2l));
+        eprintln!(
+            "loss {}: linux->slimtcp {l2s:.1} MB/s, slimtcp->linux {s2l:.1} MB/s, linux->linux {l2l:.1} MB/s",
+            percent(rate)
+        );
+        rows.push((rate, l2s, s2l, l2l));
+    }
+    let mut md = format!(
+        "# Goodput under random loss\n\nnftables `numgen random` drops on the router's forwarding hop, the same rate \
+         each way; {} MiB per transfer, median of {runs}; MB/s = 10^6 bytes/s.\n\n\
+         | loss each way | Linux -> SlimTCP | SlimTCP -> Linux | Linux -> Linux | Linux -> SlimTCP / Linux | SlimTCP -> Linux / Linux |\n\
+         |---|---|---|---|---|---|\n",
+        bytes / (1024 * 1024)
+    );
+    let mut json = String::from("[");
+    for (i, (rate, l2s, s2l, l2l)) in rows.iter().enumerate() {
+        let (r1, r2) = (l2s / l2l.max(1e-9), s2l / l2l.max(1e-9));
+        md += &format!("| {} | {l2s:.1} | {s2l:.1} | {l2l:.1} | {r1:.2} | {r2:.2} |\n", percent(*rate));
+        json += &format!(
+            "{}{{\"loss_percent\": {}, \"linux_to_slimtcp_mb_s\": {l2s:.2}, \"slimtcp_to_linux_mb_s\": {s2l:.2}, \
+             \"linux_to_linux_mb_s\": {l2l:.2}, \"ratio_linux_to_slimtcp\": {r1:.3}, \"ratio_slimtcp_to_linux\": {r2:.3}, \
+             \"bytes\": {bytes}, \"runs\": {runs}}}",
+            if i == 0 { "" } else { ", " },
+            f64::from(*rate) / 100.0
+        );
+    }
+    json += "]\n";
+    std::fs::create_dir_all(&out).expect("create the output directory");
+    std::fs::write(out.join("loss.md"), &md).expect("write loss.md");
+    std::fs::write(out.join("loss.json"), &json).expect("write loss.json");
+    eprintln!("{md}");
 }
