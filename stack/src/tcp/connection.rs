@@ -128,6 +128,8 @@ pub struct Connection {
     pub(super) recover_guard: SeqNumber,
     /// Retransmit the segment at SND.UNA on the next output.
     pub(super) rexmit_due: bool,
+    /// When the last fast retransmission went out (to see it lost: see `note_ack_for_recovery`).
+    pub(super) rexmit_at: Option<Instant>,
     /// A zero-window probe is due.
     pub(super) probe_due: bool,
     /// Zero-window probes sent since the peer last answered.
@@ -175,6 +177,9 @@ pub struct ConnStats {
     pub reorder_drops: u64,
     /// Fast retransmissions (three duplicate ACKs, or a partial ACK in recovery).
     pub fast_retransmits: u64,
+    /// Of those, retransmissions sent again because duplicate ACKs kept coming for longer than
+    /// a round trip after them (the retransmission was lost too).
+    pub lost_retransmits: u64,
     /// Segments outside the receive window.
     pub out_of_window: u64,
     /// Challenge ACKs sent (RFC 5961).
@@ -230,6 +235,7 @@ impl Connection {
             recover: None,
             recover_guard: iss,
             rexmit_due: false,
+            rexmit_at: None,
             probe_due: false,
             probes_unanswered: 0,
             time_wait_deadline: None,

@@ -147,7 +147,7 @@ impl Connection {
         }
         self.probes_unanswered = 0;
 
-        self.note_ack_for_recovery(seg, ack, payload.len());
+        self.note_ack_for_recovery(now, seg, ack, payload.len());
         let fin_acked = if ack > self.snd_una { self.ack_new_data(now, ack, syn_outstanding) } else { false };
 
         // Window update (RFC 9293 3.10.7.4, fifth check): only from newer segments.
@@ -219,8 +219,12 @@ impl Connection {
     /// SND.UNA moves: the third duplicate ACK retransmits the segment at SND.UNA and starts a
     /// recovery up to SND.MAX; in recovery, each ACK that moves SND.UNA short of that point
     /// (a receiver that kept what followed the hole) retransmits the next hole at once, instead
-    /// of waiting for the retransmission timeout. Congestion control stays absent by design.
-    fn note_ack_for_recovery(&mut self, seg: &TcpRepr, ack: SeqNumber, payload_len: usize) {
+    /// of waiting for the retransmission timeout. A duplicate ACK that arrives more than a round
+    /// trip ([`loss_delay`](super::rtt::RttEstimator::loss_delay)) after the last retransmission
+    /// means that one was lost as well (the link delivers in order, so its ACK would have come
+    /// first): it goes out again, instead of a 200 ms timeout and a go-back-N of the window.
+    /// Congestion control stays absent by design.
+    fn note_ack_for_recovery(&mut self, now: Instant, seg: &TcpRepr, ack: SeqNumber, payload_len: usize) {
         if ack > self.snd_una {
             self.dup_acks = 0;
             if let Some(recover) = self.recover {
@@ -241,13 +245,19 @@ impl Connection {
             return;
         }
         self.dup_acks += 1;
-        if self.dup_acks == super::DUP_ACK_THRESHOLD
-            && self.recover.is_none()
-            && self.snd_una > self.recover_guard
-        {
-            self.recover = Some(self.snd_max);
+        if self.recover.is_none() {
+            if self.dup_acks == super::DUP_ACK_THRESHOLD && self.snd_una > self.recover_guard {
+                self.recover = Some(self.snd_max);
+                self.rexmit_due = true;
+                self.stats.fast_retransmits += 1;
+            }
+            return;
+        }
+        let delay = self.rtt.loss_delay().unwrap_or_else(|| self.rtt.rto());
+        if !self.rexmit_due && self.rexmit_at.is_some_and(|t| now.saturating_since(t) > delay) {
             self.rexmit_due = true;
             self.stats.fast_retransmits += 1;
+            self.stats.lost_retransmits += 1;
         }
     }
 

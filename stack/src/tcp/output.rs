@@ -111,7 +111,7 @@ impl Connection {
             State::TimeWait => {}
             _ => {
                 if self.rexmit_due {
-                    sent += self.retransmit_head(sink);
+                    sent += self.retransmit_head(now, sink);
                 }
                 sent += self.send_data(now, sink)
             }
@@ -274,7 +274,7 @@ impl Connection {
 
     /// Fast retransmit: the one segment at SND.UNA (or the FIN there), sent again without
     /// moving SND.NXT. Returns 1 if it went out (or there was nothing left to resend).
-    fn retransmit_head(&mut self, sink: &mut dyn SegmentSink) -> usize {
+    fn retransmit_head(&mut self, now: Instant, sink: &mut dyn SegmentSink) -> usize {
         let in_flight = self.snd_max.since(self.snd_una);
         let queued = self.tx.len();
         let mut len = self.send_mss.min(queued).min(in_flight);
@@ -306,6 +306,7 @@ impl Connection {
             return 0;
         }
         self.rexmit_due = false;
+        self.rexmit_at = Some(now);
         self.stats.segs_out += 1;
         self.stats.retransmits += 1;
         self.ack_pending = false;

@@ -32,6 +32,13 @@ impl RttEstimator {
         self.srtt
     }
 
+    /// How long an ACK for a segment sent now may take before it counts as lost: RFC 6298's
+    /// SRTT + max(G, 4 RTTVAR), without the RTO's floor and backoff (fast recovery uses it to
+    /// see a lost retransmission; the RTO itself keeps its floor). `None` before any sample.
+    pub fn loss_delay(&self) -> Option<Duration> {
+        self.srtt.map(|srtt| srtt + GRANULARITY.max(self.rttvar * 4))
+    }
+
     /// Feeds one RTT measurement (RFC 6298 section 2.2 and 2.3).
     pub fn sample(&mut self, r: Duration) {
         match self.srtt {

@@ -91,3 +91,26 @@ fn a_lost_fin_is_fast_retransmitted_with_the_last_data() {
     assert_eq!(again[0].1.len(), 50);
     assert!(again[0].0.flags.contains(TcpFlags::FIN));
 }
+
+#[test]
+fn a_lost_fast_retransmission_goes_out_again_after_a_round_trip_of_duplicates() {
+    let mut c = established(cfg(), 1000);
+    // One clean round trip first, for an RTT estimate (10 ms).
+    c.send(&[1u8; 100]).expect("send");
+    seqs(&mut c, 0);
+    ack(&mut c, 10, ISS + 101);
+    c.send(&[1u8; 800]).expect("send");
+    assert_eq!(seqs(&mut c, 20).len(), 8);
+    for _ in 0..3 {
+        ack(&mut c, 21, ISS + 101);
+    }
+    assert_eq!(seqs(&mut c, 21), vec![ISS + 101]);
+    // More duplicates within a round trip: the retransmission may still be on its way.
+    ack(&mut c, 25, ISS + 101);
+    assert!(seqs(&mut c, 25).is_empty());
+    // Still duplicates well after a round trip: it was lost too.
+    ack(&mut c, 60, ISS + 101);
+    assert_eq!(seqs(&mut c, 60), vec![ISS + 101]);
+    assert_eq!((c.stats().fast_retransmits, c.stats().lost_retransmits), (2, 1));
+    assert_eq!(c.stats().timeouts, 0);
+}
