@@ -128,6 +128,10 @@ pub struct Connection {
     pub(super) recover_guard: SeqNumber,
     /// Retransmit the segment at SND.UNA on the next output.
     pub(super) rexmit_due: bool,
+    /// What the peer SACKed above SND.UNA (when SACK was negotiated).
+    pub(super) sacked: super::scoreboard::Scoreboard,
+    /// In fast recovery with SACK: holes below this were retransmitted already.
+    pub(super) rexmit_next: SeqNumber,
     /// When the last fast retransmission went out (to see it lost: see `note_ack_for_recovery`).
     pub(super) rexmit_at: Option<Instant>,
     /// A zero-window probe is due.
@@ -175,7 +179,8 @@ pub struct ConnStats {
     pub reordered: u64,
     /// Out-of-order segments dropped because the reorder queue held its most ranges.
     pub reorder_drops: u64,
-    /// Fast retransmissions (three duplicate ACKs, or a partial ACK in recovery).
+    /// Segments retransmitted by fast recovery (after three duplicate ACKs, a partial ACK, or
+    /// SACK blocks that revealed holes), without a timeout.
     pub fast_retransmits: u64,
     /// Of those, retransmissions sent again because duplicate ACKs kept coming for longer than
     /// a round trip after them (the retransmission was lost too).
@@ -236,6 +241,8 @@ impl Connection {
             recover_guard: iss,
             rexmit_due: false,
             rexmit_at: None,
+            sacked: super::scoreboard::Scoreboard::default(),
+            rexmit_next: iss,
             probe_due: false,
             probes_unanswered: 0,
             time_wait_deadline: None,

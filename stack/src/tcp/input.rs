@@ -147,6 +147,14 @@ impl Connection {
         }
         self.probes_unanswered = 0;
 
+        if self.sack_ok {
+            for &(left, right) in seg.sack.ranges() {
+                // Only blocks of data in flight above the ACK (D-SACK and stale blocks go).
+                if left > ack && left > self.snd_una && left < right && right <= self.snd_max {
+                    self.sacked.add(left, right);
+                }
+            }
+        }
         self.note_ack_for_recovery(now, seg, ack, payload.len());
         let fin_acked = if ack > self.snd_una { self.ack_new_data(now, ack, syn_outstanding) } else { false };
 
@@ -232,7 +240,7 @@ impl Connection {
                     self.recover = None;
                 } else {
                     self.rexmit_due = true;
-                    self.stats.fast_retransmits += 1;
+                    self.rexmit_next = self.rexmit_next.max(ack);
                 }
             }
             return;
@@ -246,18 +254,27 @@ impl Connection {
         }
         self.dup_acks += 1;
         if self.recover.is_none() {
-            if self.dup_acks == super::DUP_ACK_THRESHOLD && self.snd_una > self.recover_guard {
+            // RFC 6675 IsLost: three duplicates, or three segments' worth SACKed above the hole
+            // (when fewer segments follow it).
+            let sacked_enough = self.sacked.ranges().iter().map(|(l, r)| r.since(*l)).sum::<usize>()
+                >= super::DUP_ACK_THRESHOLD as usize * self.send_mss;
+            let lost = self.dup_acks == super::DUP_ACK_THRESHOLD || sacked_enough;
+            if lost && self.snd_una > self.recover_guard {
                 self.recover = Some(self.snd_max);
                 self.rexmit_due = true;
-                self.stats.fast_retransmits += 1;
+                self.rexmit_next = self.snd_una;
             }
             return;
         }
         let delay = self.rtt.loss_delay().unwrap_or_else(|| self.rtt.rto());
         if !self.rexmit_due && self.rexmit_at.is_some_and(|t| now.saturating_since(t) > delay) {
+            // Everything not SACKed below the highest block goes again.
             self.rexmit_due = true;
-            self.stats.fast_retransmits += 1;
+            self.rexmit_next = self.snd_una;
             self.stats.lost_retransmits += 1;
+        } else if self.sacked.high().is_some_and(|high| high > self.rexmit_next) {
+            // New SACK blocks revealed holes beyond those retransmitted.
+            self.rexmit_due = true;
         }
     }
 
@@ -276,6 +293,9 @@ impl Connection {
         self.tx.ack(data_acked);
         self.stats.bytes_acked += data_acked as u64;
         self.snd_una = ack;
+        if !self.sacked.is_empty() {
+            self.sacked.advance(ack);
+        }
         if self.snd_nxt < self.snd_una {
             self.snd_nxt = self.snd_una;
         }
@@ -284,6 +304,9 @@ impl Connection {
                 self.rtt.sample(now.saturating_since(sent_at));
                 self.rtt_probe = None;
             }
+        }
+        if self.retries > 0 && data_acked > 0 {
+            self.rtt.reset_backoff();
         }
         self.retries = 0;
         self.rto_deadline = if self.snd_una == self.snd_max { None } else { Some(now + self.rtt.rto()) };

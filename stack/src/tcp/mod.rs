@@ -21,6 +21,7 @@ pub mod output;
 pub mod recv_buffer;
 pub mod reorder;
 pub mod rtt;
+pub mod scoreboard;
 pub mod send_buffer;
 pub mod seq;
 pub mod state;

@@ -111,7 +111,11 @@ impl Connection {
             State::TimeWait => {}
             _ => {
                 if self.rexmit_due {
-                    sent += self.retransmit_head(now, sink);
+                    sent += if self.sacked.is_empty() {
+                        self.retransmit_head(now, sink)
+                    } else {
+                        self.retransmit_holes(now, sink)
+                    };
                 }
                 sent += self.send_data(now, sink)
             }
@@ -307,8 +311,10 @@ impl Connection {
         }
         self.rexmit_due = false;
         self.rexmit_at = Some(now);
+        self.rexmit_next = self.rexmit_next.max(self.snd_una + len);
         self.stats.segs_out += 1;
         self.stats.retransmits += 1;
+        self.stats.fast_retransmits += 1;
         self.ack_pending = false;
         // Karn: an ACK may now answer either copy.
         if self.rtt_probe.is_some_and(|(end, _)| end > self.snd_una) {
@@ -333,6 +339,59 @@ impl Connection {
         }
         let (ranges, n) = self.ooo.sack_ranges();
         TcpSack::blocks(ranges[..n].iter().copied())
+    }
+
+    /// Fast recovery with SACK: every hole between SND.UNA and the highest SACKed byte that was
+    /// not retransmitted yet in this recovery, at once (no congestion control: the peer's
+    /// window is the only limit, and the holes lie inside it). Returns segments sent.
+    fn retransmit_holes(&mut self, now: Instant, sink: &mut dyn SegmentSink) -> usize {
+        let Some(high) = self.sacked.high() else { return 0 };
+        let data_end = self.data_end();
+        let mut sent = 0;
+        let mut seq = self.rexmit_next.max(self.snd_una);
+        loop {
+            seq = self.sacked.skip(seq);
+            let end = self.sacked.next_left(seq).unwrap_or(high).min(high).min(data_end);
+            if seq >= end {
+                break;
+            }
+            let offset = seq.since(self.snd_una);
+            let mut len = self.send_mss.min(end.since(seq));
+            if let Some(limit) = self.tx.segment_limit(offset) {
+                len = len.min(limit);
+            }
+            let repr = TcpRepr {
+                src_port: self.local.port(),
+                dst_port: self.remote.port(),
+                seq_number: seq,
+                ack_number: Some(self.rcv_nxt),
+                flags: TcpFlags::empty(),
+                window_len: self.advertise_window(),
+                max_seg_size: None,
+                window_scale: None,
+                sack: TcpSack::NONE,
+            };
+            let payload = Payload { tx: Some(&mut self.tx), offset, len };
+            if sink.emit(&repr, payload).is_err() {
+                // The rest goes on the next dispatch (rexmit_due stays set).
+                return sent;
+            }
+            sent += 1;
+            seq += len;
+            self.rexmit_next = seq;
+            self.stats.segs_out += 1;
+            self.stats.retransmits += 1;
+            self.stats.fast_retransmits += 1;
+            self.ack_pending = false;
+        }
+        self.rexmit_due = false;
+        if sent > 0 {
+            self.rexmit_at = Some(now);
+            if self.rtt_probe.is_some_and(|(end, _)| end > self.snd_una) {
+                self.rtt_probe = None;
+            }
+        }
+        sent
     }
 
     /// A segment without payload carrying our current ACK and window at sequence `seq`.

@@ -58,6 +58,16 @@ impl RttEstimator {
         self.rto = rto.clamp(self.min, self.max);
     }
 
+    /// Undoes the backoff once the peer acknowledges new data, as BSD does (`t_rxtshift = 0`):
+    /// without timestamps, Karn's rule may keep a new sample from coming for a long time (all
+    /// that is acknowledged was retransmitted), and the doubled RTO would stall every later
+    /// loss. Before any sample, the RTO stays as it is.
+    pub fn reset_backoff(&mut self) {
+        if let Some(srtt) = self.srtt {
+            self.rto = (srtt + GRANULARITY.max(self.rttvar * 4)).clamp(self.min, self.max);
+        }
+    }
+
     /// Doubles the RTO after a timeout (RFC 6298 section 5.5), up to the maximum.
     pub fn backoff(&mut self) {
         self.rto = (self.rto * 2).min(self.max);

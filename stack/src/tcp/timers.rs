@@ -62,6 +62,8 @@ impl Connection {
         self.recover_guard = self.snd_max;
         self.dup_acks = 0;
         self.rexmit_due = false;
+        // The receiver may have reneged (RFC 2018 section 8).
+        self.sacked.clear();
     }
 
     fn on_persist_timeout(&mut self, now: Instant) {

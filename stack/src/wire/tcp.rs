@@ -351,7 +351,7 @@ pub struct TcpRepr {
     pub max_seg_size: Option<u16>,
     /// The window-scale option (clamped to 14 on parse), if present.
     pub window_scale: Option<u8>,
-    /// SACK-permitted (parsed) and SACK blocks (emitted only; received blocks are ignored).
+    /// SACK-permitted and SACK blocks.
     pub sack: TcpSack,
 }
 
@@ -389,6 +389,11 @@ impl TcpRepr {
                 TcpOption::MaxSegmentSize(mss) => max_seg_size = Some(mss),
                 TcpOption::WindowScale(shift) => window_scale = Some(shift.min(MAX_WINDOW_SCALE)),
                 TcpOption::SackPermitted => sack.permitted = true,
+                TcpOption::Sack(raw) => {
+                    let permitted = sack.permitted;
+                    sack = TcpSack::parse_blocks(raw);
+                    sack.permitted = permitted;
+                }
                 _ => {}
             }
         }

@@ -1,6 +1,6 @@
 //! The SACK options (RFC 2018) a segment carries: SACK-permitted in a SYN, and up to
-//! [`MAX_SACK_BLOCKS`] blocks in an ACK. SlimTCP only *sends* blocks (as a receiver, from its
-//! reorder queue); blocks it receives are checked for well-formedness and otherwise ignored.
+//! [`MAX_SACK_BLOCKS`] blocks in an ACK (SlimTCP sends them from its reorder queue, and feeds
+//! those it receives to its scoreboard).
 
 use crate::tcp::SeqNumber;
 
@@ -33,6 +33,16 @@ impl TcpSack {
             sack.count += 1;
         }
         sack
+    }
+
+    /// The blocks of a received SACK option's data (8 bytes each; a trailing partial block and
+    /// blocks beyond [`MAX_SACK_BLOCKS`] are ignored).
+    pub fn parse_blocks(raw: &[u8]) -> TcpSack {
+        TcpSack::blocks(raw.chunks_exact(8).map(|b| {
+            let left = u32::from_be_bytes([b[0], b[1], b[2], b[3]]);
+            let right = u32::from_be_bytes([b[4], b[5], b[6], b[7]]);
+            (SeqNumber(left), SeqNumber(right))
+        }))
     }
 
     /// The blocks carried.

@@ -3,7 +3,7 @@
 //! duplicates that a timeout's go-back-N resends draw.
 
 use super::harness::*;
-use crate::tcp::Connection;
+use crate::tcp::{Connection, SeqNumber};
 use crate::wire::tcp::TcpFlags;
 
 fn ack(c: &mut Connection, at: u64, ack: u32) {
@@ -113,4 +113,30 @@ fn a_lost_fast_retransmission_goes_out_again_after_a_round_trip_of_duplicates() 
     assert_eq!(seqs(&mut c, 60), vec![ISS + 101]);
     assert_eq!((c.stats().fast_retransmits, c.stats().lost_retransmits), (2, 1));
     assert_eq!(c.stats().timeouts, 0);
+}
+
+/// A duplicate ACK of `ack` with SACK blocks.
+fn sack(c: &mut Connection, at: u64, ack: u32, blocks: &[(u32, u32)]) {
+    let (mut repr, payload) = seg(TcpFlags::empty(), IRS + 1, Some(ack), 1000, b"");
+    repr.sack = crate::wire::TcpSack::blocks(blocks.iter().map(|&(l, r)| (SeqNumber(l), SeqNumber(r))));
+    feed(c, ms(at), (repr, payload));
+}
+
+#[test]
+fn with_sack_every_hole_is_retransmitted_at_once_and_only_once() {
+    let mut c = established(cfg(), 1000);
+    c.sack_ok = true;
+    c.send(&[1u8; 800]).expect("send");
+    assert_eq!(seqs(&mut c, 20).len(), 8);
+    // Segments 1, 3 and 6 are lost; the receiver SACKs what it holds.
+    sack(&mut c, 21, ISS + 1, &[(ISS + 101, ISS + 201)]);
+    sack(&mut c, 21, ISS + 1, &[(ISS + 301, ISS + 401), (ISS + 101, ISS + 201)]);
+    sack(&mut c, 21, ISS + 1, &[(ISS + 301, ISS + 501), (ISS + 101, ISS + 201)]);
+    assert_eq!(seqs(&mut c, 21), vec![ISS + 1, ISS + 201], "both holes below the highest SACK");
+    sack(&mut c, 21, ISS + 1, &[(ISS + 601, ISS + 801), (ISS + 301, ISS + 501), (ISS + 101, ISS + 201)]);
+    assert_eq!(seqs(&mut c, 21), vec![ISS + 501], "only the hole the new block revealed");
+    // The retransmissions arrive: everything is acknowledged, no timeout, one copy per loss.
+    ack(&mut c, 22, ISS + 801);
+    assert!(c.recover.is_none());
+    assert_eq!((c.stats().retransmits, c.stats().timeouts), (3, 0));
 }
