@@ -125,7 +125,8 @@ pub struct Connection {
     pub(super) recover: Option<SeqNumber>,
     /// No fast retransmit for duplicate ACKs at or below this (SND.MAX at the last timeout,
     /// whose go-back-N resends draw duplicate ACKs of their own: RFC 6582 section 3.2 step 2).
-    pub(super) recover_guard: SeqNumber,
+    /// (Cleared once SND.UNA passes it, so sequence-number wrap-around cannot revive it.)
+    pub(super) recover_guard: Option<SeqNumber>,
     /// Retransmit the segment at SND.UNA on the next output.
     pub(super) rexmit_due: bool,
     /// What the peer SACKed above SND.UNA (when SACK was negotiated).
@@ -238,7 +239,7 @@ impl Connection {
             persist_backoff: 0,
             dup_acks: 0,
             recover: None,
-            recover_guard: iss,
+            recover_guard: None,
             rexmit_due: false,
             rexmit_at: None,
             sacked: super::scoreboard::Scoreboard::default(),

@@ -235,6 +235,9 @@ impl Connection {
     fn note_ack_for_recovery(&mut self, now: Instant, seg: &TcpRepr, ack: SeqNumber, payload_len: usize) {
         if ack > self.snd_una {
             self.dup_acks = 0;
+            if self.recover_guard.is_some_and(|guard| ack > guard) {
+                self.recover_guard = None;
+            }
             if let Some(recover) = self.recover {
                 if ack >= recover {
                     self.recover = None;
@@ -259,7 +262,7 @@ impl Connection {
             let sacked_enough = self.sacked.ranges().iter().map(|(l, r)| r.since(*l)).sum::<usize>()
                 >= super::DUP_ACK_THRESHOLD as usize * self.send_mss;
             let lost = self.dup_acks == super::DUP_ACK_THRESHOLD || sacked_enough;
-            if lost && self.snd_una > self.recover_guard {
+            if lost && self.recover_guard.is_none() {
                 self.recover = Some(self.snd_max);
                 self.rexmit_due = true;
                 self.rexmit_next = self.snd_una;

@@ -59,7 +59,7 @@ impl Connection {
         // The duplicate ACKs those resends draw start no fast retransmit (RFC 6582 3.2 step 2).
         self.snd_nxt = self.snd_una;
         self.recover = None;
-        self.recover_guard = self.snd_max;
+        self.recover_guard = Some(self.snd_max);
         self.dup_acks = 0;
         self.rexmit_due = false;
         // The receiver may have reneged (RFC 2018 section 8).
