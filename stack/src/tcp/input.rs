@@ -261,8 +261,10 @@ impl Connection {
             // (when fewer segments follow it).
             let sacked_enough = self.sacked.ranges().iter().map(|(l, r)| r.since(*l)).sum::<usize>()
                 >= super::DUP_ACK_THRESHOLD as usize * self.send_mss;
-            let lost = self.dup_acks == super::DUP_ACK_THRESHOLD || sacked_enough;
-            if lost && self.recover_guard.is_none() {
+            // After a timeout, duplicates may come from our own resends (RFC 6582 3.2), but SACK
+            // blocks report data the peer holds: those start a recovery at once.
+            let lost = (self.dup_acks == super::DUP_ACK_THRESHOLD && self.recover_guard.is_none()) || sacked_enough;
+            if lost {
                 self.recover = Some(self.snd_max);
                 self.rexmit_due = true;
                 self.rexmit_next = self.snd_una;

@@ -30,8 +30,11 @@
 //! to SND.MAX: with SACK every hole below the highest SACKed byte goes once, at once (a bounded
 //! [`scoreboard`]); without, NewReno (RFC 6582): each partial ACK retransmits the next hole. A
 //! retransmission still unanswered while duplicate ACKs keep coming for a round trip was lost
-//! too and goes again. The RTO stays the last resort, still go-back-N (the scoreboard is cleared,
-//! RFC 2018 section 8), and its backoff is undone when new data is acknowledged (BSD's choice).
+//! too and goes again. The RTO stays the last resort, still go-back-N but skipping what the peer
+//! SACKed (a second timeout in a row forgets the SACK information: RFC 2018 section 8, the
+//! receiver may have reneged); SACK blocks still start a recovery right after a timeout, plain
+//! duplicate ACKs do not (RFC 6582 section 3.2). The RTO's backoff is undone when new data is
+//! acknowledged (BSD's choice).
 //! There is still no congestion control: recovery is about not waiting, not about yielding.
 //!
 //! The in-order fast path is unchanged: an in-order segment costs one extra test (is the

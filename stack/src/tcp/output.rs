@@ -209,10 +209,18 @@ impl Connection {
     fn send_data(&mut self, now: Instant, sink: &mut dyn SegmentSink) -> usize {
         let mut sent = 0;
         loop {
+            // Resending after a timeout: what the peer SACKed is not sent again.
+            let mut sack_limit = usize::MAX;
+            if self.snd_nxt < self.snd_max && !self.sacked.is_empty() {
+                self.snd_nxt = self.sacked.skip(self.snd_nxt);
+                if let Some(left) = self.sacked.next_left(self.snd_nxt) {
+                    sack_limit = left.since(self.snd_nxt);
+                }
+            }
             let queued = self.tx.len();
             let offset = self.snd_nxt.since(self.snd_una);
             let unsent = queued.saturating_sub(offset);
-            let mut len = self.send_mss.min(unsent).min(self.usable_window());
+            let mut len = self.send_mss.min(unsent).min(self.usable_window()).min(sack_limit);
             if len < unsent && len < self.send_mss && len * 2 < self.max_snd_wnd {
                 // Sender-side silly window avoidance: wait for the window to open further.
                 len = 0;

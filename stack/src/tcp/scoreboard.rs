@@ -4,8 +4,9 @@
 //!
 //! Bounded: at most [`MAX_SACKED`] separate ranges; when a new block would make one more, the
 //! highest range is forgotten (the lowest holes matter first; forgetting a block only costs a
-//! needless retransmission). After a retransmission timeout the board is cleared (RFC 2018
-//! section 8: the receiver may have reneged).
+//! needless retransmission). After a retransmission timeout, go-back-N skips what the peer
+//! SACKed; a second timeout in a row clears the board (RFC 2018 section 8: the receiver may have
+//! reneged, which then costs one more timeout, not a stall).
 
 use super::SeqNumber;
 

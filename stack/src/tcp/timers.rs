@@ -62,8 +62,11 @@ impl Connection {
         self.recover_guard = Some(self.snd_max);
         self.dup_acks = 0;
         self.rexmit_due = false;
-        // The receiver may have reneged (RFC 2018 section 8).
-        self.sacked.clear();
+        // Go-back-N skips what the peer SACKed; a second timeout in a row forgets it (the
+        // receiver may have reneged, RFC 2018 section 8; that costs one more timeout).
+        if self.retries > 1 {
+            self.sacked.clear();
+        }
     }
 
     fn on_persist_timeout(&mut self, now: Instant) {
