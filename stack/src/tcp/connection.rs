@@ -129,11 +129,17 @@ pub struct Connection {
     pub(super) recover_guard: Option<SeqNumber>,
     /// Retransmit the segment at SND.UNA on the next output.
     pub(super) rexmit_due: bool,
+    /// In fast recovery: when the head's retransmission counts as lost if still unacknowledged
+    /// (no duplicate ACK may come to tell: a window full of SACKed data sends nothing more).
+    pub(super) recovery_deadline: Option<Instant>,
+    /// Consecutive expiries of `recovery_deadline` without progress (each doubles the next).
+    pub(super) recovery_backoff: u32,
     /// What the peer SACKed above SND.UNA (when SACK was negotiated).
     pub(super) sacked: super::scoreboard::Scoreboard,
     /// In fast recovery with SACK: holes below this were retransmitted already.
     pub(super) rexmit_next: SeqNumber,
-    /// When the last fast retransmission went out (to see it lost: see `note_ack_for_recovery`).
+    /// When the segment at SND.UNA was last retransmitted in fast recovery (to see that
+    /// retransmission lost: see `note_ack_for_recovery`).
     pub(super) rexmit_at: Option<Instant>,
     /// A zero-window probe is due.
     pub(super) probe_due: bool,
@@ -242,6 +248,8 @@ impl Connection {
             recover_guard: None,
             rexmit_due: false,
             rexmit_at: None,
+            recovery_deadline: None,
+            recovery_backoff: 0,
             sacked: super::scoreboard::Scoreboard::default(),
             rexmit_next: iss,
             probe_due: false,

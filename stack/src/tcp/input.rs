@@ -235,16 +235,19 @@ impl Connection {
     fn note_ack_for_recovery(&mut self, now: Instant, seg: &TcpRepr, ack: SeqNumber, payload_len: usize) {
         if ack > self.snd_una {
             self.dup_acks = 0;
+            self.recovery_backoff = 0;
+            self.recovery_deadline = None;
             if self.recover_guard.is_some_and(|guard| ack > guard) {
                 self.recover_guard = None;
             }
-            if let Some(recover) = self.recover {
-                if ack >= recover {
-                    self.recover = None;
-                } else {
+            match self.recover {
+                Some(recover) if ack >= recover => self.recover = None,
+                Some(_) => {
                     self.rexmit_due = true;
                     self.rexmit_next = self.rexmit_next.max(ack);
                 }
+                None if self.sack_says_lost(ack) => self.start_recovery(ack),
+                None => {}
             }
             return;
         }
@@ -257,17 +260,11 @@ impl Connection {
         }
         self.dup_acks += 1;
         if self.recover.is_none() {
-            // RFC 6675 IsLost: three duplicates, or three segments' worth SACKed above the hole
-            // (when fewer segments follow it).
-            let sacked_enough = self.sacked.ranges().iter().map(|(l, r)| r.since(*l)).sum::<usize>()
-                >= super::DUP_ACK_THRESHOLD as usize * self.send_mss;
             // After a timeout, duplicates may come from our own resends (RFC 6582 3.2), but SACK
             // blocks report data the peer holds: those start a recovery at once.
-            let lost = (self.dup_acks == super::DUP_ACK_THRESHOLD && self.recover_guard.is_none()) || sacked_enough;
-            if lost {
-                self.recover = Some(self.snd_max);
-                self.rexmit_due = true;
-                self.rexmit_next = self.snd_una;
+            let by_dups = self.dup_acks == super::DUP_ACK_THRESHOLD && self.recover_guard.is_none();
+            if by_dups || self.sack_says_lost(ack) {
+                self.start_recovery(ack);
             }
             return;
         }
@@ -281,6 +278,22 @@ impl Connection {
             // New SACK blocks revealed holes beyond those retransmitted.
             self.rexmit_due = true;
         }
+    }
+
+    /// RFC 6675's IsLost for the segment at `una`: three segments' worth SACKed above it (a
+    /// loss seen even when fewer than three segments follow it, or when the ACK that brings the
+    /// blocks also moves SND.UNA).
+    fn sack_says_lost(&self, una: SeqNumber) -> bool {
+        let above: usize =
+            self.sacked.ranges().iter().filter(|(_, r)| *r > una).map(|(l, r)| r.since((*l).max(una))).sum();
+        above >= super::DUP_ACK_THRESHOLD as usize * self.send_mss
+    }
+
+    /// Fast recovery from the hole at `una` up to SND.MAX.
+    fn start_recovery(&mut self, una: SeqNumber) {
+        self.recover = Some(self.snd_max);
+        self.rexmit_due = true;
+        self.rexmit_next = una;
     }
 
     /// Processes an ACK that advances SND.UNA to `ack`. Returns true when it acknowledges our FIN.

@@ -318,7 +318,7 @@ impl Connection {
             return 0;
         }
         self.rexmit_due = false;
-        self.rexmit_at = Some(now);
+        self.note_head_retransmitted(now);
         self.rexmit_next = self.rexmit_next.max(self.snd_una + len);
         self.stats.segs_out += 1;
         self.stats.retransmits += 1;
@@ -347,6 +347,15 @@ impl Connection {
         }
         let (ranges, n) = self.ooo.sack_ranges();
         TcpSack::blocks(ranges[..n].iter().copied())
+    }
+
+    /// The segment at SND.UNA went out again: remember when, and arm the recovery timer (a
+    /// round trip, doubled for each expiry in a row).
+    fn note_head_retransmitted(&mut self, now: Instant) {
+        self.rexmit_at = Some(now);
+        let delay = self.rtt.loss_delay().unwrap_or_else(|| self.rtt.rto());
+        let delay = (delay * (1u32 << self.recovery_backoff.min(8))).min(self.rtt.rto());
+        self.recovery_deadline = Some(now + delay);
     }
 
     /// Fast recovery with SACK: every hole between SND.UNA and the highest SACKed byte that was
@@ -385,6 +394,10 @@ impl Connection {
                 return sent;
             }
             sent += 1;
+            if seq == self.snd_una {
+                // The head's retransmission is the one whose loss the duplicates reveal.
+                self.note_head_retransmitted(now);
+            }
             seq += len;
             self.rexmit_next = seq;
             self.stats.segs_out += 1;
@@ -394,7 +407,6 @@ impl Connection {
         }
         self.rexmit_due = false;
         if sent > 0 {
-            self.rexmit_at = Some(now);
             if self.rtt_probe.is_some_and(|(end, _)| end > self.snd_una) {
                 self.rtt_probe = None;
             }
