@@ -173,7 +173,7 @@ fn linux_to_stack(bed: &LossBed, total: u64, seed: u64, progress: Arc<AtomicU64>
     let what = format!("linux -> stack, {total} bytes");
     check_exact(&what, &outcome, &sent, seed, total);
     let after = bed.dropped();
-    drop(stack.stop());
+    let _counters = stack.stop();
     drop(capture);
     Run {
         bytes: total,
@@ -204,7 +204,7 @@ fn stack_to_linux(bed: &LossBed, total: u64, seed: u64) -> Run {
     let what = format!("stack -> linux, {total} bytes");
     check_exact(&what, &outcome, &received, seed, total);
     let after = bed.dropped();
-    drop(stack.stop());
+    let _counters = stack.stop();
     drop(capture);
     Run {
         bytes: total,

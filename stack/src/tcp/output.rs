@@ -406,10 +406,9 @@ impl Connection {
             self.ack_pending = false;
         }
         self.rexmit_due = false;
-        if sent > 0 {
-            if self.rtt_probe.is_some_and(|(end, _)| end > self.snd_una) {
-                self.rtt_probe = None;
-            }
+        // Karn: an ACK may now answer either copy.
+        if sent > 0 && self.rtt_probe.is_some_and(|(end, _)| end > self.snd_una) {
+            self.rtt_probe = None;
         }
         sent
     }

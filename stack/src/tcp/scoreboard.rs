@@ -42,10 +42,9 @@ impl Scoreboard {
         all[..self.len].copy_from_slice(self.ranges());
         all[self.len] = (left, right);
         let all = &mut all[..=self.len];
-        all.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        all.sort_unstable_by_key(|a| a.0);
         let mut n = 0;
-        for i in 0..all.len() {
-            let (l, r) = all[i];
+        for &(l, r) in all.iter() {
             if n > 0 && l <= self.ranges[n - 1].1 {
                 self.ranges[n - 1].1 = self.ranges[n - 1].1.max(r);
             } else if n < MAX_SACKED {

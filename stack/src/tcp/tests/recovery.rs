@@ -140,3 +140,24 @@ fn with_sack_every_hole_is_retransmitted_at_once_and_only_once() {
     assert!(c.recover.is_none());
     assert_eq!((c.stats().retransmits, c.stats().timeouts), (3, 0));
 }
+
+#[test]
+fn a_lost_head_retransmission_goes_again_on_the_recovery_timer_when_no_ack_can_tell() {
+    let mut c = established(cfg(), 1000);
+    c.sack_ok = true;
+    c.send(&[1u8; 100]).expect("send");
+    seqs(&mut c, 0);
+    ack(&mut c, 10, ISS + 101);
+    c.send(&[1u8; 400]).expect("send");
+    assert_eq!(seqs(&mut c, 20).len(), 4);
+    // The first is lost; one ACK SACKs the other three: recovery at once, no third duplicate.
+    sack(&mut c, 21, ISS + 101, &[(ISS + 201, ISS + 501)]);
+    assert_eq!(seqs(&mut c, 21), vec![ISS + 101]);
+    // That retransmission is lost too, and nothing else is in flight to draw a duplicate ACK:
+    // the recovery timer (about a round trip, far below the 200 ms RTO floor) sends it again.
+    let t = c.poll_at().expect("recovery timer");
+    assert!(t < ms(21 + 100), "recovery timer at {t:?}");
+    c.on_timer(t);
+    assert_eq!(out(&mut c, t).iter().map(|(r, _)| r.seq_number.0).collect::<Vec<_>>(), vec![ISS + 101]);
+    assert_eq!((c.stats().lost_retransmits, c.stats().timeouts), (1, 0));
+}
