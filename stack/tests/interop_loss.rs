@@ -81,6 +81,9 @@ impl LossBed {
     fn iface_config(&self) -> InterfaceConfig {
         let mut cfg = InterfaceConfig::new(self.stack_mac, self.stack_ip, 24);
         cfg.gateway = Some(self.host_ip);
+        // The send buffer bounds SlimTCP's bytes in flight (256 KiB by default; Linux autotunes
+        // its own to megabytes): `SLIMTCP_LOSS_TX_BUFFER` changes it for experiments.
+        cfg.tcp.tx_buffer = env_or("SLIMTCP_LOSS_TX_BUFFER", cfg.tcp.tx_buffer);
         cfg
     }
 

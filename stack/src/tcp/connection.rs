@@ -134,6 +134,8 @@ pub struct Connection {
     pub(super) recovery_deadline: Option<Instant>,
     /// Consecutive expiries of `recovery_deadline` without progress (each doubles the next).
     pub(super) recovery_backoff: u32,
+    /// SND.MAX when the head was last retransmitted: SACKed data beyond it was sent later.
+    pub(super) rexmit_mark: SeqNumber,
     /// What the peer SACKed above SND.UNA (when SACK was negotiated).
     pub(super) sacked: super::scoreboard::Scoreboard,
     /// In fast recovery with SACK: holes below this were retransmitted already.
@@ -249,6 +251,7 @@ impl Connection {
             rexmit_due: false,
             rexmit_at: None,
             recovery_deadline: None,
+            rexmit_mark: iss,
             recovery_backoff: 0,
             sacked: super::scoreboard::Scoreboard::default(),
             rexmit_next: iss,

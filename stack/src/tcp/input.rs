@@ -155,7 +155,7 @@ impl Connection {
                 }
             }
         }
-        self.note_ack_for_recovery(now, seg, ack, payload.len());
+        self.note_ack_for_recovery(seg, ack, payload.len());
         let fin_acked = if ack > self.snd_una { self.ack_new_data(now, ack, syn_outstanding) } else { false };
 
         // Window update (RFC 9293 3.10.7.4, fifth check): only from newer segments.
@@ -224,15 +224,14 @@ impl Connection {
     }
 
     /// Fast retransmit and NewReno partial ACKs (RFC 5681 section 3.2, RFC 6582), called before
-    /// SND.UNA moves: the third duplicate ACK retransmits the segment at SND.UNA and starts a
-    /// recovery up to SND.MAX; in recovery, each ACK that moves SND.UNA short of that point
-    /// (a receiver that kept what followed the hole) retransmits the next hole at once, instead
-    /// of waiting for the retransmission timeout. A duplicate ACK that arrives more than a round
-    /// trip ([`loss_delay`](super::rtt::RttEstimator::loss_delay)) after the last retransmission
-    /// means that one was lost as well (the link delivers in order, so its ACK would have come
-    /// first): it goes out again, instead of a 200 ms timeout and a go-back-N of the window.
-    /// Congestion control stays absent by design.
-    fn note_ack_for_recovery(&mut self, now: Instant, seg: &TcpRepr, ack: SeqNumber, payload_len: usize) {
+    /// SND.UNA moves: the third duplicate ACK (or, with SACK, three segments' worth SACKed above
+    /// the hole) starts a recovery up to SND.MAX; in recovery, each ACK that moves SND.UNA short
+    /// of that point (a receiver that kept what followed the hole) retransmits the next hole at
+    /// once, instead of waiting for the retransmission timeout. The head's retransmission counts
+    /// as lost when SACK blocks show that data sent after it arrived (the link keeps order), or
+    /// when the recovery timer expires (`timers.rs`): it goes again, instead of a 200 ms
+    /// timeout and a go-back-N of the window. Congestion control stays absent by design.
+    fn note_ack_for_recovery(&mut self, seg: &TcpRepr, ack: SeqNumber, payload_len: usize) {
         if ack > self.snd_una {
             self.dup_acks = 0;
             self.recovery_backoff = 0;
@@ -268,9 +267,10 @@ impl Connection {
             }
             return;
         }
-        let delay = self.rtt.loss_delay().unwrap_or_else(|| self.rtt.rto());
-        if !self.rexmit_due && self.rexmit_at.is_some_and(|t| now.saturating_since(t) > delay) {
-            // Everything not SACKed below the highest block goes again.
+        let sent_later_arrived = self.sacked.high().is_some_and(|high| high > self.rexmit_mark);
+        if !self.rexmit_due && self.rexmit_at.is_some() && sent_later_arrived {
+            // Data sent after the head's retransmission arrived, the head did not: it was lost
+            // too (the link keeps order). Everything not SACKed below the highest block goes again.
             self.rexmit_due = true;
             self.rexmit_next = self.snd_una;
             self.stats.lost_retransmits += 1;

@@ -29,9 +29,9 @@
 //! duplicate ACK or three segments' worth SACKed (RFC 5681, RFC 6675's IsLost), then recovery up
 //! to SND.MAX: with SACK every hole below the highest SACKed byte goes once, at once (a bounded
 //! [`scoreboard`]); without, NewReno (RFC 6582): each partial ACK retransmits the next hole. A
-//! retransmission of the first hole still unanswered a round trip later (SRTT + 4 RTTVAR, no
-//! 200 ms floor) was lost too and goes again: seen from duplicate ACKs, or, when none can come
-//! (a window full of SACKed data), from a recovery timer that doubles at each expiry. The RTO stays the last resort, still go-back-N but skipping what the peer
+//! lost retransmission of the first hole goes again: seen when SACK blocks show that data sent
+//! after it arrived (the link keeps order), or from a recovery timer (SRTT + 4 RTTVAR, no 200 ms
+//! floor, doubled at each expiry) when nothing can tell (a window full of SACKed data). The RTO stays the last resort, still go-back-N but skipping what the peer
 //! SACKed (a second timeout in a row forgets the SACK information: RFC 2018 section 8, the
 //! receiver may have reneged); SACK blocks still start a recovery right after a timeout, plain
 //! duplicate ACKs do not (RFC 6582 section 3.2). The RTO's backoff is undone when new data is

@@ -353,6 +353,7 @@ impl Connection {
     /// round trip, doubled for each expiry in a row).
     fn note_head_retransmitted(&mut self, now: Instant) {
         self.rexmit_at = Some(now);
+        self.rexmit_mark = self.snd_max;
         let delay = self.rtt.loss_delay().unwrap_or_else(|| self.rtt.rto());
         let delay = (delay * (1u32 << self.recovery_backoff.min(8))).min(self.rtt.rto());
         self.recovery_deadline = Some(now + delay);

@@ -105,14 +105,32 @@ fn a_lost_fast_retransmission_goes_out_again_after_a_round_trip_of_duplicates() 
         ack(&mut c, 21, ISS + 101);
     }
     assert_eq!(seqs(&mut c, 21), vec![ISS + 101]);
-    // More duplicates within a round trip: the retransmission may still be on its way.
+    // More duplicates (of segments sent before it): the retransmission may still be on its way.
     ack(&mut c, 25, ISS + 101);
     assert!(seqs(&mut c, 25).is_empty());
-    // Still duplicates well after a round trip: it was lost too.
-    ack(&mut c, 60, ISS + 101);
-    assert_eq!(seqs(&mut c, 60), vec![ISS + 101]);
+    // No ACK for it a round trip later: the recovery timer sends it again, long before the RTO.
+    let t = c.poll_at().expect("recovery timer");
+    assert!(t < ms(21 + 100), "recovery timer at {t:?}");
+    c.on_timer(t);
+    assert_eq!(seqs(&mut c, t.total_millis()), vec![ISS + 101]);
     assert_eq!((c.stats().fast_retransmits, c.stats().lost_retransmits), (2, 1));
     assert_eq!(c.stats().timeouts, 0);
+}
+
+#[test]
+fn a_lost_retransmission_is_seen_when_data_sent_after_it_is_sacked() {
+    let mut c = established(cfg(), 2000);
+    c.sack_ok = true;
+    c.send(&[1u8; 400]).expect("send");
+    assert_eq!(seqs(&mut c, 20).len(), 4);
+    sack(&mut c, 21, ISS + 1, &[(ISS + 101, ISS + 401)]);
+    assert_eq!(seqs(&mut c, 21), vec![ISS + 1]);
+    // New data goes out after the retransmission; the receiver SACKs it, not the head.
+    c.send(&[1u8; 100]).expect("send");
+    assert_eq!(seqs(&mut c, 22), vec![ISS + 401]);
+    sack(&mut c, 23, ISS + 1, &[(ISS + 101, ISS + 501)]);
+    assert_eq!(seqs(&mut c, 23), vec![ISS + 1], "the head's retransmission was lost");
+    assert_eq!(c.stats().lost_retransmits, 1);
 }
 
 /// A duplicate ACK of `ack` with SACK blocks.
