@@ -57,13 +57,16 @@ lint: deps
 # beside smoltcp over memwire (experiment 1, 64 B round trips, callgrind instructions per
 # segment): target/bench/peers.{md,json}, callgrind.{md,json}; then the guest-library path beside
 # the host runtime over memwire, TAP and DPDK memif: target/bench/guest_path.{md,json}
-# (GUEST_PATH_LINKS=memif for one link); last, PNG plots of all of it: target/bench/*.png.
+# (GUEST_PATH_LINKS=memif for one link); goodput under random loss (0.1/1/5% each way, nftables)
+# SlimTCP <-> Linux over TAP beside Linux <-> Linux over veth: target/bench/loss.{md,json}; last,
+# PNG plots of all of it: target/bench/*.png.
 bench: deps
 	mkdir -p target/bench
 	set -o pipefail; $(CARGO) bench -p slimtcp 2>&1 | tee target/bench/bench.txt
 	./scripts/bench-experiments.sh
 	./scripts/bench-peers.sh
 	set -o pipefail; $(CARGO) bench -p slimtcp-perf --features dpdk --bench guest_path 2>&1 | tee target/bench/guest_path.txt
+	./scripts/bench-loss.sh
 	./scripts/bench-plots.sh
 
 demo: deps

@@ -9,6 +9,8 @@ PACKAGES=(
     ethtool         # switch off veth/tap offloads so captures show real checksums
     iputils-ping    # ping across the TAP link
     tshark          # well-formedness checks on every capture
+    tcpdump         # captures of lossy transfers (loss recovery analysis)
+    nftables        # nft: random-loss and burst-drop rules in the loss tests and make bench's loss table
     python3         # Linux-side helpers in tests
     netcat-openbsd  # nc as a Linux-side client/server
     iperf3          # Linux-side throughput peer

@@ -89,6 +89,7 @@ fn next_frame(input: &mut Input<'_>, live_port: u16) -> Option<Vec<u8>> {
                 window_len: input.u16()?,
                 max_seg_size: if flag_bits & 32 != 0 { Some(input.u16()?) } else { None },
                 window_scale: if flag_bits & 64 != 0 { Some(input.u8()?) } else { None },
+                sack: slimtcp::wire::TcpSack::NONE,
             };
             let plen = usize::from(input.u8()?);
             let payload = input.bytes(plen.min(input.0.len()))?.to_vec();

@@ -39,6 +39,7 @@ fn tcp_frame(
         window_len: 1000,
         max_seg_size: None,
         window_scale: None,
+        sack: slimtcp::wire::TcpSack::NONE,
     };
     let tcp_len = repr.header_len() + payload.len();
     let mut f = vec![0u8; 14 + 20 + tcp_len];

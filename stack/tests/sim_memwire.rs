@@ -24,6 +24,23 @@ fn faulty() -> FaultConfig {
     }
 }
 
+/// Issue 14: 5% loss, plus reordering, duplication and corruption, each way.
+fn hostile() -> FaultConfig {
+    FaultConfig {
+        loss: 0.05,
+        reorder: 0.02,
+        duplicate: 0.01,
+        corrupt: 0.005,
+        delay: Duration::from_micros(20),
+        jitter: Duration::from_micros(5),
+        ..FaultConfig::default()
+    }
+}
+
+fn hostile_link(seed: u64) -> LinkConfig {
+    LinkConfig { seed, a_to_b: hostile(), b_to_a: hostile(), ..LinkConfig::default() }
+}
+
 fn clean_link(seed: u64) -> LinkConfig {
     LinkConfig { seed, ..LinkConfig::default() }
 }
@@ -80,5 +97,30 @@ fn thousand_connections_survive_faults() {
         let r = sim::bulk_transfer(&mut s, 1000, 32 * 1024, seed);
         eprintln!("{r:?}");
         assert_eq!(r.verified, 1000);
+    }
+}
+
+#[test]
+fn one_connection_is_exact_at_5_percent_loss_with_reorder_duplication_corruption() {
+    for seed in sim::seeds(&[14, 15, 16, 17, 18]) {
+        let mut s = pair(hostile_link(seed));
+        let r = sim::bulk_transfer(&mut s, 1, 2 * 1024 * 1024, seed);
+        eprintln!("{r:?}");
+        assert_eq!(r.verified, 1);
+        let faults = s.a.nic().stats().tx.faults;
+        assert!(
+            faults.dropped > 0 && faults.reordered > 0 && faults.duplicated > 0,
+            "seed {seed}: {faults:?}"
+        );
+    }
+}
+
+#[test]
+fn hundred_connections_are_exact_at_5_percent_loss_with_reorder_duplication_corruption() {
+    for seed in sim::seeds(&[19, 20]) {
+        let mut s = pair(hostile_link(seed));
+        let r = sim::bulk_transfer(&mut s, 100, 64 * 1024, seed);
+        eprintln!("{r:?}");
+        assert_eq!(r.verified, 100);
     }
 }

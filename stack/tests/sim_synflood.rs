@@ -146,6 +146,7 @@ fn syn_repr(src: SocketAddrV4, seq: u32, mss: Option<u16>, wscale: Option<u8>) -
         window_len: 64_240,
         max_seg_size: mss,
         window_scale: wscale,
+        sack: slimtcp::wire::TcpSack::NONE,
     }
 }
 
@@ -159,6 +160,7 @@ fn ack(src: SocketAddrV4, seq: u32, ack: SeqNumber, window: u16, payload: &[u8])
         window_len: window,
         max_seg_size: None,
         window_scale: None,
+        sack: slimtcp::wire::TcpSack::NONE,
     };
     tcp_frame(src, &repr, payload)
 }

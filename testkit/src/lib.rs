@@ -6,6 +6,8 @@
 //! - [`pcap`]: a minimal pcap writer (for hand-built captures).
 //! - [`data`]: deterministic byte streams and SHA-256 digests; [`wait`]: polling with a deadline.
 //! - [`linux_peer`]: Linux TCP senders and receivers running inside a namespace.
+//! - [`lossnet`]: a router namespace that drops forwarded frames with nftables (random loss,
+//!   burst drops), with Linux peers behind it.
 //!
 //! Every name this crate creates starts with [`PREFIX`], so `scripts/cleanup-netns.sh` can remove
 //! leftovers of crashed runs.
@@ -14,6 +16,7 @@ pub mod capture;
 pub mod check;
 pub mod data;
 pub mod linux_peer;
+pub mod lossnet;
 pub mod netns;
 pub mod pcap;
 pub mod skip;

@@ -153,6 +153,7 @@ mod tests {
             window_len: 1234,
             max_seg_size: None,
             window_scale: None,
+            sack: crate::wire::TcpSack::NONE,
         };
         let mut tx = crate::tcp::send_buffer::SendBuffer::new(100);
         tx.push_copy(b"hello, template");

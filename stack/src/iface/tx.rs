@@ -157,7 +157,8 @@ impl<N: Nic> FrameSink<'_, N> {
 
 impl<N: Nic> SegmentSink for FrameSink<'_, N> {
     fn emit(&mut self, repr: &TcpRepr, mut payload: Payload<'_>) -> Result<(), SinkFull> {
-        let plain_header = repr.max_seg_size.is_none() && repr.window_scale.is_none();
+        // Segments with options (SYNs, ACKs with SACK blocks) take the general emitter.
+        let plain_header = repr.max_seg_size.is_none() && repr.window_scale.is_none() && repr.sack.is_none();
         if self.external && plain_header && payload.by_reference().is_some() {
             self.emit_external(repr, &mut payload)?;
             self.counters.tcp_segs_out += 1;
@@ -169,7 +170,7 @@ impl<N: Nic> SegmentSink for FrameSink<'_, N> {
             return Err(SinkFull);
         };
         self.counters.tx_payload_copied_bytes += payload.len() as u64;
-        if repr.max_seg_size.is_some() || repr.window_scale.is_some() {
+        if !plain_header {
             build_tcp_frame(
                 &mut buf,
                 self.src_mac,

@@ -13,6 +13,9 @@ pub struct TcpConfig {
     pub tx_buffer: usize,
     /// Window scale shift we offer (RFC 7323); `None` disables the option.
     pub window_scale: Option<u8>,
+    /// Offer SACK (RFC 2018): as a receiver, ACKs then tell the peer which segments beyond a
+    /// hole the reorder queue holds. (SACK blocks the peer sends are ignored.)
+    pub sack: bool,
     /// Initial retransmission timeout (RFC 6298: 1 s).
     pub rto_initial: Duration,
     /// Lower bound of the retransmission timeout.
@@ -43,6 +46,7 @@ impl Default for TcpConfig {
             rx_buffer: 256 * 1024,
             tx_buffer: 256 * 1024,
             window_scale: Some(3),
+            sack: true,
             rto_initial: Duration::from_secs(1),
             rto_min: Duration::from_millis(200),
             rto_max: Duration::from_secs(60),

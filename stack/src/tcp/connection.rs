@@ -9,6 +9,7 @@ use std::net::SocketAddrV4;
 use super::config::TcpConfig;
 use super::events::Events;
 use super::recv_buffer::RecvBuffer;
+use super::reorder::ReorderQueue;
 use super::rtt::RttEstimator;
 use super::send_buffer::{SendBuffer, TxPayload};
 use super::state::State;
@@ -97,7 +98,12 @@ pub struct Connection {
     pub(super) rcv_wscale: u8,
     /// Both SYNs carried the window-scale option.
     pub(super) wscale_ok: bool,
+    /// Both SYNs carried SACK-permitted (and our configuration allows it): our ACKs carry SACK
+    /// blocks for what the reorder queue holds.
+    pub(super) sack_ok: bool,
     pub(super) rx: RecvBuffer,
+    /// Segments that arrived beyond a hole (bounded; see `reorder.rs`).
+    pub(super) ooo: ReorderQueue,
     pub(super) fin_received: bool,
     /// The application closed the socket entirely: it will never read again.
     pub(super) orphaned: bool,
@@ -111,6 +117,32 @@ pub struct Connection {
     pub(super) rtt_probe: Option<(SeqNumber, Instant)>,
     pub(super) persist_deadline: Option<Instant>,
     pub(super) persist_backoff: u32,
+
+    // Loss recovery without a timeout (RFC 5681 fast retransmit, RFC 6582 NewReno).
+    /// Duplicate ACKs in a row (ACK == SND.UNA, no data, data in flight).
+    pub(super) dup_acks: u32,
+    /// In fast recovery until SND.UNA reaches this (SND.MAX when it began).
+    pub(super) recover: Option<SeqNumber>,
+    /// No fast retransmit for duplicate ACKs at or below this (SND.MAX at the last timeout,
+    /// whose go-back-N resends draw duplicate ACKs of their own: RFC 6582 section 3.2 step 2).
+    /// (Cleared once SND.UNA passes it, so sequence-number wrap-around cannot revive it.)
+    pub(super) recover_guard: Option<SeqNumber>,
+    /// Retransmit the segment at SND.UNA on the next output.
+    pub(super) rexmit_due: bool,
+    /// In fast recovery: when the head's retransmission counts as lost if still unacknowledged
+    /// (no duplicate ACK may come to tell: a window full of SACKed data sends nothing more).
+    pub(super) recovery_deadline: Option<Instant>,
+    /// Consecutive expiries of `recovery_deadline` without progress (each doubles the next).
+    pub(super) recovery_backoff: u32,
+    /// SND.MAX when the head was last retransmitted: SACKed data beyond it was sent later.
+    pub(super) rexmit_mark: SeqNumber,
+    /// What the peer SACKed above SND.UNA (when SACK was negotiated).
+    pub(super) sacked: super::scoreboard::Scoreboard,
+    /// In fast recovery with SACK: holes below this were retransmitted already.
+    pub(super) rexmit_next: SeqNumber,
+    /// When the segment at SND.UNA was last retransmitted in fast recovery (to see that
+    /// retransmission lost: see `note_ack_for_recovery`).
+    pub(super) rexmit_at: Option<Instant>,
     /// A zero-window probe is due.
     pub(super) probe_due: bool,
     /// Zero-window probes sent since the peer last answered.
@@ -146,12 +178,22 @@ pub struct ConnStats {
     pub bytes_received: u64,
     /// Payload bytes acknowledged by the peer.
     pub bytes_acked: u64,
-    /// Segments sent again after a timeout (go-back-N).
+    /// Segments sent again (after a timeout, go-back-N, or by fast retransmit).
     pub retransmits: u64,
     /// Retransmission timeouts.
     pub timeouts: u64,
-    /// Out-of-order segments dropped (each answered with a duplicate ACK).
+    /// Out-of-order segments (each answered with a duplicate ACK).
     pub out_of_order: u64,
+    /// Of those, segments kept in the reorder queue until the hole before them was filled.
+    pub reordered: u64,
+    /// Out-of-order segments dropped because the reorder queue held its most ranges.
+    pub reorder_drops: u64,
+    /// Segments retransmitted by fast recovery (after three duplicate ACKs, a partial ACK, or
+    /// SACK blocks that revealed holes), without a timeout.
+    pub fast_retransmits: u64,
+    /// Of those, retransmissions sent again because duplicate ACKs kept coming for longer than
+    /// a round trip after them (the retransmission was lost too).
+    pub lost_retransmits: u64,
     /// Segments outside the receive window.
     pub out_of_window: u64,
     /// Challenge ACKs sent (RFC 5961).
@@ -173,6 +215,7 @@ impl Connection {
         Connection {
             tx: SendBuffer::new(cfg.tx_buffer),
             rx: RecvBuffer::new(cfg.rx_buffer),
+            ooo: ReorderQueue::default(),
             send_mss: usize::from(DEFAULT_PEER_MSS.min(cfg.mss)),
             cfg,
             state,
@@ -193,6 +236,7 @@ impl Connection {
             rcv_adv: SeqNumber(0),
             rcv_wscale: 0,
             wscale_ok: false,
+            sack_ok: false,
             fin_received: false,
             orphaned: false,
             rtt,
@@ -201,6 +245,16 @@ impl Connection {
             rtt_probe: None,
             persist_deadline: None,
             persist_backoff: 0,
+            dup_acks: 0,
+            recover: None,
+            recover_guard: None,
+            rexmit_due: false,
+            rexmit_at: None,
+            recovery_deadline: None,
+            rexmit_mark: iss,
+            recovery_backoff: 0,
+            sacked: super::scoreboard::Scoreboard::default(),
+            rexmit_next: iss,
             probe_due: false,
             probes_unanswered: 0,
             time_wait_deadline: None,
@@ -269,6 +323,7 @@ impl Connection {
     pub(super) fn apply_syn_options(&mut self, syn: &TcpRepr) {
         let peer_mss = syn.max_seg_size.unwrap_or(DEFAULT_PEER_MSS);
         self.apply_peer_options(peer_mss, syn.window_scale);
+        self.sack_ok = syn.sack.permitted && self.cfg.sack;
     }
 
     /// Takes the peer's MSS (clamped to at least [`MIN_MSS`], then to our own) and window-scale
@@ -549,6 +604,7 @@ impl Connection {
             window_len: 0,
             max_seg_size: None,
             window_scale: None,
+            sack: crate::wire::TcpSack::NONE,
         }
     }
 
@@ -560,6 +616,7 @@ impl Connection {
         self.time_wait_deadline = None;
         self.live.stop();
         self.ack_pending = false;
+        self.ooo = ReorderQueue::default();
         self.events.insert(Events::CLOSED | Events::READABLE | Events::WRITABLE);
     }
 

@@ -1,9 +1,11 @@
 //! Segment arrival (RFC 9293 section 3.10.7) for a connection that exists, with the RFC 5961
-//! checks on RST, SYN and ACK. In-order receive only: a segment that starts beyond `rcv_nxt` is
-//! dropped and answered with a duplicate ACK (SlimTCP keeps no reorder buffer).
+//! checks on RST, SYN and ACK. In-order payload is queued for the application in its packet
+//! buffer; a segment that starts beyond `rcv_nxt` is kept in the bounded reorder queue
+//! (`reorder.rs`) and answered at once with a duplicate ACK.
 
 use super::connection::{ConnError, Connection};
 use super::events::Events;
+use super::reorder::Insert;
 use super::state::State;
 use super::SeqNumber;
 use crate::nic::PacketBuf;
@@ -145,6 +147,15 @@ impl Connection {
         }
         self.probes_unanswered = 0;
 
+        if self.sack_ok {
+            for &(left, right) in seg.sack.ranges() {
+                // Only blocks of data in flight above the ACK (D-SACK and stale blocks go).
+                if left > ack && left > self.snd_una && left < right && right <= self.snd_max {
+                    self.sacked.add(left, right);
+                }
+            }
+        }
+        self.note_ack_for_recovery(seg, ack, payload.len());
         let fin_acked = if ack > self.snd_una { self.ack_new_data(now, ack, syn_outstanding) } else { false };
 
         // Window update (RFC 9293 3.10.7.4, fifth check): only from newer segments.
@@ -212,6 +223,79 @@ impl Connection {
         self.ack_pending = true;
     }
 
+    /// Fast retransmit and NewReno partial ACKs (RFC 5681 section 3.2, RFC 6582), called before
+    /// SND.UNA moves: the third duplicate ACK (or, with SACK, three segments' worth SACKed above
+    /// the hole) starts a recovery up to SND.MAX; in recovery, each ACK that moves SND.UNA short
+    /// of that point (a receiver that kept what followed the hole) retransmits the next hole at
+    /// once, instead of waiting for the retransmission timeout. The head's retransmission counts
+    /// as lost when SACK blocks show that data sent after it arrived (the link keeps order), or
+    /// when the recovery timer expires (`timers.rs`): it goes again, instead of a 200 ms
+    /// timeout and a go-back-N of the window. Congestion control stays absent by design.
+    fn note_ack_for_recovery(&mut self, seg: &TcpRepr, ack: SeqNumber, payload_len: usize) {
+        if ack > self.snd_una {
+            self.dup_acks = 0;
+            self.recovery_backoff = 0;
+            self.recovery_deadline = None;
+            if self.recover_guard.is_some_and(|guard| ack > guard) {
+                self.recover_guard = None;
+            }
+            match self.recover {
+                Some(recover) if ack >= recover => self.recover = None,
+                Some(_) => {
+                    self.rexmit_due = true;
+                    self.rexmit_next = self.rexmit_next.max(ack);
+                }
+                None if self.sack_says_lost(ack) => self.start_recovery(ack),
+                None => {}
+            }
+            return;
+        }
+        let duplicate = ack == self.snd_una
+            && payload_len == 0
+            && !seg.flags.intersects(TcpFlags::SYN | TcpFlags::FIN)
+            && self.snd_una != self.snd_max;
+        if !duplicate {
+            return;
+        }
+        self.dup_acks += 1;
+        if self.recover.is_none() {
+            // After a timeout, duplicates may come from our own resends (RFC 6582 3.2), but SACK
+            // blocks report data the peer holds: those start a recovery at once.
+            let by_dups = self.dup_acks == super::DUP_ACK_THRESHOLD && self.recover_guard.is_none();
+            if by_dups || self.sack_says_lost(ack) {
+                self.start_recovery(ack);
+            }
+            return;
+        }
+        let sent_later_arrived = self.sacked.high().is_some_and(|high| high > self.rexmit_mark);
+        if !self.rexmit_due && self.rexmit_at.is_some() && sent_later_arrived {
+            // Data sent after the head's retransmission arrived, the head did not: it was lost
+            // too (the link keeps order). Everything not SACKed below the highest block goes again.
+            self.rexmit_due = true;
+            self.rexmit_next = self.snd_una;
+            self.stats.lost_retransmits += 1;
+        } else if self.sacked.high().is_some_and(|high| high > self.rexmit_next) {
+            // New SACK blocks revealed holes beyond those retransmitted.
+            self.rexmit_due = true;
+        }
+    }
+
+    /// RFC 6675's IsLost for the segment at `una`: three segments' worth SACKed above it (a
+    /// loss seen even when fewer than three segments follow it, or when the ACK that brings the
+    /// blocks also moves SND.UNA).
+    fn sack_says_lost(&self, una: SeqNumber) -> bool {
+        let above: usize =
+            self.sacked.ranges().iter().filter(|(_, r)| *r > una).map(|(l, r)| r.since((*l).max(una))).sum();
+        above >= super::DUP_ACK_THRESHOLD as usize * self.send_mss
+    }
+
+    /// Fast recovery from the hole at `una` up to SND.MAX.
+    fn start_recovery(&mut self, una: SeqNumber) {
+        self.recover = Some(self.snd_max);
+        self.rexmit_due = true;
+        self.rexmit_next = una;
+    }
+
     /// Processes an ACK that advances SND.UNA to `ack`. Returns true when it acknowledges our FIN.
     pub(super) fn ack_new_data(&mut self, now: Instant, ack: SeqNumber, syn_outstanding: bool) -> bool {
         let mut acked = ack.since(self.snd_una);
@@ -227,6 +311,9 @@ impl Connection {
         self.tx.ack(data_acked);
         self.stats.bytes_acked += data_acked as u64;
         self.snd_una = ack;
+        if !self.sacked.is_empty() {
+            self.sacked.advance(ack);
+        }
         if self.snd_nxt < self.snd_una {
             self.snd_nxt = self.snd_una;
         }
@@ -235,6 +322,9 @@ impl Connection {
                 self.rtt.sample(now.saturating_since(sent_at));
                 self.rtt_probe = None;
             }
+        }
+        if self.retries > 0 && data_acked > 0 {
+            self.rtt.reset_backoff();
         }
         self.retries = 0;
         self.rto_deadline = if self.snd_una == self.snd_max { None } else { Some(now + self.rtt.rto()) };
@@ -249,7 +339,8 @@ impl Connection {
         self.snd_una + self.tx.len()
     }
 
-    /// Queues in-order payload and processes a FIN that follows it.
+    /// Queues in-order payload (and whatever the reorder queue held right after it), keeps
+    /// out-of-order payload in the reorder queue, and processes a FIN that follows the data.
     fn accept_payload(&mut self, seq: SeqNumber, mut payload: PacketBuf, mut fin: bool, now: Instant) {
         let fin_seq_if_all = seq + payload.len();
         if !payload.is_empty() {
@@ -264,9 +355,7 @@ impl Connection {
                 return;
             }
             if seq > self.rcv_nxt {
-                self.stats.out_of_order += 1;
-                self.ack_pending = true;
-                self.dup_acks_owed = (self.dup_acks_owed + 1).min(super::DUP_ACKS_PER_BURST);
+                self.hold_out_of_order(seq, payload, fin);
                 return;
             }
             self.ack_pending = true;
@@ -281,17 +370,21 @@ impl Connection {
                     // The FIN lies beyond what we accepted; the peer will send it again.
                     fin = false;
                 }
-                let n = payload.len();
-                self.rx.push(payload);
-                self.rcv_nxt += n;
-                self.stats.bytes_received += n as u64;
-                self.events.insert(Events::READABLE);
+                self.deliver(payload);
+                if !self.ooo.is_empty() {
+                    fin |= self.deliver_reordered();
+                }
             }
+        } else if fin && fin_seq_if_all > self.rcv_nxt {
+            self.stats.out_of_order += 1;
+            self.ack_pending = true;
+            self.ooo.note_fin(fin_seq_if_all);
+            return;
         }
         if !fin {
             return;
         }
-        if fin_seq_if_all == self.rcv_nxt && !self.fin_received {
+        if (fin_seq_if_all == self.rcv_nxt || self.ooo.take_fin_at(self.rcv_nxt)) && !self.fin_received {
             self.rcv_nxt += 1;
             self.fin_received = true;
             self.ack_pending = true;
@@ -309,6 +402,61 @@ impl Connection {
         } else if self.state == State::TimeWait {
             self.ack_pending = true;
             self.enter_time_wait(now);
+        }
+    }
+
+    /// Appends in-order payload (trimmed to the window) to the receive queue.
+    fn deliver(&mut self, payload: PacketBuf) {
+        let n = payload.len();
+        if n == 0 {
+            return;
+        }
+        self.rx.push(payload);
+        self.rcv_nxt += n;
+        self.stats.bytes_received += n as u64;
+        self.events.insert(Events::READABLE);
+    }
+
+    /// Moves what the reorder queue holds right after `rcv_nxt` to the receive queue. Returns
+    /// true when a FIN held there is now next (the caller processes it).
+    fn deliver_reordered(&mut self) -> bool {
+        while let Some(mut p) = self.ooo.pop_ready(self.rcv_nxt) {
+            // Held bytes lay inside the window we advertised, so they fit; never trust that.
+            let room = self.receive_window();
+            if p.len() > room {
+                p.truncate(room);
+            }
+            self.deliver(p);
+        }
+        self.ooo.fin_is_next(self.rcv_nxt)
+    }
+
+    /// An out-of-order segment: kept in the reorder queue (the part inside the window we
+    /// advertised), and answered at once with a duplicate ACK (a sender's fast retransmit).
+    fn hold_out_of_order(&mut self, seq: SeqNumber, mut payload: PacketBuf, mut fin: bool) {
+        self.stats.out_of_order += 1;
+        self.ack_pending = true;
+        self.dup_acks_owed = (self.dup_acks_owed + 1).min(super::DUP_ACKS_PER_BURST);
+        let right = self.rcv_nxt + self.receive_window();
+        if seq >= right {
+            return;
+        }
+        let room = right.since(seq);
+        if payload.len() > room {
+            payload.truncate(room);
+            fin = false;
+        }
+        let end = seq + payload.len();
+        match self.ooo.insert(seq, payload) {
+            Insert::Stored => self.stats.reordered += 1,
+            Insert::Duplicate => {}
+            Insert::TooManyRanges => {
+                self.stats.reorder_drops += 1;
+                return;
+            }
+        }
+        if fin {
+            self.ooo.note_fin(end);
         }
     }
 
@@ -331,5 +479,6 @@ fn reset_for_ack(seg: &TcpRepr, ack: SeqNumber) -> TcpRepr {
         window_len: 0,
         max_seg_size: None,
         window_scale: None,
+        sack: crate::wire::TcpSack::NONE,
     }
 }

@@ -49,5 +49,6 @@ fn reply(seg: &TcpRepr, seq: SeqNumber, ack: Option<SeqNumber>) -> TcpRepr {
         window_len: 0,
         max_seg_size: None,
         window_scale: None,
+        sack: crate::wire::TcpSack::NONE,
     }
 }

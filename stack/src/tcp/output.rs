@@ -1,5 +1,6 @@
 //! Segment output: SYN / SYN-ACK, data cut at the MSS within the peer's window (go-back-N after
-//! a timeout), FIN, zero-window probes, and at most one pure ACK per call. The caller calls
+//! a timeout; one segment at SND.UNA for a fast retransmit), FIN, zero-window probes, and at
+//! most one pure ACK per call. The caller calls
 //! `dispatch` once per socket after a whole receive burst, which is what makes "one pure ACK
 //! per socket per burst" hold.
 
@@ -7,7 +8,7 @@ use super::connection::Connection;
 use super::send_buffer::{LoanId, SendBuffer};
 use super::state::State;
 use crate::time::Instant;
-use crate::wire::tcp::{TcpFlags, TcpRepr};
+use crate::wire::tcp::{TcpFlags, TcpRepr, TcpSack};
 
 /// The sink could not take the segment now (no transmit buffer); the connection stops and
 /// tries again on its next dispatch, with its state unchanged for that segment.
@@ -108,7 +109,16 @@ impl Connection {
                 }
             }
             State::TimeWait => {}
-            _ => sent += self.send_data(now, sink),
+            _ => {
+                if self.rexmit_due {
+                    sent += if self.sacked.is_empty() {
+                        self.retransmit_head(now, sink)
+                    } else {
+                        self.retransmit_holes(now, sink)
+                    };
+                }
+                sent += self.send_data(now, sink)
+            }
         }
         if self.live.keepalive_due && self.send_ack_at(sink, self.snd_una - 1).is_ok() {
             self.live.keepalive_due = false;
@@ -150,7 +160,7 @@ impl Connection {
                 let sent = self.snd_nxt.since(self.snd_una);
                 let unsent = self.tx.len().saturating_sub(sent);
                 let fin_unsent = self.fin_queued && self.snd_nxt <= self.data_end();
-                (unsent > 0 && self.usable_window() > 0) || fin_unsent
+                (unsent > 0 && self.usable_window() > 0) || fin_unsent || self.rexmit_due
             }
         }
     }
@@ -172,6 +182,7 @@ impl Connection {
             window_len: window as u16,
             max_seg_size: Some(self.cfg.mss),
             window_scale: if offer_scale { self.cfg.window_scale } else { None },
+            sack: if self.offer_sack(passive) { TcpSack::PERMITTED } else { TcpSack::NONE },
         };
         sink.emit(&repr, Payload::empty())?;
         self.stats.segs_out += 1;
@@ -198,10 +209,18 @@ impl Connection {
     fn send_data(&mut self, now: Instant, sink: &mut dyn SegmentSink) -> usize {
         let mut sent = 0;
         loop {
+            // Resending after a timeout: what the peer SACKed is not sent again.
+            let mut sack_limit = usize::MAX;
+            if self.snd_nxt < self.snd_max && !self.sacked.is_empty() {
+                self.snd_nxt = self.sacked.skip(self.snd_nxt);
+                if let Some(left) = self.sacked.next_left(self.snd_nxt) {
+                    sack_limit = left.since(self.snd_nxt);
+                }
+            }
             let queued = self.tx.len();
             let offset = self.snd_nxt.since(self.snd_una);
             let unsent = queued.saturating_sub(offset);
-            let mut len = self.send_mss.min(unsent).min(self.usable_window());
+            let mut len = self.send_mss.min(unsent).min(self.usable_window()).min(sack_limit);
             if len < unsent && len < self.send_mss && len * 2 < self.max_snd_wnd {
                 // Sender-side silly window avoidance: wait for the window to open further.
                 len = 0;
@@ -230,6 +249,7 @@ impl Connection {
                 window_len: self.advertise_window(),
                 max_seg_size: None,
                 window_scale: None,
+                sack: TcpSack::NONE,
             };
             let payload = Payload { tx: Some(&mut self.tx), offset, len };
             if sink.emit(&repr, payload).is_err() {
@@ -264,6 +284,136 @@ impl Connection {
         sent
     }
 
+    /// Fast retransmit: the one segment at SND.UNA (or the FIN there), sent again without
+    /// moving SND.NXT. Returns 1 if it went out (or there was nothing left to resend).
+    fn retransmit_head(&mut self, now: Instant, sink: &mut dyn SegmentSink) -> usize {
+        let in_flight = self.snd_max.since(self.snd_una);
+        let queued = self.tx.len();
+        let mut len = self.send_mss.min(queued).min(in_flight);
+        if let Some(limit) = self.tx.segment_limit(0) {
+            len = len.min(limit);
+        }
+        let fin = self.fin_queued && len == queued && in_flight > queued;
+        if len == 0 && !fin {
+            self.rexmit_due = false;
+            return 0;
+        }
+        let mut flags = TcpFlags::empty();
+        if fin {
+            flags.insert(TcpFlags::FIN);
+        }
+        let repr = TcpRepr {
+            src_port: self.local.port(),
+            dst_port: self.remote.port(),
+            seq_number: self.snd_una,
+            ack_number: Some(self.rcv_nxt),
+            flags,
+            window_len: self.advertise_window(),
+            max_seg_size: None,
+            window_scale: None,
+            sack: TcpSack::NONE,
+        };
+        let payload = Payload { tx: Some(&mut self.tx), offset: 0, len };
+        if sink.emit(&repr, payload).is_err() {
+            return 0;
+        }
+        self.rexmit_due = false;
+        self.note_head_retransmitted(now);
+        self.rexmit_next = self.rexmit_next.max(self.snd_una + len);
+        self.stats.segs_out += 1;
+        self.stats.retransmits += 1;
+        self.stats.fast_retransmits += 1;
+        self.ack_pending = false;
+        // Karn: an ACK may now answer either copy.
+        if self.rtt_probe.is_some_and(|(end, _)| end > self.snd_una) {
+            self.rtt_probe = None;
+        }
+        1
+    }
+
+    /// Whether our SYN (`passive`: our SYN-ACK) carries SACK-permitted.
+    fn offer_sack(&self, passive: bool) -> bool {
+        if passive {
+            self.sack_ok
+        } else {
+            self.cfg.sack
+        }
+    }
+
+    /// SACK blocks for a pure ACK: what the reorder queue holds, when SACK was negotiated.
+    fn sack_blocks(&self) -> TcpSack {
+        if !self.sack_ok || self.ooo.bytes() == 0 {
+            return TcpSack::NONE;
+        }
+        let (ranges, n) = self.ooo.sack_ranges();
+        TcpSack::blocks(ranges[..n].iter().copied())
+    }
+
+    /// The segment at SND.UNA went out again: remember when, and arm the recovery timer (a
+    /// round trip, doubled for each expiry in a row).
+    fn note_head_retransmitted(&mut self, now: Instant) {
+        self.rexmit_at = Some(now);
+        self.rexmit_mark = self.snd_max;
+        let delay = self.rtt.loss_delay().unwrap_or_else(|| self.rtt.rto());
+        let delay = (delay * (1u32 << self.recovery_backoff.min(8))).min(self.rtt.rto());
+        self.recovery_deadline = Some(now + delay);
+    }
+
+    /// Fast recovery with SACK: every hole between SND.UNA and the highest SACKed byte that was
+    /// not retransmitted yet in this recovery, at once (no congestion control: the peer's
+    /// window is the only limit, and the holes lie inside it). Returns segments sent.
+    fn retransmit_holes(&mut self, now: Instant, sink: &mut dyn SegmentSink) -> usize {
+        let Some(high) = self.sacked.high() else { return 0 };
+        let data_end = self.data_end();
+        let mut sent = 0;
+        let mut seq = self.rexmit_next.max(self.snd_una);
+        loop {
+            seq = self.sacked.skip(seq);
+            let end = self.sacked.next_left(seq).unwrap_or(high).min(high).min(data_end);
+            if seq >= end {
+                break;
+            }
+            let offset = seq.since(self.snd_una);
+            let mut len = self.send_mss.min(end.since(seq));
+            if let Some(limit) = self.tx.segment_limit(offset) {
+                len = len.min(limit);
+            }
+            let repr = TcpRepr {
+                src_port: self.local.port(),
+                dst_port: self.remote.port(),
+                seq_number: seq,
+                ack_number: Some(self.rcv_nxt),
+                flags: TcpFlags::empty(),
+                window_len: self.advertise_window(),
+                max_seg_size: None,
+                window_scale: None,
+                sack: TcpSack::NONE,
+            };
+            let payload = Payload { tx: Some(&mut self.tx), offset, len };
+            if sink.emit(&repr, payload).is_err() {
+                // The rest goes on the next dispatch (rexmit_due stays set).
+                return sent;
+            }
+            sent += 1;
+            if seq == self.snd_una {
+                // The head's retransmission is the one whose loss the duplicates reveal.
+                self.note_head_retransmitted(now);
+            }
+            seq += len;
+            self.rexmit_next = seq;
+            self.stats.segs_out += 1;
+            self.stats.retransmits += 1;
+            self.stats.fast_retransmits += 1;
+            self.ack_pending = false;
+        }
+        self.rexmit_due = false;
+        // Karn: an ACK may now answer either copy.
+        if sent > 0 && self.rtt_probe.is_some_and(|(end, _)| end > self.snd_una) {
+            self.rtt_probe = None;
+        }
+        sent
+    }
+
     /// A segment without payload carrying our current ACK and window at sequence `seq`.
     fn send_ack_at(&mut self, sink: &mut dyn SegmentSink, seq: super::SeqNumber) -> Result<(), SinkFull> {
         let repr = TcpRepr {
@@ -275,6 +425,7 @@ impl Connection {
             window_len: self.advertise_window(),
             max_seg_size: None,
             window_scale: None,
+            sack: self.sack_blocks(),
         };
         sink.emit(&repr, Payload::empty())?;
         self.stats.segs_out += 1;

@@ -32,6 +32,13 @@ impl RttEstimator {
         self.srtt
     }
 
+    /// How long an ACK for a segment sent now may take before it counts as lost: RFC 6298's
+    /// SRTT + max(G, 4 RTTVAR), without the RTO's floor and backoff (fast recovery uses it to
+    /// see a lost retransmission; the RTO itself keeps its floor). `None` before any sample.
+    pub fn loss_delay(&self) -> Option<Duration> {
+        self.srtt.map(|srtt| srtt + GRANULARITY.max(self.rttvar * 4))
+    }
+
     /// Feeds one RTT measurement (RFC 6298 section 2.2 and 2.3).
     pub fn sample(&mut self, r: Duration) {
         match self.srtt {
@@ -49,6 +56,16 @@ impl RttEstimator {
         let srtt = self.srtt.unwrap_or(r);
         let rto = srtt + GRANULARITY.max(self.rttvar * 4);
         self.rto = rto.clamp(self.min, self.max);
+    }
+
+    /// Undoes the backoff once the peer acknowledges new data, as BSD does (`t_rxtshift = 0`):
+    /// without timestamps, Karn's rule may keep a new sample from coming for a long time (all
+    /// that is acknowledged was retransmitted), and the doubled RTO would stall every later
+    /// loss. Before any sample, the RTO stays as it is.
+    pub fn reset_backoff(&mut self) {
+        if let Some(srtt) = self.srtt {
+            self.rto = (srtt + GRANULARITY.max(self.rttvar * 4)).clamp(self.min, self.max);
+        }
     }
 
     /// Doubles the RTO after a timeout (RFC 6298 section 5.5), up to the maximum.

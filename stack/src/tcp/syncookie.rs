@@ -156,6 +156,7 @@ pub fn cookie_syn_ack(cfg: &TcpConfig, syn: &TcpRepr, iss: SeqNumber) -> TcpRepr
         window_len: syn_window(cfg),
         max_seg_size: Some(cfg.mss),
         window_scale: syn.window_scale.and(cfg.window_scale),
+        sack: crate::wire::TcpSack::NONE,
     }
 }
 

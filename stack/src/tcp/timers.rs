@@ -9,10 +9,16 @@ use crate::time::Instant;
 impl Connection {
     /// The earliest time `on_timer` has work to do, if any.
     pub fn poll_at(&self) -> Option<Instant> {
-        [self.rto_deadline, self.persist_deadline, self.time_wait_deadline, self.liveness_at()]
-            .into_iter()
-            .flatten()
-            .min()
+        [
+            self.rto_deadline,
+            self.persist_deadline,
+            self.time_wait_deadline,
+            self.liveness_at(),
+            self.recovery_deadline,
+        ]
+        .into_iter()
+        .flatten()
+        .min()
     }
 
     /// Runs every timer that expired at `now`. Output (retransmissions, probes) follows on the
@@ -25,7 +31,18 @@ impl Connection {
         }
         if self.rto_deadline.is_some_and(|t| now >= t) {
             self.rto_deadline = None;
+            self.recovery_deadline = None;
             self.on_retransmit_timeout();
+        }
+        if self.recovery_deadline.is_some_and(|t| now >= t) {
+            self.recovery_deadline = None;
+            if self.recover.is_some() && self.snd_una != self.snd_max {
+                // The head's retransmission drew no ACK within a round trip: lost as well.
+                self.recovery_backoff += 1;
+                self.rexmit_due = true;
+                self.rexmit_next = self.snd_una;
+                self.stats.lost_retransmits += 1;
+            }
         }
         if self.persist_deadline.is_some_and(|t| now >= t) {
             self.on_persist_timeout(now);
@@ -56,7 +73,18 @@ impl Connection {
         // Karn: the segment being timed will be retransmitted, so its sample is ambiguous.
         self.rtt_probe = None;
         // Go-back-N from the first unacknowledged byte (the SYN, before the handshake ends).
+        // The duplicate ACKs those resends draw start no fast retransmit (RFC 6582 3.2 step 2).
         self.snd_nxt = self.snd_una;
+        self.recover = None;
+        self.recover_guard = Some(self.snd_max);
+        self.dup_acks = 0;
+        self.rexmit_due = false;
+        self.recovery_backoff = 0;
+        // Go-back-N skips what the peer SACKed; a second timeout in a row forgets it (the
+        // receiver may have reneged, RFC 2018 section 8; that costs one more timeout).
+        if self.retries > 1 {
+            self.sacked.clear();
+        }
     }
 
     fn on_persist_timeout(&mut self, now: Instant) {

@@ -11,6 +11,7 @@ pub mod icmp;
 pub mod ipv4;
 pub mod tcp;
 mod tcp_option;
+pub mod tcp_sack;
 pub mod udp;
 
 pub use std::net::Ipv4Addr;
@@ -20,6 +21,7 @@ pub use ethernet::{EtherType, EthernetFrame, EthernetRepr};
 pub use icmp::{Icmpv4Packet, Icmpv4Repr};
 pub use ipv4::{IpProtocol, Ipv4Packet, Ipv4Repr};
 pub use tcp::{TcpFlags, TcpOption, TcpOptionIter, TcpPacket, TcpRepr};
+pub use tcp_sack::TcpSack;
 pub use udp::{UdpPacket, UdpRepr};
 
 /// Big-endian field access shared by every packet view.

@@ -1,9 +1,10 @@
-//! TCP segments (RFC 9293) with the MSS and window-scale options (RFC 7323); other options are
-//! parsed for well-formedness and ignored.
+//! TCP segments (RFC 9293) with the MSS and window-scale options (RFC 7323) and SACK (RFC 2018,
+//! `tcp_sack.rs`); other options are parsed for well-formedness and ignored.
 
 use super::field::{get_u16, get_u32, set_u16, set_u32, sub, sub_mut};
 use super::tcp_option::kind;
 pub use super::tcp_option::{TcpOption, TcpOptionIter};
+pub use super::tcp_sack::TcpSack;
 use super::{checksum, ChecksumCapabilities, IpProtocol, Ipv4Addr, WireError};
 use crate::tcp::SeqNumber;
 
@@ -350,6 +351,8 @@ pub struct TcpRepr {
     pub max_seg_size: Option<u16>,
     /// The window-scale option (clamped to 14 on parse), if present.
     pub window_scale: Option<u8>,
+    /// SACK-permitted and SACK blocks.
+    pub sack: TcpSack,
 }
 
 /// The flags `TcpRepr` carries.
@@ -380,10 +383,17 @@ impl TcpRepr {
         }
         let mut max_seg_size = None;
         let mut window_scale = None;
+        let mut sack = TcpSack::NONE;
         for option in packet.option_iter() {
             match option? {
                 TcpOption::MaxSegmentSize(mss) => max_seg_size = Some(mss),
                 TcpOption::WindowScale(shift) => window_scale = Some(shift.min(MAX_WINDOW_SCALE)),
+                TcpOption::SackPermitted => sack.permitted = true,
+                TcpOption::Sack(raw) => {
+                    let permitted = sack.permitted;
+                    sack = TcpSack::parse_blocks(raw);
+                    sack.permitted = permitted;
+                }
                 _ => {}
             }
         }
@@ -396,12 +406,14 @@ impl TcpRepr {
             window_len: packet.window_len(),
             max_seg_size,
             window_scale,
+            sack,
         })
     }
 
-    /// Length of the header this emits: 20, plus 4 for MSS, plus 4 for NOP + window scale.
+    /// Length of the header this emits: 20, plus 4 for MSS, plus 4 for NOP + window scale, plus
+    /// the SACK options ([`TcpSack::option_len`]).
     pub const fn header_len(&self) -> usize {
-        let mut len = HEADER_LEN;
+        let mut len = HEADER_LEN + self.sack.option_len();
         if self.max_seg_size.is_some() {
             len += 4;
         }
@@ -462,7 +474,9 @@ impl TcpRepr {
         }
         if let Some(shift) = self.window_scale {
             buf[at..at + 4].copy_from_slice(&[kind::NOP, kind::WINDOW_SCALE, 3, shift]);
+            at += 4;
         }
+        self.sack.emit(&mut buf[at..header_len]);
         let pseudo = checksum::pseudo_header(src, dst, IpProtocol::Tcp, seg_len as u32);
         let value = if caps.tcp.tx { pseudo } else { !checksum::combine(&[pseudo, checksum::data(buf)]) };
         set_u16(buf, offs::CHECKSUM, value);
@@ -523,6 +537,7 @@ mod tests {
                 window_len: 64240,
                 max_seg_size: Some(1460),
                 window_scale: Some(7),
+                sack: TcpSack::PERMITTED,
             }
         );
         assert_eq!(repr.segment_len(0), 1);
@@ -559,6 +574,7 @@ mod tests {
                 window_len: 0xffff,
                 max_seg_size: Some(9000),
                 window_scale: Some(14),
+                sack: TcpSack::NONE,
             },
             TcpRepr {
                 src_port: 4000,
@@ -569,6 +585,7 @@ mod tests {
                 window_len: 0,
                 max_seg_size: None,
                 window_scale: Some(0),
+                sack: TcpSack::NONE,
             },
             TcpRepr {
                 src_port: 4000,
@@ -579,6 +596,7 @@ mod tests {
                 window_len: 512,
                 max_seg_size: Some(536),
                 window_scale: None,
+                sack: TcpSack::NONE,
             },
         ];
         for (i, repr) in reprs.iter().enumerate() {
@@ -611,6 +629,7 @@ mod tests {
             window_len: 0,
             max_seg_size: None,
             window_scale: None,
+            sack: TcpSack::NONE,
         };
         let mut buf = [0u8; 20];
         repr.emit(&mut TcpPacket::new_unchecked(&mut buf[..]), SRC, DST, 0, &CAPS);

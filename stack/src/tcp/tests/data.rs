@@ -1,5 +1,5 @@
 use super::harness::*;
-use crate::tcp::{Events, SeqNumber};
+use crate::tcp::{Connection, Events, SeqNumber, State};
 use crate::wire::tcp::TcpFlags;
 
 #[test]
@@ -59,14 +59,21 @@ fn data_to_send_carries_the_ack_instead_of_a_pure_ack() {
 }
 
 #[test]
-fn out_of_order_segment_is_dropped_with_a_duplicate_ack() {
+fn out_of_order_segment_is_held_and_answered_with_a_duplicate_ack() {
     let mut c = established(cfg(), 1000);
     feed(&mut c, ms(20), seg(TcpFlags::empty(), IRS + 4, Some(ISS + 1), 1000, b"def"));
-    assert_eq!(c.recv_queued(), 0);
-    assert_eq!(c.stats().out_of_order, 1);
+    assert_eq!(c.recv_queued(), 0, "nothing readable before the hole is filled");
+    assert_eq!((c.stats().out_of_order, c.stats().reordered), (1, 1));
     let segs = out(&mut c, ms(20));
     assert_eq!(segs.len(), 1);
     assert!(is_pure_ack(&segs[0].0, &segs[0].1, IRS + 1), "duplicate ACK for rcv_nxt");
+    // The retransmission of the hole delivers both, and the ACK covers both.
+    feed(&mut c, ms(21), seg(TcpFlags::empty(), IRS + 1, Some(ISS + 1), 1000, b"abc"));
+    let segs = out(&mut c, ms(21));
+    assert!(is_pure_ack(&segs[0].0, &segs[0].1, IRS + 7));
+    let mut buf = [0u8; 64];
+    assert_eq!(c.recv(&mut buf), 6);
+    assert_eq!(&buf[..6], b"abcdef");
 }
 
 #[test]
@@ -80,15 +87,48 @@ fn each_out_of_order_segment_of_a_burst_earns_a_duplicate_ack_up_to_three() {
     let segs = out(&mut c, ms(20));
     assert_eq!(segs.len(), 3, "three duplicates: enough for the sender's fast retransmit");
     assert!(segs.iter().all(|(r, p)| is_pure_ack(r, p, IRS + 1)), "all duplicates of rcv_nxt");
-    // The hole is filled: one ACK for the burst again.
+    // The hole is filled: one ACK for the burst again, covering all that was held.
     feed(&mut c, ms(21), seg(TcpFlags::empty(), IRS + 1, Some(ISS + 1), 1000, b"abc"));
-    assert_eq!(out(&mut c, ms(21)).len(), 1);
+    let segs = out(&mut c, ms(21));
+    assert_eq!(segs.len(), 1);
+    assert_eq!(segs[0].0.ack_number, Some(SeqNumber(IRS + 19)));
     // In-order data after out-of-order data in the same burst: no duplicates of a stale ACK.
     feed(&mut c, ms(22), seg(TcpFlags::empty(), IRS + 40, Some(ISS + 1), 1000, b"zzz"));
-    feed(&mut c, ms(22), seg(TcpFlags::empty(), IRS + 4, Some(ISS + 1), 1000, b"def"));
+    feed(&mut c, ms(22), seg(TcpFlags::empty(), IRS + 19, Some(ISS + 1), 1000, b"def"));
     let segs = out(&mut c, ms(22));
     assert_eq!(segs.len(), 1);
-    assert_eq!(segs[0].0.ack_number, Some(SeqNumber(IRS + 7)));
+    assert_eq!(segs[0].0.ack_number, Some(SeqNumber(IRS + 22)));
+}
+
+#[test]
+fn out_of_order_data_beyond_the_advertised_window_is_not_kept() {
+    let mut c = established(cfg(), 1000);
+    let window = usize::from(out_window(&mut c));
+    // Straddles the right edge: only the part inside is kept.
+    let edge = IRS + 1 + window as u32;
+    feed(&mut c, ms(20), seg(TcpFlags::empty(), edge - 2, Some(ISS + 1), 1000, b"wxyz"));
+    feed(&mut c, ms(20), seg(TcpFlags::empty(), IRS + 1, Some(ISS + 1), 1000, &vec![7u8; window - 2]));
+    assert_eq!(c.recv_queued(), window, "the bytes inside the window, and nothing beyond");
+}
+
+/// Sends a pure ACK and returns the window it advertised (the default test config has no scale).
+fn out_window(c: &mut Connection) -> u16 {
+    c.ack_pending = true;
+    out(c, ms(10))[0].0.window_len
+}
+
+#[test]
+fn a_fin_that_arrives_before_the_data_before_it_closes_after_that_data() {
+    let mut c = established(cfg(), 1000);
+    feed(&mut c, ms(20), seg(TcpFlags::FIN, IRS + 4, Some(ISS + 1), 1000, b"def"));
+    assert_eq!(c.state(), State::Established);
+    feed(&mut c, ms(21), seg(TcpFlags::empty(), IRS + 1, Some(ISS + 1), 1000, b"abc"));
+    assert_eq!(c.state(), State::CloseWait);
+    let segs = out(&mut c, ms(21));
+    assert_eq!(segs[0].0.ack_number, Some(SeqNumber(IRS + 8)), "data and FIN acknowledged");
+    let mut buf = [0u8; 64];
+    assert_eq!(c.recv(&mut buf), 6);
+    assert!(c.at_eof());
 }
 
 #[test]

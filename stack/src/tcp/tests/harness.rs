@@ -66,6 +66,7 @@ pub fn seg(flags: TcpFlags, seq: u32, ack: Option<u32>, window: u16, data: &[u8]
         window_len: window,
         max_seg_size: None,
         window_scale: None,
+        sack: crate::wire::TcpSack::NONE,
     };
     (repr, PacketBuf::from_slice(data))
 }

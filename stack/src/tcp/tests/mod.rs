@@ -7,6 +7,7 @@ mod handshake;
 mod harness;
 mod liveness;
 mod pair;
+mod recovery;
 mod rfc5961;
 mod syncookie;
 mod timers;

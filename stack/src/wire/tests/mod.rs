@@ -249,6 +249,7 @@ fn layered_frame_roundtrip() {
         window_len: 1024,
         max_seg_size: None,
         window_scale: None,
+        sack: crate::wire::TcpSack::NONE,
     };
     let ip = Ipv4Repr {
         src_addr: Ipv4Addr::new(10, 0, 0, 1),
@@ -300,6 +301,7 @@ fn random_reprs_roundtrip() {
             window_len: rng.next_u64() as u16,
             max_seg_size: (rng.below(2) == 0).then(|| rng.next_u64() as u16),
             window_scale: (rng.below(2) == 0).then(|| rng.below(15) as u8),
+            sack: crate::wire::TcpSack::NONE,
         };
         let payload_len = rng.below(64);
         rng.fill(&mut buf);
