@@ -249,6 +249,20 @@ impl<N: Nic> Engine<N> {
         Delivery::Wrote
     }
 
+    /// Data for a connection the guest closed (its sends still finishing): nobody will read it,
+    /// so the connection is reset, as a kernel does for data after close. True when it was.
+    fn zombie_got_data(&mut self, id: u32, h: slimtcp::iface::SocketHandle) -> bool {
+        let zombie = self.sockets.get(&id).is_some_and(|s| s.phase == Phase::Zombie);
+        if !zombie || self.iface.tcp_info(h).map_or(0, |i| i.recv_queued) == 0 {
+            return false;
+        }
+        self.fail_sends(id, Errno::ECONNABORTED);
+        if let Some(s) = self.sockets.remove(&id) {
+            self.release_stack_socket(&s, true);
+        }
+        true
+    }
+
     /// The connection of `id` failed: a reset event (once) and its held sends fail.
     fn on_connection_error(&mut self, id: u32, errno: Errno) {
         let Some(s) = self.sockets.get_mut(&id) else { return };
@@ -301,6 +315,9 @@ impl<N: Nic> Engine<N> {
                 }
             }
             (Kind::Tcp, _) => {
+                if events.contains(Events::READABLE) && self.zombie_got_data(id, h) {
+                    return;
+                }
                 if events.intersects(Events::READABLE | Events::PEER_CLOSED | Events::ERROR | Events::CLOSED)
                 {
                     self.mark_readable(id);

@@ -516,9 +516,16 @@ impl<N: Nic> Engine<N> {
             return Ok(Done::value(0));
         }
         if s.kind == Kind::Tcp && s.phase == Phase::Connected && !abort && !s.sends.is_empty() {
-            // Finish the held sends first: FIN after them; the id is gone for the guest.
+            // Finish the held sends first: FIN after them; the id is gone for the guest. The
+            // guest will never return credit now: the window opens again, and data that still
+            // comes resets the connection (see `on_activity`).
             s.phase = Phase::Zombie;
             s.rx_partial = None;
+            let credit = std::mem::take(&mut s.outstanding_rx);
+            if let Some(h) = s.handle {
+                let _ = self.iface.tcp_recv_release(h, credit as usize);
+            }
+            let s = self.sock(id)?;
             if let Some(h) = s.handle {
                 if !s.write_shut {
                     s.write_shut = true;

@@ -6,6 +6,9 @@ use super::connection::{ConnError, Connection};
 use super::state::State;
 use crate::time::Instant;
 
+/// Zero-window probes an orphaned connection sends before it gives up (see `on_persist_timeout`).
+const ORPHAN_PROBES: u32 = 4;
+
 impl Connection {
     /// The earliest time `on_timer` has work to do, if any.
     pub fn poll_at(&self) -> Option<Instant> {
@@ -93,7 +96,11 @@ impl Connection {
             // Data in flight: the retransmission timer covers it.
             return;
         }
-        if self.probes_unanswered > self.cfg.max_retries {
+        // A closed (orphaned) connection whose peer keeps its window shut is given up after a
+        // few answered probes: nobody here will read again, and the peer may be waiting for our
+        // window as we wait for its (two closed echoes); Linux bounds orphans likewise.
+        let orphan_given_up = self.orphaned && self.persist_backoff >= ORPHAN_PROBES;
+        if self.probes_unanswered > self.cfg.max_retries || orphan_given_up {
             self.rst_pending = Some(self.reset_repr());
             self.fail(ConnError::TimedOut);
             return;
