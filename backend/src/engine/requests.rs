@@ -509,6 +509,14 @@ impl<N: Nic> Engine<N> {
             in_stack > 0 || self.sock(id)?.rx_partial.is_some()
         };
         let abort = abort || unread;
+        // The guest returns no credit after this: the stack's window must not stay shut on the
+        // bytes it never acknowledged, or a peer with more to send waits for ever on a closed
+        // socket (data that still comes resets it: see `on_activity`, and the stack for orphans).
+        let s = self.sock(id)?;
+        let credit = std::mem::take(&mut s.outstanding_rx);
+        if let (Kind::Tcp, Some(h)) = (s.kind, s.handle) {
+            let _ = self.iface.tcp_recv_release(h, credit as usize);
+        }
         let s = self.sock(id)?;
         if s.kind == Kind::Udp && !abort && !s.sends.is_empty() {
             // Datagrams the NIC still reads: the chains return when it is done.
@@ -516,16 +524,9 @@ impl<N: Nic> Engine<N> {
             return Ok(Done::value(0));
         }
         if s.kind == Kind::Tcp && s.phase == Phase::Connected && !abort && !s.sends.is_empty() {
-            // Finish the held sends first: FIN after them; the id is gone for the guest. The
-            // guest will never return credit now: the window opens again, and data that still
-            // comes resets the connection (see `on_activity`).
+            // Finish the held sends first: FIN after them; the id is gone for the guest.
             s.phase = Phase::Zombie;
             s.rx_partial = None;
-            let credit = std::mem::take(&mut s.outstanding_rx);
-            if let Some(h) = s.handle {
-                let _ = self.iface.tcp_recv_release(h, credit as usize);
-            }
-            let s = self.sock(id)?;
             if let Some(h) = s.handle {
                 if !s.write_shut {
                     s.write_shut = true;
