@@ -78,8 +78,10 @@ demo-stack: deps
 	$(CARGO) build --release -p slimtcp --example tap_echo
 	./scripts/demo_stack.sh
 
-# Long fuzzing runs (FUZZ_SECONDS per target); `make test` runs each target briefly.
-FUZZ_SECONDS ?= 300
+# Long fuzzing runs: FUZZ_SECONDS per target (default 300), or FUZZ_RUNS executions per target
+# (no time cap unless FUZZ_SECONDS is given too); a table of executions per target at the end.
+# `make test` runs each target briefly. See docs/operating.md, "Fuzzing".
+FUZZ_SECONDS ?= $(if $(FUZZ_RUNS),,300)
 fuzz:
 	./scripts/fuzz.sh $(FUZZ_SECONDS)
 

@@ -73,7 +73,8 @@ fn a_stop_under_a_virtual_clock_returns_while_a_datagram_waits_for_arp() {
     std::thread::spawn(move || {
         let mem = Arc::new(common::guest_memory());
         let (a, _b) = link(LinkConfig::default()).expect("link");
-        let iface = Interface::new(a, InterfaceConfig::new(EthernetAddress([2, 0, 0, 0, 0, 1]), GUEST_IP, 24));
+        let iface =
+            Interface::new(a, InterfaceConfig::new(EthernetAddress([2, 0, 0, 0, 0, 1]), GUEST_IP, 24));
         let cfg = slimtcp_vhost::engine::EngineConfig::new(&iface, 1, common::engine_bench::QSIZE);
         let clock = slimtcp::time::VirtualClock::new();
         let mut engine = slimtcp_vhost::engine::Engine::new(iface, Clock::Virtual(clock), cfg);
@@ -90,7 +91,8 @@ fn a_stop_under_a_virtual_clock_returns_while_a_datagram_waits_for_arp() {
         let sock = socket_of(&seen, 2).expect("the socket");
         // 10.0.0.9 is on the link and never answers ARP: the datagram waits in the stack.
         let to = SocketAddrV4::new(std::net::Ipv4Addr::new(10, 0, 0, 9), 9);
-        let head = p0.request(&Request::new(3, sock, RequestBody::SendTo { remote: to, len: 100 }), &[&[7u8; 100]]);
+        let head =
+            p0.request(&Request::new(3, sock, RequestBody::SendTo { remote: to, len: 100 }), &[&[7u8; 100]]);
         for _ in 0..4 {
             engine.step(&rings, &mem).expect("step");
             seen.extend(p0.messages());

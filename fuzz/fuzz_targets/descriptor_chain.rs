@@ -117,7 +117,14 @@ struct Track {
 
 impl Track {
     fn new(q: usize, size: u16) -> Self {
-        Track { base: q as u64 * RING_STRIDE, size, avail_idx: 0, seen: HashMap::new(), taken: 0, returned: 0 }
+        Track {
+            base: q as u64 * RING_STRIDE,
+            size,
+            avail_idx: 0,
+            seen: HashMap::new(),
+            taken: 0,
+            returned: 0,
+        }
     }
 
     fn queue(&self, event_idx: bool) -> Queue {
@@ -217,7 +224,8 @@ fn chain_bound(g: &Host, table: u64, size: u16, head: u16) -> (u64, bool) {
             break;
         }
         let at = table + u64::from(i) * 16;
-        let (Some(addr), Some(len), Some(flags), Some(next)) = (g.u64(at), g.u32(at + 8), g.u16(at + 12), g.u16(at + 14))
+        let (Some(addr), Some(len), Some(flags), Some(next)) =
+            (g.u64(at), g.u32(at + 8), g.u16(at + 12), g.u16(at + 14))
         else {
             break;
         };
@@ -399,7 +407,10 @@ impl Run<'_> {
                     panic!("queue {q}: the device returned head {id}, which was never available")
                 };
                 match q {
-                    RX => assert!(u64::from(len) <= bound, "receive buffer {id}: {len} bytes in at most {bound}"),
+                    RX => assert!(
+                        u64::from(len) <= bound,
+                        "receive buffer {id}: {len} bytes in at most {bound}"
+                    ),
                     TX => assert_eq!(len, 0, "transmit chain {id} returned with a length"),
                     _ => assert!(len <= 1, "control request {id} returned with {len} bytes"),
                 }
@@ -430,14 +441,16 @@ impl Run<'_> {
         let remote = |sel: u8, p: u16| -> SocketAddrV4 {
             let ip = match sel / 4 % 4 {
                 0 | 1 => PEER_IP,
-                2 => Ipv4Addr::new(10, 0, 0, 9), // on link, never answers ARP
+                2 => Ipv4Addr::new(10, 0, 0, 9),  // on link, never answers ARP
                 _ => Ipv4Addr::new(192, 0, 2, 1), // no route
             };
             SocketAddrV4::new(ip, port(p, sel))
         };
         let body = match kind % 12 {
             0 => RequestBody::Hello { version: Version { major: 1, minor: u16::from(input.u8()? % 3) } },
-            1 => RequestBody::Socket { kind: if input.u8()? & 1 == 0 { SocketKind::Tcp } else { SocketKind::Udp } },
+            1 => RequestBody::Socket {
+                kind: if input.u8()? & 1 == 0 { SocketKind::Tcp } else { SocketKind::Udp },
+            },
             2 => {
                 let (sel, p) = (input.u8()?, input.u16()?);
                 let ip = if sel & 0x10 != 0 { TENANT_IP } else { Ipv4Addr::UNSPECIFIED };
@@ -458,7 +471,8 @@ impl Run<'_> {
             },
             8 => RequestBody::Close { abort: input.u8()? & 1 == 1 },
             9 => {
-                let option = SockOpt::from_code(1 + u32::from(input.u8()? % 11)).expect("option codes 1..=11");
+                let option =
+                    SockOpt::from_code(1 + u32::from(input.u8()? % 11)).expect("option codes 1..=11");
                 RequestBody::SetSockOpt { option, value: input.u64()? }
             }
             10 => RequestBody::GetSockOpt {
@@ -563,7 +577,14 @@ impl Run<'_> {
                     let (addr, len) = (input.addr()?, input.u16()?);
                     let flags = if k + 1 < count { F_WRITE | F_NEXT } else { F_WRITE };
                     let flags = if n & 0x80 != 0 { flags ^ F_WRITE } else { flags };
-                    t.write_desc(self.mem, head.wrapping_add(k), addr, u32::from(len), flags, head.wrapping_add(k + 1));
+                    t.write_desc(
+                        self.mem,
+                        head.wrapping_add(k),
+                        addr,
+                        u32::from(len),
+                        flags,
+                        head.wrapping_add(k + 1),
+                    );
                 }
                 let size = t.size;
                 self.tracks[RX].publish(self.mem, head % size);
@@ -601,7 +622,11 @@ impl Run<'_> {
             12 => {
                 let k = input.u8()?;
                 if let Some(&h) = self.peer.conns.get(usize::from(k) % MAX_PEER_CONNS) {
-                    let _ = if k & 0x80 != 0 { self.peer.iface.tcp_abort(h) } else { self.peer.iface.tcp_shutdown(h) };
+                    let _ = if k & 0x80 != 0 {
+                        self.peer.iface.tcp_abort(h)
+                    } else {
+                        self.peer.iface.tcp_shutdown(h)
+                    };
                 }
             }
             _ => {
@@ -633,7 +658,8 @@ fn queue_size(b: u8) -> u16 {
 
 fuzz_target!(|data: &[u8]| {
     let mut input = Input(data);
-    let (Some(rx), Some(tx), Some(ctrl), Some(flags)) = (input.u8(), input.u8(), input.u8(), input.u8()) else {
+    let (Some(rx), Some(tx), Some(ctrl), Some(flags)) = (input.u8(), input.u8(), input.u8(), input.u8())
+    else {
         return;
     };
     WORLD.with(|w| {
@@ -653,8 +679,17 @@ fuzz_target!(|data: &[u8]| {
         let limits = if flags & 4 != 0 { queue_size(tx) } else { MAX_QUEUE_SIZE as u16 };
         let cfg = EngineConfig::new(&iface, 1, limits);
         let engine = Engine::new(iface, Clock::Virtual(w.clock.clone()), cfg);
-        let mut run =
-            Run { mem, clock: &w.clock, engine, peer, rings, tracks, cookie: 0, host: &w.host, tainted: false };
+        let mut run = Run {
+            mem,
+            clock: &w.clock,
+            engine,
+            peer,
+            rings,
+            tracks,
+            cookie: 0,
+            host: &w.host,
+            tainted: false,
+        };
 
         // Receive buffers, and the harness's hello, so requests get past the version check.
         if flags & 8 == 0 {
@@ -685,7 +720,11 @@ fuzz_target!(|data: &[u8]| {
         }
 
         if *TRACE {
-            eprintln!("descriptor_chain: {:?}, peer connections {}", run.engine.counters(), run.peer.conns.len());
+            eprintln!(
+                "descriptor_chain: {:?}, peer connections {}",
+                run.engine.counters(),
+                run.peer.conns.len()
+            );
         }
         // Hand the interface back; keep it and the peer only if nothing is left behind.
         let Run { engine, mut peer, .. } = run;

@@ -54,8 +54,14 @@ fn tcp_frame(repr: &TcpRepr, src: SocketAddrV4, dst: SocketAddrV4, payload: &[u8
     let mut f = vec![0u8; 14 + 20 + tcp_len];
     EthernetRepr { src_addr: A_MAC, dst_addr: B_MAC, ethertype: EtherType::Ipv4 }
         .emit(&mut EthernetFrame::new_unchecked(&mut f[..]));
-    Ipv4Repr { src_addr: *src.ip(), dst_addr: *dst.ip(), protocol: IpProtocol::Tcp, payload_len: tcp_len, ttl: 64 }
-        .emit(&mut Ipv4Packet::new_unchecked(&mut f[14..]), &caps);
+    Ipv4Repr {
+        src_addr: *src.ip(),
+        dst_addr: *dst.ip(),
+        protocol: IpProtocol::Tcp,
+        payload_len: tcp_len,
+        ttl: 64,
+    }
+    .emit(&mut Ipv4Packet::new_unchecked(&mut f[14..]), &caps);
     f[34 + repr.header_len()..].copy_from_slice(payload);
     repr.emit(&mut TcpPacket::new_unchecked(&mut f[34..]), *src.ip(), *dst.ip(), payload.len(), &caps);
     f
@@ -96,7 +102,12 @@ fn next_frame(input: &mut Input<'_>, live_port: u16) -> Option<Vec<u8>> {
             };
             let plen = usize::from(input.u8()?);
             let payload = input.bytes(plen.min(input.0.len()))?.to_vec();
-            Some(tcp_frame(&repr, SocketAddrV4::new(A_IP, src_port), SocketAddrV4::new(B_IP, dst_port), &payload))
+            Some(tcp_frame(
+                &repr,
+                SocketAddrV4::new(A_IP, src_port),
+                SocketAddrV4::new(B_IP, dst_port),
+                &payload,
+            ))
         }
     }
 }
