@@ -92,14 +92,16 @@ demo-stack: deps
 # churning connections over memwire (faults on one link, hostile chains on a second queue pair),
 # a hostile VMM on the third tenant; exact data, no growth, everything released at the end.
 # SOAK_SECONDS (default 1200) of load; summary in target/soak/summary.json, log in
-# target/soak/soak.log. `make test` runs a 60 s version (tools/soak/tests/soak.rs).
+# target/soak/soak.log. A 60 s version is tools/soak/tests/soak.rs (ignored in make test for now).
 SOAK_SECONDS ?= 1200
 soak: deps
 	$(CARGO) build --release -p slimtcp-soak --bin slimtcp-soak
 	SOAK_SECONDS=$(SOAK_SECONDS) ./target/release/slimtcp-soak
 
-# Long fuzzing runs (FUZZ_SECONDS per target); `make test` runs each target briefly.
-FUZZ_SECONDS ?= 300
+# Long fuzzing runs: FUZZ_SECONDS per target (default 300), or FUZZ_RUNS executions per target
+# (no time cap unless FUZZ_SECONDS is given too); a table of executions per target at the end.
+# `make test` runs each target briefly. See docs/operating.md, "Fuzzing".
+FUZZ_SECONDS ?= $(if $(FUZZ_RUNS),,300)
 fuzz:
 	./scripts/fuzz.sh $(FUZZ_SECONDS)
 

@@ -14,7 +14,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::engine_bench::{bench, connected, run_until, socket_of, Connected, PEER_IP};
+use common::engine_bench::{bench, connected, run_until, socket_of, Connected, GUEST_IP, PEER_IP};
 use common::vmm::{connect, memfd_memory, negotiate, regions, setup_ring};
 use common::{PairDriver, F_NEXT};
 use slimtcp::iface::{Interface, InterfaceConfig, SocketHandle};
@@ -63,6 +63,49 @@ fn drain(peer: &mut Interface<MemwireNic>, conn: SocketHandle, into: &mut Vec<u8
         }
         into.extend_from_slice(&buf[..n]);
     }
+}
+
+/// Found by the descriptor_chain fuzz target: with a virtual clock the drain waited forever
+/// for a datagram the stack holds until ARP answers (time that only the clock's owner can
+/// make pass). The stop must return, and give the chain back.
+#[test]
+fn a_stop_under_a_virtual_clock_returns_while_a_datagram_waits_for_arp() {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mem = Arc::new(common::guest_memory());
+        let (a, _b) = link(LinkConfig::default()).expect("link");
+        let iface =
+            Interface::new(a, InterfaceConfig::new(EthernetAddress([2, 0, 0, 0, 0, 1]), GUEST_IP, 24));
+        let cfg = slimtcp_vhost::engine::EngineConfig::new(&iface, 1, common::engine_bench::QSIZE);
+        let clock = slimtcp::time::VirtualClock::new();
+        let mut engine = slimtcp_vhost::engine::Engine::new(iface, Clock::Virtual(clock), cfg);
+        let mut p0 = PairDriver::new(&mem, 0, common::engine_bench::QSIZE, 0);
+        let rings = slimtcp_vhost::queues::LocalRings::new(vec![p0.rx.queue(), p0.tx.queue()]);
+        p0.post(8, 4096);
+        p0.request(&common::engine_bench::hello(1), &[]);
+        p0.request(&Request::new(2, SocketId::NONE, RequestBody::Socket { kind: SocketKind::Udp }), &[]);
+        let mut seen = Vec::new();
+        for _ in 0..4 {
+            engine.step(&rings, &mem).expect("step");
+            seen.extend(p0.messages());
+        }
+        let sock = socket_of(&seen, 2).expect("the socket");
+        // 10.0.0.9 is on the link and never answers ARP: the datagram waits in the stack.
+        let to = SocketAddrV4::new(std::net::Ipv4Addr::new(10, 0, 0, 9), 9);
+        let head =
+            p0.request(&Request::new(3, sock, RequestBody::SendTo { remote: to, len: 100 }), &[&[7u8; 100]]);
+        for _ in 0..4 {
+            engine.step(&rings, &mem).expect("step");
+            seen.extend(p0.messages());
+        }
+        assert!(!p0.tx_returned.contains(&head), "the datagram's chain is held");
+        let returned = engine.stop_transmit_queue(0, &rings, &mem);
+        seen.extend(p0.messages());
+        tx.send((returned, p0.tx_returned.contains(&head))).expect("report");
+    });
+    let (returned, back) = rx.recv_timeout(Duration::from_secs(60)).expect("the stop returned");
+    assert_eq!(returned, 1);
+    assert!(back, "the held chain is on the used ring");
 }
 
 #[test]

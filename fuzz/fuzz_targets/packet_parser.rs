@@ -4,8 +4,8 @@
 
 use libfuzzer_sys::fuzz_target;
 use slimtcp::wire::{
-    ArpPacket, ArpRepr, ChecksumCapabilities, EtherType, EthernetFrame, EthernetRepr, Icmpv4Packet, Icmpv4Repr,
-    IpProtocol, Ipv4Packet, Ipv4Repr, TcpPacket, TcpRepr, UdpPacket, UdpRepr,
+    ArpPacket, ArpRepr, ChecksumCapabilities, EtherType, EthernetFrame, EthernetRepr, Icmpv4Packet,
+    Icmpv4Repr, IpProtocol, Ipv4Packet, Ipv4Repr, TcpPacket, TcpRepr, UdpPacket, UdpRepr,
 };
 
 fuzz_target!(|frame: &[u8]| {

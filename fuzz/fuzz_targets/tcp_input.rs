@@ -2,13 +2,17 @@
 //! a simulated link, and the fuzzer's frames arriving at B from side A's address. Each input is
 //! a sequence of records: either a raw frame, or TCP header fields (wrapped in valid Ethernet
 //! and IPv4 headers with correct checksums, so they reach the TCP state machine). The stack must
-//! not panic, its socket table must stay bounded, and time may pass between frames.
+//! not panic, its socket table must stay bounded, and time may pass between frames. The pair is
+//! kept for the next input when this one leaves it clean (every socket aborted and gone, the
+//! link quiet, neither side's ARP entry for the other poisoned); a new listener and connection are made for each input.
 #![no_main]
 
+use std::cell::RefCell;
 use std::net::SocketAddrV4;
 use std::time::Duration;
 
 use libfuzzer_sys::fuzz_target;
+use slimtcp::iface::SocketHandle;
 use slimtcp::nic::memwire::LinkConfig;
 use slimtcp::nic::{Nic, PacketBuf};
 use slimtcp::sim::{default_configs, SimPair, A_IP, B_IP};
@@ -50,8 +54,14 @@ fn tcp_frame(repr: &TcpRepr, src: SocketAddrV4, dst: SocketAddrV4, payload: &[u8
     let mut f = vec![0u8; 14 + 20 + tcp_len];
     EthernetRepr { src_addr: A_MAC, dst_addr: B_MAC, ethertype: EtherType::Ipv4 }
         .emit(&mut EthernetFrame::new_unchecked(&mut f[..]));
-    Ipv4Repr { src_addr: *src.ip(), dst_addr: *dst.ip(), protocol: IpProtocol::Tcp, payload_len: tcp_len, ttl: 64 }
-        .emit(&mut Ipv4Packet::new_unchecked(&mut f[14..]), &caps);
+    Ipv4Repr {
+        src_addr: *src.ip(),
+        dst_addr: *dst.ip(),
+        protocol: IpProtocol::Tcp,
+        payload_len: tcp_len,
+        ttl: 64,
+    }
+    .emit(&mut Ipv4Packet::new_unchecked(&mut f[14..]), &caps);
     f[34 + repr.header_len()..].copy_from_slice(payload);
     repr.emit(&mut TcpPacket::new_unchecked(&mut f[34..]), *src.ip(), *dst.ip(), payload.len(), &caps);
     f
@@ -93,24 +103,86 @@ fn next_frame(input: &mut Input<'_>, live_port: u16) -> Option<Vec<u8>> {
             };
             let plen = usize::from(input.u8()?);
             let payload = input.bytes(plen.min(input.0.len()))?.to_vec();
-            Some(tcp_frame(&repr, SocketAddrV4::new(A_IP, src_port), SocketAddrV4::new(B_IP, dst_port), &payload))
+            Some(tcp_frame(
+                &repr,
+                SocketAddrV4::new(A_IP, src_port),
+                SocketAddrV4::new(B_IP, dst_port),
+                &payload,
+            ))
         }
     }
 }
 
+thread_local! {
+    /// The simulated pair, kept across inputs when an input leaves it clean: no socket on
+    /// either side, nothing on the link, and neither side's ARP entry for the other poisoned.
+    /// Building one (two interfaces and their timer wheels) cost more than most inputs.
+    static PAIR: RefCell<Option<SimPair>> = const { RefCell::new(None) };
+}
+
+fn clean(p: &SimPair) -> bool {
+    let now = p.now();
+    p.a.socket_count() == 0
+        && p.b.socket_count() == 0
+        && p.a.nic().in_flight() == 0
+        && p.a.arp_lookup(B_IP, now).is_none_or(|mac| mac == B_MAC)
+        && p.b.arp_lookup(A_IP, now).is_none_or(|mac| mac == A_MAC)
+}
+
 fuzz_target!(|data: &[u8]| {
-    let (a_cfg, b_cfg) = default_configs();
-    let Ok(mut p) = SimPair::new(LinkConfig::default(), a_cfg, b_cfg) else { return };
-    let Ok(listener) = p.b.tcp_listen(80, 8) else { return };
-    let Ok(client) = p.a.tcp_connect(p.now(), SocketAddrV4::new(B_IP, 80)) else { return };
+    PAIR.with(|cell| {
+        // A kept pair, or a fresh one; a kept pair that cannot complete the handshake (it
+        // should, being clean) is replaced by a fresh one, which must.
+        for attempt in 0..2 {
+            let kept = if attempt == 0 { cell.borrow_mut().take() } else { None };
+            let fresh = kept.is_none();
+            let mut p = match kept {
+                Some(p) => p,
+                None => {
+                    let (a_cfg, b_cfg) = default_configs();
+                    let Ok(p) = SimPair::new(LinkConfig::default(), a_cfg, b_cfg) else { return };
+                    p
+                }
+            };
+            let Some(mut conns) = connect(&mut p) else {
+                assert!(!fresh, "the handshake completes on a clean link");
+                continue;
+            };
+            if run(&mut p, &mut conns, data) {
+                *cell.borrow_mut() = Some(p);
+            }
+            return;
+        }
+    });
+});
+
+/// The listener on B, A's client, and B's accepted end, once the handshake is done.
+struct Conns {
+    listener: SocketHandle,
+    client: SocketHandle,
+    accepted: Vec<SocketHandle>,
+    live_port: u16,
+}
+
+fn connect(p: &mut SimPair) -> Option<Conns> {
+    let listener = p.b.tcp_listen(80, 8).ok()?;
+    let client = p.a.tcp_connect(p.now(), SocketAddrV4::new(B_IP, 80)).ok()?;
     let established = p.run_until(1000, |p| p.b.tcp_can_accept(listener)).unwrap_or(false);
-    assert!(established, "the handshake completes on a clean link");
-    let Ok(server) = p.b.tcp_accept(listener) else { return };
+    if !established {
+        return None;
+    }
+    let server = p.b.tcp_accept(listener).ok()?;
     let live_port = p.a.tcp_info(client).map(|i| i.local.port()).unwrap_or(0);
     let _ = p.a.tcp_send(client, b"hello");
+    Some(Conns { listener, client, accepted: vec![server], live_port })
+}
+
+/// Plays the input's frames; returns whether the pair is clean again afterwards.
+fn run(p: &mut SimPair, c: &mut Conns, data: &[u8]) -> bool {
     let mut input = Input(data);
     let mut frames = 0;
-    while let Some(frame) = next_frame(&mut input, live_port) {
+    let server = c.accepted[0];
+    while let Some(frame) = next_frame(&mut input, c.live_port) {
         frames += 1;
         if frames > 64 {
             break;
@@ -126,7 +198,9 @@ fuzz_target!(|data: &[u8]| {
         }
         let mut buf = [0u8; 256];
         let _ = p.b.tcp_recv(server, &mut buf);
-        let _ = p.b.tcp_accept(listener);
+        if let Ok(h) = p.b.tcp_accept(c.listener) {
+            c.accepted.push(h);
+        }
     }
     for _ in 0..64 {
         let _ = p.step();
@@ -134,4 +208,11 @@ fuzz_target!(|data: &[u8]| {
     // Bounded: the listener, the accepted connection, at most a backlog of 8 more, and
     // connections the fuzzer completed and the stack accepted above.
     assert!(p.b.socket_count() <= 2 + 8 + frames, "socket table grew to {}", p.b.socket_count());
-});
+    // Tear down for the next input: abort everything, then let the resets go out.
+    let _ = p.a.tcp_abort(c.client);
+    for &h in &c.accepted {
+        let _ = p.b.tcp_abort(h);
+    }
+    let _ = p.b.tcp_close(c.listener);
+    p.run_until(64, |p| clean(p)).unwrap_or(false)
+}
