@@ -377,21 +377,7 @@ impl<N: Nic> Interface<N> {
                 Resolution::SendRequest => self.send_arp_request(ip),
                 Resolution::Wait => {}
                 Resolution::Known(_) => {}
-                Resolution::Failed => {
-                    let Some(waiting) = self.pending.take(ip) else { continue };
-                    for _ in &waiting.frames {
-                        self.counters.drop(DropReason::Unresolved);
-                    }
-                    for datagram in waiting.datagrams {
-                        self.drop_loaned_datagram(datagram);
-                    }
-                    for h in waiting.sockets {
-                        if let Some(sock) = self.sockets.tcp_mut(h) {
-                            sock.conn.fail_with(ConnError::Unreachable);
-                            Self::schedule_dispatch(&mut self.dispatch_list, sock, h);
-                        }
-                    }
-                }
+                Resolution::Failed => self.fail_neighbor(ip),
             }
         }
     }
@@ -405,18 +391,24 @@ impl<N: Nic> Interface<N> {
             if self.arp.is_pending(ip) {
                 continue; // Asked for again meanwhile: what waits belongs to the new request.
             }
-            let Some(waiting) = self.pending.take(ip) else { continue };
-            for _ in &waiting.frames {
-                self.counters.drop(DropReason::Unresolved);
-            }
-            for datagram in waiting.datagrams {
-                self.drop_loaned_datagram(datagram);
-            }
-            for h in waiting.sockets {
-                if let Some(sock) = self.sockets.tcp_mut(h) {
-                    sock.conn.fail_with(ConnError::Unreachable);
-                    Self::schedule_dispatch(&mut self.dispatch_list, sock, h);
-                }
+            self.fail_neighbor(ip);
+        }
+    }
+
+    /// `ip` cannot be resolved: what waited for it fails (frames dropped and counted, loaned
+    /// datagrams given back, connections `Unreachable`).
+    fn fail_neighbor(&mut self, ip: Ipv4Addr) {
+        let Some(waiting) = self.pending.take(ip) else { return };
+        for _ in &waiting.frames {
+            self.counters.drop(DropReason::Unresolved);
+        }
+        for datagram in waiting.datagrams {
+            self.drop_loaned_datagram(datagram);
+        }
+        for h in waiting.sockets {
+            if let Some(sock) = self.sockets.tcp_mut(h) {
+                sock.conn.fail_with(ConnError::Unreachable);
+                Self::schedule_dispatch(&mut self.dispatch_list, sock, h);
             }
         }
     }
