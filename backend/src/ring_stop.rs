@@ -24,7 +24,8 @@ pub struct RingStops {
 impl RingStops {
     /// Asks the worker to give back everything pair `pair` holds and waits until it has, or
     /// `timeout` passed, or no worker is serving the rings (then nothing is held). Returns true
-    /// when the worker confirmed.
+    /// when the worker confirmed, or went away while the request was open; false on timeout or
+    /// when no worker served the rings to begin with.
     pub fn request_and_wait(&self, pair: usize, timeout: Duration) -> bool {
         if pair >= MAX_PAIRS || !self.worker_active.load(Ordering::Acquire) {
             return false;
@@ -35,8 +36,13 @@ impl RingStops {
         *served &= !bit;
         self.requested.fetch_or(bit, Ordering::AcqRel);
         while *served & bit == 0 {
+            if !self.worker_active.load(Ordering::Acquire) {
+                // The worker went away (it may not have reached `served` yet, which needs the
+                // lock held here): nothing touches the rings any more.
+                return true;
+            }
             let now = Instant::now();
-            if now >= deadline || !self.worker_active.load(Ordering::Acquire) {
+            if now >= deadline {
                 log::warn!("queue pair {pair}: the worker did not confirm the ring stop in time");
                 return false;
             }
