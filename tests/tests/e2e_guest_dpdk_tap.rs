@@ -23,7 +23,7 @@ static NEXT_VDEV: AtomicU32 = AtomicU32::new(1);
 fn tenant(tag: &str) -> Tenant {
     let iface = Netns::unique_ifname("e2ed");
     let vdev = format!("net_tap{}", NEXT_VDEV.fetch_add(1, Ordering::Relaxed));
-    Tenant::start(tag, move || {
+    Tenant::start_dpdk(tag, move || {
         let eal = Eal::init(EAL_ARGS.iter().map(|s| s.to_string()).collect::<Vec<_>>())
             .map_err(|e| e.to_string())?;
         create_vdev(eal, &vdev, &format!("iface={iface}")).map_err(|e| e.to_string())?;
