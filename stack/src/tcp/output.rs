@@ -240,17 +240,7 @@ impl Connection {
             if fin {
                 flags.insert(TcpFlags::FIN);
             }
-            let repr = TcpRepr {
-                src_port: self.local.port(),
-                dst_port: self.remote.port(),
-                seq_number: self.snd_nxt,
-                ack_number: Some(self.rcv_nxt),
-                flags,
-                window_len: self.advertise_window(),
-                max_seg_size: None,
-                window_scale: None,
-                sack: TcpSack::NONE,
-            };
+            let repr = self.segment_repr(self.snd_nxt, flags, TcpSack::NONE);
             let payload = Payload { tx: Some(&mut self.tx), offset, len };
             if sink.emit(&repr, payload).is_err() {
                 break;
@@ -302,17 +292,7 @@ impl Connection {
         if fin {
             flags.insert(TcpFlags::FIN);
         }
-        let repr = TcpRepr {
-            src_port: self.local.port(),
-            dst_port: self.remote.port(),
-            seq_number: self.snd_una,
-            ack_number: Some(self.rcv_nxt),
-            flags,
-            window_len: self.advertise_window(),
-            max_seg_size: None,
-            window_scale: None,
-            sack: TcpSack::NONE,
-        };
+        let repr = self.segment_repr(self.snd_una, flags, TcpSack::NONE);
         let payload = Payload { tx: Some(&mut self.tx), offset: 0, len };
         if sink.emit(&repr, payload).is_err() {
             return 0;
@@ -378,17 +358,7 @@ impl Connection {
             if let Some(limit) = self.tx.segment_limit(offset) {
                 len = len.min(limit);
             }
-            let repr = TcpRepr {
-                src_port: self.local.port(),
-                dst_port: self.remote.port(),
-                seq_number: seq,
-                ack_number: Some(self.rcv_nxt),
-                flags: TcpFlags::empty(),
-                window_len: self.advertise_window(),
-                max_seg_size: None,
-                window_scale: None,
-                sack: TcpSack::NONE,
-            };
+            let repr = self.segment_repr(seq, TcpFlags::empty(), TcpSack::NONE);
             let payload = Payload { tx: Some(&mut self.tx), offset, len };
             if sink.emit(&repr, payload).is_err() {
                 // The rest goes on the next dispatch (rexmit_due stays set).
@@ -414,19 +384,25 @@ impl Connection {
         sent
     }
 
-    /// A segment without payload carrying our current ACK and window at sequence `seq`.
-    fn send_ack_at(&mut self, sink: &mut dyn SegmentSink, seq: super::SeqNumber) -> Result<(), SinkFull> {
-        let repr = TcpRepr {
+    /// A segment of this connection at `seq` with `flags`, our current ACK and window, `sack`
+    /// blocks and no other option.
+    fn segment_repr(&mut self, seq: super::SeqNumber, flags: TcpFlags, sack: TcpSack) -> TcpRepr {
+        TcpRepr {
             src_port: self.local.port(),
             dst_port: self.remote.port(),
             seq_number: seq,
             ack_number: Some(self.rcv_nxt),
-            flags: TcpFlags::empty(),
+            flags,
             window_len: self.advertise_window(),
             max_seg_size: None,
             window_scale: None,
-            sack: self.sack_blocks(),
-        };
+            sack,
+        }
+    }
+
+    /// A segment without payload carrying our current ACK and window at sequence `seq`.
+    fn send_ack_at(&mut self, sink: &mut dyn SegmentSink, seq: super::SeqNumber) -> Result<(), SinkFull> {
+        let repr = self.segment_repr(seq, TcpFlags::empty(), self.sack_blocks());
         sink.emit(&repr, Payload::empty())?;
         self.stats.segs_out += 1;
         self.ack_pending = false;
