@@ -28,7 +28,7 @@ use slimtcp::wire::EthernetAddress;
 
 use slimtcp_testkit::data::hex;
 use slimtcp_testkit::linux_peer::{
-    spawn_tcp_client_recv, spawn_tcp_client_send, spawn_tcp_server_recv, Transfer,
+    spawn_tcp_client_recv, spawn_tcp_client_send, spawn_tcp_server_recv, PeerError, PeerThread, Transfer,
 };
 use slimtcp_testkit::lossnet::{LossyRouter, Peer, PerTenThousand};
 use slimtcp_testkit::netns::Netns;
@@ -159,53 +159,46 @@ fn check_exact(what: &str, stack: &BulkOutcome, linux: &Transfer, seed: u64, tot
 /// Linux (peer) client -> SlimTCP server, `total` bytes of stream `seed`, every byte checked.
 /// `seconds` runs from the Linux client's start until it saw the stack close.
 fn linux_to_stack(bed: &LossBed, total: u64, seed: u64, progress: Arc<AtomicU64>) -> Run {
-    let stack = StackRunner::spawn(&bed.router.ns, bed.open_tap(), bed.iface_config(), TRANSFER_TIMEOUT, {
-        move |iface, _| {
-            let listener = iface.tcp_listen(PORT, 4).map_err(|e| e.to_string())?;
-            Ok(serve(listener, BulkRole::receiver, progress))
-        }
-    });
-    let capture = capture(bed, "l2s");
-    let before = bed.dropped();
-    let start = Instant::now();
-    let linux = spawn_tcp_client_send(&bed.peer.ns, bed.stack_addr(), total, seed, TRANSFER_TIMEOUT)
-        .expect("start the Linux sender");
-    let sent = linux.join().expect("the Linux client sends everything and sees the stack close");
-    let seconds = start.elapsed().as_secs_f64();
-    let outcome = stack.result(TRANSFER_TIMEOUT).expect("the stack receives everything and closes");
+    let linux = || spawn_tcp_client_send(&bed.peer.ns, bed.stack_addr(), total, seed, TRANSFER_TIMEOUT);
     let what = format!("linux -> stack, {total} bytes");
-    check_exact(&what, &outcome, &sent, seed, total);
-    let after = bed.dropped();
-    let _counters = stack.stop();
-    drop(capture);
-    Run {
-        bytes: total,
-        seconds,
-        retransmits: outcome.retransmits,
-        dropped_to_stack: after.0 - before.0,
-        dropped_to_linux: after.1 - before.1,
-    }
+    transfer(bed, "l2s", &what, total, seed, BulkRole::receiver, progress, linux)
 }
 
 /// SlimTCP server -> Linux (peer) client, `total` bytes of stream `seed`, every byte checked.
 fn stack_to_linux(bed: &LossBed, total: u64, seed: u64) -> Run {
-    let progress = Arc::new(AtomicU64::new(0));
+    let role = move |h| BulkRole::sender(h, seed, total);
+    let linux = || spawn_tcp_client_recv(&bed.peer.ns, bed.stack_addr(), TRANSFER_TIMEOUT);
+    let what = format!("stack -> linux, {total} bytes");
+    transfer(bed, "s2l", &what, total, seed, role, Arc::new(AtomicU64::new(0)), linux)
+}
+
+/// One transfer between a SlimTCP server whose connection plays `role` and the Linux client
+/// `start_linux` starts; checks every byte and counts the drops on the way.
+#[allow(clippy::too_many_arguments)]
+fn transfer(
+    bed: &LossBed,
+    tag: &str,
+    what: &str,
+    total: u64,
+    seed: u64,
+    role: impl Fn(SocketHandle) -> BulkRole + Send + 'static,
+    progress: Arc<AtomicU64>,
+    start_linux: impl FnOnce() -> Result<PeerThread, PeerError>,
+) -> Run {
     let stack = StackRunner::spawn(&bed.router.ns, bed.open_tap(), bed.iface_config(), TRANSFER_TIMEOUT, {
         move |iface, _| {
             let listener = iface.tcp_listen(PORT, 4).map_err(|e| e.to_string())?;
-            Ok(serve(listener, move |h| BulkRole::sender(h, seed, total), progress))
+            Ok(serve(listener, role, progress))
         }
     });
-    let capture = capture(bed, "s2l");
+    let capture = capture(bed, tag);
     let before = bed.dropped();
     let start = Instant::now();
-    let linux = spawn_tcp_client_recv(&bed.peer.ns, bed.stack_addr(), TRANSFER_TIMEOUT)
-        .expect("start the Linux receiver");
-    let received = linux.join().expect("the Linux client receives until end of stream");
+    let linux = start_linux().expect("start the Linux client");
+    let through = linux.join().expect("the Linux client finishes its side");
     let seconds = start.elapsed().as_secs_f64();
-    let outcome = stack.result(TRANSFER_TIMEOUT).expect("the stack sends everything and closes");
-    let what = format!("stack -> linux, {total} bytes");
-    check_exact(&what, &outcome, &received, seed, total);
+    let outcome = stack.result(TRANSFER_TIMEOUT).expect("the stack moves everything and closes");
+    check_exact(what, &outcome, &through, seed, total);
     let after = bed.dropped();
     let _counters = stack.stop();
     drop(capture);
