@@ -17,6 +17,7 @@ pub struct TenantGauges {
     sends_held: AtomicU64,
     external_in_flight: AtomicU64,
     pending_messages: AtomicU64,
+    rx_memory: AtomicU64,
     publications: AtomicU64,
 }
 
@@ -33,6 +34,8 @@ pub struct GaugeReading {
     pub external_in_flight: u64,
     /// Completions and events waiting for guest receive buffers, all pairs.
     pub pending_messages: u64,
+    /// Bytes of receive storage the stack holds (its budget's `used`).
+    pub rx_memory: u64,
     /// How many times the worker published (0: never served).
     pub publications: u64,
 }
@@ -45,6 +48,7 @@ impl TenantGauges {
         self.sends_held.store(r.sends_held, Ordering::Relaxed);
         self.external_in_flight.store(r.external_in_flight, Ordering::Relaxed);
         self.pending_messages.store(r.pending_messages, Ordering::Relaxed);
+        self.rx_memory.store(r.rx_memory, Ordering::Relaxed);
         self.publications.fetch_add(1, Ordering::Relaxed);
     }
 
@@ -56,6 +60,7 @@ impl TenantGauges {
             sends_held: self.sends_held.load(Ordering::Relaxed),
             external_in_flight: self.external_in_flight.load(Ordering::Relaxed),
             pending_messages: self.pending_messages.load(Ordering::Relaxed),
+            rx_memory: self.rx_memory.load(Ordering::Relaxed),
             publications: self.publications.load(Ordering::Relaxed),
         }
     }
@@ -75,6 +80,7 @@ mod tests {
             sends_held: 5,
             external_in_flight: 6,
             pending_messages: 7,
+            rx_memory: 8,
             publications: 0,
         };
         g.publish(&r);

@@ -110,6 +110,7 @@ impl TenantConfig {
         let mut iface = InterfaceConfig::new(t.mac, t.ip.addr, t.ip.prefix_len);
         iface.gateway = t.gateway;
         iface.udp_queue = t.udp_queue;
+        iface.rx_memory = t.rx_memory;
         TenantConfig {
             socket: t.socket.clone(),
             iface,

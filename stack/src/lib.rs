@@ -8,6 +8,7 @@
 pub mod api;
 pub mod iface;
 pub mod nic;
+pub mod rx_memory;
 pub mod sim;
 pub mod tcp;
 pub mod time;

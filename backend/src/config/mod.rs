@@ -99,11 +99,11 @@ pub enum ConfigError {
         /// The limit's name (as a spec key; the flag is `--KEY`).
         key: &'static str,
         /// The value given.
-        value: u32,
+        value: u64,
         /// Smallest allowed.
-        min: u32,
+        min: u64,
         /// Largest allowed.
-        max: u32,
+        max: u64,
     },
 }
 
@@ -183,10 +183,14 @@ pub struct Args {
     /// Datagrams queued per UDP socket; more are dropped and counted (1..=65536) [default: 256].
     #[arg(long, value_name = "N")]
     pub udp_queue: Option<u32>,
+    /// Receive memory of the tenant's stack, all sockets together: windows close as it fills,
+    /// and data past it is dropped and counted (1 MiB..=1 TiB) [default: 268435456].
+    #[arg(long, value_name = "BYTES")]
+    pub rx_memory: Option<u64>,
     /// One tenant of several, as comma-separated KEY=VALUE: socket=PATH and ip=ADDR/PREFIX
     /// (required), tap=IFNAME or port=N (a DPDK port of --dpdk), and optionally host-ip=,
     /// gateway=, mac=, core=, queues=, name=, and the limits max-sockets=, send-in-flight=,
-    /// rx-buffer=, backlog=, udp-queue=. Repeat for each tenant.
+    /// rx-buffer=, backlog=, udp-queue=, rx-memory=. Repeat for each tenant.
     #[arg(long, value_name = "SPEC")]
     pub tenant: Vec<String>,
     /// Run without the seccomp filters on the worker and control threads (for debugging: a
@@ -234,6 +238,7 @@ impl TryFrom<Args> for Config {
                     rx_buffer: a.rx_buffer,
                     backlog: a.backlog,
                     udp_queue: a.udp_queue,
+                    rx_memory: a.rx_memory,
                 },
             };
             if raw.socket.is_none() {
@@ -255,6 +260,7 @@ impl TryFrom<Args> for Config {
                 ("rx-buffer", a.rx_buffer.is_some()),
                 ("backlog", a.backlog.is_some()),
                 ("udp-queue", a.udp_queue.is_some()),
+                ("rx-memory", a.rx_memory.is_some()),
             ];
             if let Some((flag, _)) = single.iter().find(|(_, given)| *given) {
                 return Err(ConfigError::MixedForms(flag));
@@ -337,5 +343,29 @@ mod tests {
         let e = config(&["--tenant", "socket=/tmp/a,ip=10.0.0.2/24,tap=ta", "--backlog", "5"])
             .expect_err("mixed");
         assert_eq!(e, ConfigError::MixedForms("backlog"));
+    }
+
+    #[test]
+    fn receive_memory_from_a_flag_or_a_spec_in_bytes() {
+        let c = config(&["--socket", "/tmp/s", "--ip", "10.0.0.2/24", "--tap", "t0"]).expect("valid");
+        assert_eq!(c.tenants[0].rx_memory, slimtcp::iface::DEFAULT_RX_MEMORY);
+        let c = config(&[
+            "--socket",
+            "/tmp/s",
+            "--ip",
+            "10.0.0.2/24",
+            "--tap",
+            "t0",
+            "--rx-memory",
+            "8589934592",
+        ])
+        .expect("valid");
+        assert_eq!(c.tenants[0].rx_memory, 8 << 30, "more than 4 GiB");
+        let c =
+            config(&["--tenant", "socket=/tmp/a,ip=10.0.0.2/24,tap=ta,rx-memory=4194304"]).expect("valid");
+        assert_eq!(c.tenants[0].rx_memory, 4 << 20);
+        let e = config(&["--tenant", "socket=/tmp/a,ip=10.0.0.2/24,tap=ta,rx-memory=4096"])
+            .expect_err("too small");
+        assert_eq!(e.to_string(), "rx-memory 4096: must be between 1048576 and 1099511627776");
     }
 }

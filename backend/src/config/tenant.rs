@@ -1,7 +1,8 @@
 //! One tenant's settings, from the single-tenant flags or from a `--tenant` spec
 //! (`socket=PATH,ip=ADDR/PREFIX,tap=IFNAME|port=N[,host-ip=..][,gateway=..][,mac=..][,core=N]
 //! [,queues=N][,name=NAME][,max-sockets=N][,send-in-flight=BYTES][,rx-buffer=BYTES][,backlog=N]
-//! [,udp-queue=N]`), validated on their own; [`super::Config`] checks them together.
+//! [,udp-queue=N][,rx-memory=BYTES]`), validated on their own; [`super::Config`] checks them
+//! together.
 
 use std::net::Ipv4Addr;
 use std::path::PathBuf;
@@ -10,6 +11,11 @@ use slimtcp::wire::EthernetAddress;
 
 use super::{parse_gateway, parse_mac, Cidr, ConfigError, DEFAULT_MAC, MAX_QUEUE_PAIRS};
 use crate::engine::{bounds, TenantLimits};
+use slimtcp::iface::DEFAULT_RX_MEMORY;
+
+/// Every key of a spec, for the error naming an unknown one.
+const KEYS: &str = "name, socket, tap, port, ip, host-ip, gateway, mac, core, queues, max-sockets, \
+                    send-in-flight, rx-buffer, backlog, udp-queue, rx-memory";
 
 /// Datagrams queued per UDP socket unless told otherwise (the stack's default).
 const DEFAULT_UDP_QUEUE: u32 = 256;
@@ -54,6 +60,8 @@ pub struct TenantSpec {
     pub limits: TenantLimits,
     /// Datagrams queued per UDP socket.
     pub udp_queue: usize,
+    /// Receive memory of the tenant's stack (its budget, `slimtcp::rx_memory`).
+    pub rx_memory: usize,
 }
 
 /// The tenant's settings before validation (what the flags or a spec say).
@@ -80,33 +88,54 @@ pub(super) struct RawLimits {
     pub rx_buffer: Option<u32>,
     pub backlog: Option<u32>,
     pub udp_queue: Option<u32>,
+    pub rx_memory: Option<u64>,
+}
+
+/// What the stack enforces for a tenant beside the guest's limits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct StackLimits {
+    pub udp_queue: usize,
+    pub rx_memory: usize,
+}
+
+/// `v` (or `default`) when inside `range`, else the error naming `key`.
+fn check<T: Copy + PartialOrd + Into<u64>>(
+    key: &'static str,
+    v: Option<T>,
+    range: std::ops::RangeInclusive<T>,
+    default: T,
+) -> Result<T, ConfigError> {
+    let v = v.unwrap_or(default);
+    if range.contains(&v) {
+        Ok(v)
+    } else {
+        Err(ConfigError::BadLimit {
+            key,
+            value: v.into(),
+            min: (*range.start()).into(),
+            max: (*range.end()).into(),
+        })
+    }
 }
 
 impl RawLimits {
-    /// The limit named `key`, if it is one.
-    fn slot(&mut self, key: &str) -> Option<&mut Option<u32>> {
-        match key {
-            "max-sockets" => Some(&mut self.max_sockets),
-            "send-in-flight" => Some(&mut self.send_in_flight),
-            "rx-buffer" => Some(&mut self.rx_buffer),
-            "backlog" => Some(&mut self.backlog),
-            "udp-queue" => Some(&mut self.udp_queue),
-            _ => None,
-        }
+    /// Parses `value` into the limit named `key`; `None` when `key` names no limit.
+    fn set(&mut self, key: &str, value: &str) -> Option<Result<(), String>> {
+        let slot32 = match key {
+            "max-sockets" => &mut self.max_sockets,
+            "send-in-flight" => &mut self.send_in_flight,
+            "rx-buffer" => &mut self.rx_buffer,
+            "backlog" => &mut self.backlog,
+            "udp-queue" => &mut self.udp_queue,
+            "rx-memory" => return Some(fill(&mut self.rx_memory, key, value)),
+            _ => return None,
+        };
+        Some(fill(slot32, key, value))
     }
 
     /// Checks every given limit against its bounds; the rest take their defaults.
-    fn validate(self) -> Result<(TenantLimits, usize), ConfigError> {
+    fn validate(self) -> Result<(TenantLimits, StackLimits), ConfigError> {
         let d = TenantLimits::default();
-        let check =
-            |key: &'static str, v: Option<u32>, range: std::ops::RangeInclusive<u32>, default: u32| {
-                let v = v.unwrap_or(default);
-                if range.contains(&v) {
-                    Ok(v)
-                } else {
-                    Err(ConfigError::BadLimit { key, value: v, min: *range.start(), max: *range.end() })
-                }
-            };
         let limits = TenantLimits {
             max_sockets: check("max-sockets", self.max_sockets, bounds::MAX_SOCKETS, d.max_sockets)?,
             send_in_flight: check(
@@ -119,8 +148,20 @@ impl RawLimits {
             backlog: check("backlog", self.backlog, bounds::BACKLOG, d.backlog)?,
         };
         let udp_queue = check("udp-queue", self.udp_queue, bounds::UDP_QUEUE, DEFAULT_UDP_QUEUE)?;
-        Ok((limits, udp_queue as usize))
+        let rx_memory = check("rx-memory", self.rx_memory, bounds::RX_MEMORY, DEFAULT_RX_MEMORY as u64)?;
+        // In bounds, so it fits a usize on the 64-bit targets the backend builds for.
+        let rx_memory = usize::try_from(rx_memory).unwrap_or(usize::MAX);
+        Ok((limits, StackLimits { udp_queue: udp_queue as usize, rx_memory }))
     }
+}
+
+/// Stores a limit given once, parsed.
+fn fill<T: std::str::FromStr>(slot: &mut Option<T>, key: &str, value: &str) -> Result<(), String> {
+    if slot.is_some() {
+        return Err(format!("{key} given twice"));
+    }
+    *slot = Some(value.parse().map_err(|_| format!("{key}={value}: not a number"))?);
+    Ok(())
 }
 
 /// Parses a `--tenant` spec (see the module documentation).
@@ -173,16 +214,10 @@ pub(super) fn parse_spec(spec: &str) -> Result<RawTenant, ConfigError> {
                 dup(t.queues.is_some())?;
                 t.queues = Some(value.parse().map_err(|_| bad(format!("queues={value}: not a number")))?);
             }
-            other => {
-                let Some(slot) = t.limits.slot(other) else {
-                    return Err(bad(format!(
-                        "unknown key {other:?} (keys: name, socket, tap, port, ip, host-ip, gateway, mac, core, \
-                         queues, max-sockets, send-in-flight, rx-buffer, backlog, udp-queue)"
-                    )));
-                };
-                dup(slot.is_some())?;
-                *slot = Some(value.parse().map_err(|_| bad(format!("{other}={value}: not a number")))?);
-            }
+            other => match t.limits.set(other, value) {
+                Some(set) => set.map_err(bad)?,
+                None => return Err(bad(format!("unknown key {other:?} (keys: {KEYS})"))),
+            },
         }
     }
     Ok(t)
@@ -235,7 +270,7 @@ impl RawTenant {
                 return Err(ConfigError::BadCore { core, last: n - 1 });
             }
         }
-        let (limits, udp_queue) = self.limits.validate()?;
+        let (limits, stack) = self.limits.validate()?;
         Ok(TenantSpec {
             name: self.name.unwrap_or_else(|| format!("tenant{index}")),
             socket,
@@ -247,7 +282,8 @@ impl RawTenant {
             core: self.core,
             queue_pairs: queues,
             limits,
-            udp_queue,
+            udp_queue: stack.udp_queue,
+            rx_memory: stack.rx_memory,
         })
     }
 }

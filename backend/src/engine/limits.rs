@@ -17,6 +17,8 @@ pub mod bounds {
     pub const BACKLOG: RangeInclusive<u32> = 1..=65_535;
     /// Datagrams queued per UDP socket.
     pub const UDP_QUEUE: RangeInclusive<u32> = 1..=65_536;
+    /// Receive memory of the tenant's stack, all sockets together.
+    pub const RX_MEMORY: RangeInclusive<u64> = 1 << 20..=1 << 40;
 }
 
 /// What the operator sets per tenant.

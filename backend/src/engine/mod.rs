@@ -90,6 +90,9 @@ pub struct SessionReport {
     pub nic_external_copied: u64,
     /// Guest memory regions attached to the NIC for zero-copy transmit at the end.
     pub regions_attached: usize,
+    /// The stack's receive memory budget: held, peak, limit, refusals (since the interface was
+    /// made).
+    pub rx_memory: slimtcp::rx_memory::RxReading,
 }
 
 impl std::fmt::Display for SessionReport {
@@ -101,7 +104,7 @@ impl std::fmt::Display for SessionReport {
              tx copied by backend {} B, \
              stack tx payload copied {} B, NIC copied guest payload {} B, guest regions attached {}, \
              rx copied {} B, copied at ring stops {} B, chains returned at ring stops {}, \
-             socket limit refusals {}",
+             socket limit refusals {}, rx memory {} B (peak {} B of {} B, {} refused)",
             c.requests,
             c.unanswerable_chains,
             c.error_completions,
@@ -114,7 +117,11 @@ impl std::fmt::Display for SessionReport {
             c.rx_payload_copied,
             c.tx_payload_copied_at_stop,
             c.chains_returned_at_stop,
-            c.socket_limit_refusals
+            c.socket_limit_refusals,
+            self.rx_memory.used,
+            self.rx_memory.peak,
+            self.rx_memory.limit,
+            self.rx_memory.refused
         )
     }
 }
@@ -310,6 +317,7 @@ impl<N: Nic> Engine<N> {
             sends_held: self.sockets.values().map(|s| s.sends.len() as u64).sum(),
             external_in_flight: self.iface.external_in_flight() as u64,
             pending_messages: self.pairs.iter().map(|p| p.pending_msgs as u64).sum(),
+            rx_memory: self.iface.rx_memory().used as u64,
             publications: 0,
         }
     }
@@ -321,6 +329,7 @@ impl<N: Nic> Engine<N> {
             stack_tx_payload_copied: self.iface.counters().tx_payload_copied_bytes,
             nic_external_copied: self.iface.nic().external_copied_bytes(),
             regions_attached: self.dma.attached(),
+            rx_memory: self.iface.rx_memory(),
         }
     }
 

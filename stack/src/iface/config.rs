@@ -6,6 +6,9 @@ use super::arp_cache::ArpConfig;
 use crate::tcp::TcpConfig;
 use crate::wire::EthernetAddress;
 
+/// The default receive memory budget: 256 MiB, 1,024 default windows of full-sized segments.
+pub const DEFAULT_RX_MEMORY: usize = 256 << 20;
+
 /// How an interface is set up: its addresses, limits, and the defaults for new sockets.
 #[derive(Debug, Clone)]
 pub struct InterfaceConfig {
@@ -27,6 +30,9 @@ pub struct InterfaceConfig {
     pub max_sockets: usize,
     /// Datagrams queued per UDP socket before new ones are dropped.
     pub udp_queue: usize,
+    /// Bytes of receive storage all sockets together may hold (`rx_memory.rs`): windows close
+    /// as it fills, and data that would pass it is dropped.
+    pub rx_memory: usize,
     /// Frames held while their next hop is being resolved, per address.
     pub arp_hold: usize,
     /// Neighbours known in advance (never expire, never resolved with ARP).
@@ -46,6 +52,7 @@ impl InterfaceConfig {
             burst: 32,
             max_sockets: 65_536,
             udp_queue: 256,
+            rx_memory: DEFAULT_RX_MEMORY,
             arp_hold: 8,
             static_neighbors: Vec::new(),
         }

@@ -35,11 +35,14 @@ pub enum DropReason {
     /// An ACK for a listener that returned no valid SYN cookie, while it was sending cookies
     /// (answered with a RST, as any stray ACK to a listener).
     BadCookie,
+    /// A UDP datagram whose storage would not fit the interface's receive budget (TCP payload
+    /// refused for it is counted by the budget, `Interface::rx_memory`).
+    RxMemory,
 }
 
 impl DropReason {
     /// Every reason, in counter order.
-    pub const ALL: [DropReason; 14] = [
+    pub const ALL: [DropReason; 15] = [
         DropReason::Truncated,
         DropReason::Malformed,
         DropReason::BadChecksum,
@@ -54,6 +57,7 @@ impl DropReason {
         DropReason::TxFull,
         DropReason::MartianSource,
         DropReason::BadCookie,
+        DropReason::RxMemory,
     ];
 
     fn index(self) -> usize {
@@ -77,6 +81,7 @@ impl DropReason {
             DropReason::TxFull => "tx-full",
             DropReason::MartianSource => "martian-source",
             DropReason::BadCookie => "bad-cookie",
+            DropReason::RxMemory => "rx-memory",
         }
     }
 }

@@ -28,7 +28,7 @@ use std::time::Duration;
 
 pub use activity::Activity;
 pub use cidr::Ipv4Cidr;
-pub use config::InterfaceConfig;
+pub use config::{InterfaceConfig, DEFAULT_RX_MEMORY};
 pub use counters::{Counters, DropReason};
 pub use martian::Martian;
 pub use socket_set::{FourTuple, SocketHandle};
@@ -42,6 +42,7 @@ use timer_wheel::TimerWheel;
 use tx_external::ExternalTx;
 
 use crate::nic::{Nic, NicCapabilities, NicError, PacketBuf};
+use crate::rx_memory::{RxBudget, RxReading};
 use crate::tcp::{IsnGenerator, SynCookies};
 use crate::time::Instant;
 
@@ -91,6 +92,8 @@ pub struct Interface<N: Nic> {
     next_ephemeral: u16,
     /// Retransmissions of connections already freed.
     retransmits_freed: u64,
+    /// The receive storage of every socket is charged to it (`rx_memory.rs`).
+    rx_budget: RxBudget,
     /// Sockets with news for the application (see [`Interface::take_activity`]).
     activity: Vec<SocketHandle>,
     track_activity: bool,
@@ -135,6 +138,7 @@ impl<N: Nic> Interface<N> {
             retransmits_freed: 0,
             activity: Vec::new(),
             track_activity: false,
+            rx_budget: RxBudget::new(cfg.rx_memory),
             cfg,
         }
     }
@@ -176,6 +180,11 @@ impl<N: Nic> Interface<N> {
     /// cache's capacity after a poll).
     pub fn neighbors_pending(&self) -> usize {
         self.pending.len()
+    }
+
+    /// The receive memory budget: held, peak, limit, refusals.
+    pub fn rx_memory(&self) -> RxReading {
+        self.rx_budget.reading()
     }
 
     /// Live sockets of all kinds.

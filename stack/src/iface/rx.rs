@@ -15,6 +15,7 @@ use crate::tcp::{
     cookie_syn_ack, listen_input, reset_for_closed, Connection, CookieSyn, ListenAction, State,
 };
 use crate::time::Instant;
+use crate::udp::Delivered;
 use crate::wire::{
     ArpOperation, ArpPacket, ArpRepr, EtherType, EthernetAddress, EthernetFrame, Icmpv4Packet, Icmpv4Repr,
     IpProtocol, Ipv4Packet, Ipv4Repr, TcpFlags, TcpPacket, TcpRepr, UdpPacket, UdpRepr,
@@ -159,12 +160,13 @@ impl<N: Nic> Interface<N> {
         l4.advance(crate::wire::udp::HEADER_LEN);
         let from = SocketAddrV4::new(src, repr.src_port);
         match self.sockets.udp_mut(h).map(|sock| sock.deliver(from, l4)) {
-            Some(true) => {
+            Some(Delivered::Queued) => {
                 self.counters.udp_in += 1;
                 self.note_activity(h);
             }
-            Some(false) => self.counters.drop(DropReason::UdpQueueFull),
-            None => self.counters.drop(DropReason::NoSocket),
+            Some(Delivered::QueueFull) => self.counters.drop(DropReason::UdpQueueFull),
+            Some(Delivered::NoMemory) => self.counters.drop(DropReason::RxMemory),
+            Some(Delivered::Filtered) | None => self.counters.drop(DropReason::NoSocket),
         }
     }
 
@@ -292,6 +294,7 @@ impl<N: Nic> Interface<N> {
         self.counters.tcp_connections_opened += 1;
         self.counters.tcp_syn_cookies_accepted += 1;
         let mut conn = Connection::from_cookie(cfg, tuple.local, tuple.remote, cookie);
+        conn.bind_rx_budget(&self.rx_budget);
         conn.on_segment(now, ack, payload);
         self.insert_passive(tuple, lh, src_mac, conn);
     }
@@ -323,7 +326,8 @@ impl<N: Nic> Interface<N> {
         self.counters.tcp_connections_opened += 1;
         let iss = self.isn.isn(tuple.local, tuple.remote, now);
         let cfg = listener.tcp_config.clone().unwrap_or_else(|| self.cfg.tcp.clone());
-        let conn = Connection::accept(cfg, tuple.local, tuple.remote, syn, iss);
+        let mut conn = Connection::accept(cfg, tuple.local, tuple.remote, syn, iss);
+        conn.bind_rx_budget(&self.rx_budget);
         self.insert_passive(tuple, lh, src_mac, conn);
     }
 

@@ -148,7 +148,8 @@ impl<N: Nic> Interface<N> {
         let tuple = FourTuple { local, remote };
         let iss = self.isn.isn(local, remote, now);
         let cfg = tcp_config.unwrap_or_else(|| self.cfg.tcp.clone());
-        let conn = Connection::connect(cfg, local, remote, iss);
+        let mut conn = Connection::connect(cfg, local, remote, iss);
+        conn.bind_rx_budget(&self.rx_budget);
         let sock = TcpSocket {
             conn,
             tuple,

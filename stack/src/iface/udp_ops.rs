@@ -90,7 +90,9 @@ impl<N: Nic> Interface<N> {
         if self.sockets.len() >= self.cfg.max_sockets {
             return Err(SocketError::TooManySockets);
         }
-        let h = self.sockets.insert(Socket::Udp(UdpSocket::new(port, self.cfg.udp_queue)));
+        let mut sock = UdpSocket::new(port, self.cfg.udp_queue);
+        sock.bind_rx_budget(&self.rx_budget);
+        let h = self.sockets.insert(Socket::Udp(sock));
         self.udp_ports.insert(port, h);
         Ok(h)
     }

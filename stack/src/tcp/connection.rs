@@ -485,6 +485,12 @@ impl Connection {
         n
     }
 
+    /// Charges the connection's receive storage (receive and reorder queues) to `budget`.
+    pub fn bind_rx_budget(&mut self, budget: &crate::rx_memory::RxBudget) {
+        self.rx.bind(budget);
+        self.ooo.bind(budget);
+    }
+
     /// Zero-copy receive: the next payload buffer, owned by the caller from now on.
     pub fn recv_segment(&mut self) -> Option<PacketBuf> {
         let seg = self.rx.pop_segment()?;
@@ -616,7 +622,7 @@ impl Connection {
         self.time_wait_deadline = None;
         self.live.stop();
         self.ack_pending = false;
-        self.ooo = ReorderQueue::default();
+        self.ooo.clear();
         self.events.insert(Events::CLOSED | Events::READABLE | Events::WRITABLE);
     }
 

@@ -370,7 +370,10 @@ impl Connection {
                     // The FIN lies beyond what we accepted; the peer will send it again.
                     fin = false;
                 }
-                self.deliver(payload);
+                if !self.deliver(payload) {
+                    // No receive memory: the peer sends it again once windows reopen.
+                    return;
+                }
                 if !self.ooo.is_empty() {
                     fin |= self.deliver_reordered();
                 }
@@ -405,13 +408,22 @@ impl Connection {
         }
     }
 
-    /// Appends in-order payload (trimmed to the window) to the receive queue.
-    fn deliver(&mut self, payload: PacketBuf) {
+    /// Appends in-order payload (trimmed to the window) to the receive queue; false when the
+    /// receive budget refused its storage (it is dropped).
+    fn deliver(&mut self, payload: PacketBuf) -> bool {
         let n = payload.len();
         if n == 0 {
-            return;
+            return true;
         }
-        self.rx.push(payload);
+        if self.rx.push(payload).is_err() {
+            return false;
+        }
+        self.advance_received(n);
+        true
+    }
+
+    /// Accounts for `n` bytes appended to the receive queue.
+    fn advance_received(&mut self, n: usize) {
         self.rcv_nxt += n;
         self.stats.bytes_received += n as u64;
         self.events.insert(Events::READABLE);
@@ -426,7 +438,10 @@ impl Connection {
             if p.len() > room {
                 p.truncate(room);
             }
-            self.deliver(p);
+            // Admitted to the receive memory when it arrived: moved, not charged again.
+            let n = p.len();
+            self.rx.push_admitted(p);
+            self.advance_received(n);
         }
         self.ooo.fin_is_next(self.rcv_nxt)
     }
@@ -450,7 +465,7 @@ impl Connection {
         match self.ooo.insert(seq, payload) {
             Insert::Stored => self.stats.reordered += 1,
             Insert::Duplicate => {}
-            Insert::TooManyRanges => {
+            Insert::TooManyRanges | Insert::NoMemory => {
                 self.stats.reorder_drops += 1;
                 return;
             }

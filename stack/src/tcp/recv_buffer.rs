@@ -6,11 +6,14 @@
 //! socket, and drain a DPDK mempool. A payload that fills less than half of its buffer is
 //! therefore copied into compact chunks ([`COMPACT_CHUNK`] bytes, filled back to back) and its
 //! buffer freed at once, so the memory a queue holds stays within twice its window plus one
-//! chunk ([`RecvBuffer::memory`]).
+//! chunk ([`RecvBuffer::memory`]). That memory is charged to the interface's receive budget
+//! (`rx_memory.rs`): a payload whose storage would not fit is refused, and the window offers
+//! at most half the budget's room.
 
 use std::collections::VecDeque;
 
 use crate::nic::PacketBuf;
+use crate::rx_memory::{RxBudget, RxCharge};
 
 /// Size of the chunks small payloads are copied into.
 pub const COMPACT_CHUNK: usize = 4096;
@@ -21,8 +24,8 @@ pub struct RecvBuffer {
     segments: VecDeque<PacketBuf>,
     /// The last segment is a compact chunk of ours with room left (small payloads go there).
     compact_tail: bool,
-    /// Bytes of buffer storage held (capacities, not payload).
-    memory: usize,
+    /// Buffer storage held (capacities, not payload), charged to the receive budget.
+    memory: RxCharge,
     /// Payload bytes copied into compact chunks so far.
     compacted: u64,
     len: usize,
@@ -38,7 +41,7 @@ impl RecvBuffer {
         RecvBuffer {
             segments: VecDeque::new(),
             compact_tail: false,
-            memory: 0,
+            memory: RxCharge::default(),
             compacted: 0,
             len: 0,
             held: 0,
@@ -56,9 +59,15 @@ impl RecvBuffer {
         self.len == 0
     }
 
-    /// Bytes that still fit (the receive window).
+    /// Charges the queue's memory to `budget` from now on.
+    pub fn bind(&mut self, budget: &RxBudget) {
+        self.memory.bind(budget);
+    }
+
+    /// Bytes that still fit (the receive window): the free part of the capacity, and at most
+    /// half the room left in the receive budget (a byte may cost two in storage).
     pub fn free(&self) -> usize {
-        self.capacity.saturating_sub(self.len + self.held)
+        self.capacity.saturating_sub(self.len + self.held).min(self.memory.room() / 2)
     }
 
     /// Bytes handed out and still held by the application.
@@ -73,7 +82,7 @@ impl RecvBuffer {
 
     /// Bytes of buffer storage the queue holds (what it costs in memory, at least `len`).
     pub fn memory(&self) -> usize {
-        self.memory
+        self.memory.bytes()
     }
 
     /// Payload bytes copied into compact chunks so far (see the module documentation).
@@ -81,14 +90,28 @@ impl RecvBuffer {
         self.compacted
     }
 
-    /// Appends a payload buffer. The caller has trimmed it to fit `free()`.
-    pub fn push(&mut self, payload: PacketBuf) {
+    /// Appends a payload buffer (the caller has trimmed it to fit `free()`), unless the storage
+    /// it needs does not fit the receive budget: then it is handed back, and the refusal counted.
+    pub fn push(&mut self, payload: PacketBuf) -> Result<(), PacketBuf> {
+        if payload.is_empty() {
+            return Ok(());
+        }
+        if !self.memory.admit(self.cost(&payload)) {
+            return Err(payload);
+        }
+        self.push_admitted(payload);
+        Ok(())
+    }
+
+    /// Appends a payload buffer whose bytes were admitted already (they come from the reorder
+    /// queue, whose storage was charged when they arrived).
+    pub fn push_admitted(&mut self, payload: PacketBuf) {
         if payload.is_empty() {
             return;
         }
         self.len += payload.len();
-        if payload.len() * 2 >= payload.capacity() {
-            self.memory += payload.capacity();
+        if !Self::compacts(&payload) {
+            self.memory.add(payload.capacity());
             self.segments.push_back(payload);
             self.compact_tail = false;
             return;
@@ -101,7 +124,7 @@ impl RecvBuffer {
                 Some(back) if self.compact_tail && back.tailroom() > 0 => back,
                 _ => {
                     let chunk = PacketBuf::with_headroom(COMPACT_CHUNK, 0);
-                    self.memory += chunk.capacity();
+                    self.memory.add(chunk.capacity());
                     self.segments.push_back(chunk);
                     self.compact_tail = true;
                     match self.segments.back_mut() {
@@ -118,10 +141,27 @@ impl RecvBuffer {
         }
     }
 
+    /// True when `payload` fills less than half of its buffer (it is copied into chunks).
+    fn compacts(payload: &PacketBuf) -> bool {
+        payload.len() * 2 < payload.capacity()
+    }
+
+    /// The storage `push` would add for `payload`.
+    fn cost(&self, payload: &PacketBuf) -> usize {
+        if !Self::compacts(payload) {
+            return payload.capacity();
+        }
+        let tailroom = match self.segments.back() {
+            Some(back) if self.compact_tail => back.tailroom(),
+            _ => 0,
+        };
+        payload.len().saturating_sub(tailroom).div_ceil(COMPACT_CHUNK) * COMPACT_CHUNK
+    }
+
     /// Removes the front segment (fully consumed or handed out).
     fn pop_front(&mut self) -> Option<PacketBuf> {
         let seg = self.segments.pop_front()?;
-        self.memory -= seg.capacity();
+        self.memory.sub(seg.capacity());
         if self.segments.is_empty() {
             self.compact_tail = false;
         }
@@ -189,7 +229,7 @@ mod tests {
     fn one_byte_segments_cost_chunks_not_nic_buffers() {
         let mut q = RecvBuffer::new(256 * 1024);
         for i in 0..100_000u32 {
-            q.push(nic_frame(&[i as u8]));
+            q.push(nic_frame(&[i as u8])).expect("no budget");
         }
         assert_eq!(q.len(), 100_000);
         assert!(q.memory() <= 100_000 + COMPACT_CHUNK, "{} bytes held for 100,000 payload bytes", q.memory());
@@ -203,11 +243,11 @@ mod tests {
     #[test]
     fn full_segments_stay_in_their_buffers_and_small_ones_between_them_keep_order() {
         let mut q = RecvBuffer::new(1 << 20);
-        q.push(nic_frame(&[1; 1460]));
-        q.push(nic_frame(b"ab"));
-        q.push(nic_frame(b"cd"));
-        q.push(nic_frame(&[2; 1200]));
-        q.push(nic_frame(b"e"));
+        q.push(nic_frame(&[1; 1460])).expect("no budget");
+        q.push(nic_frame(b"ab")).expect("no budget");
+        q.push(nic_frame(b"cd")).expect("no budget");
+        q.push(nic_frame(&[2; 1200])).expect("no budget");
+        q.push(nic_frame(b"e")).expect("no budget");
         assert_eq!(q.compacted(), 5, "only the small payloads were copied");
         assert_eq!(q.memory(), 2048 + COMPACT_CHUNK + 2048 + COMPACT_CHUNK);
         let first = q.pop_segment().expect("segment");
@@ -224,7 +264,7 @@ mod tests {
         for size in [1usize, 100, 600, 1023, 1024, 1460] {
             let mut q = RecvBuffer::new(window);
             while q.free() >= size {
-                q.push(nic_frame(&vec![7; size]));
+                q.push(nic_frame(&vec![7; size])).expect("no budget");
             }
             assert!(q.memory() <= 2 * window + COMPACT_CHUNK, "{size} B payloads: {} bytes held", q.memory());
         }
@@ -233,8 +273,8 @@ mod tests {
     #[test]
     fn held_segments_keep_the_window_closed_until_released() {
         let mut q = RecvBuffer::new(100);
-        q.push(whole(&[1; 30]));
-        q.push(whole(&[2; 20]));
+        q.push(whole(&[1; 30])).expect("no budget");
+        q.push(whole(&[2; 20])).expect("no budget");
         let seg = q.pop_held().expect("a segment is queued");
         assert_eq!(seg.len(), 30);
         assert_eq!((q.len(), q.held(), q.free()), (20, 30, 50));
@@ -247,8 +287,8 @@ mod tests {
     #[test]
     fn reads_cross_buffers_without_repeating_data() {
         let mut q = RecvBuffer::new(100);
-        q.push(whole(b"abcd"));
-        q.push(whole(b"efgh"));
+        q.push(whole(b"abcd")).expect("no budget");
+        q.push(whole(b"efgh")).expect("no budget");
         assert_eq!(q.free(), 92);
         let mut out = [0u8; 4];
         // A read ending exactly on a buffer boundary must not return those bytes again.
@@ -267,13 +307,36 @@ mod tests {
     #[test]
     fn zero_copy_pop_keeps_accounting() {
         let mut q = RecvBuffer::new(100);
-        q.push(whole(b"abcd"));
-        q.push(whole(b""));
-        q.push(whole(b"ef"));
+        q.push(whole(b"abcd")).expect("no budget");
+        q.push(whole(b"")).expect("no budget");
+        q.push(whole(b"ef")).expect("no budget");
         let first = q.pop_segment().expect("segment");
         assert_eq!(first.as_slice(), b"abcd");
         assert_eq!(q.len(), 2);
         assert_eq!(q.pop_segment().expect("segment").as_slice(), b"ef");
         assert!(q.pop_segment().is_none());
+    }
+
+    #[test]
+    fn the_budget_refuses_what_would_not_fit_and_narrows_the_window() {
+        let budget = RxBudget::new(2 * 2048 + COMPACT_CHUNK);
+        let mut q = RecvBuffer::new(256 * 1024);
+        q.bind(&budget);
+        assert_eq!(q.free(), budget.room() / 2, "the window offers half the room");
+        q.push(nic_frame(&[1; 1460])).expect("fits");
+        q.push(nic_frame(&[2; 1460])).expect("fits");
+        q.push(nic_frame(b"x")).expect("a compact chunk fits");
+        q.push(nic_frame(b"y")).expect("the chunk has room: costs nothing");
+        assert_eq!(q.free(), 0);
+        let refused = q.push(nic_frame(&[3; 1460])).expect_err("no room for another buffer");
+        assert_eq!(refused.len(), 1460);
+        assert_eq!(budget.reading().refused, 1);
+        assert_eq!(q.len(), 2 * 1460 + 2);
+        let mut out = vec![0; 1460];
+        assert_eq!(q.read(&mut out), 1460);
+        assert_eq!(budget.reading().used, 2048 + COMPACT_CHUNK);
+        q.push(refused).expect("room again");
+        drop(q);
+        assert_eq!(budget.reading().used, 0, "a dropped queue gives its memory back");
     }
 }

@@ -11,12 +11,14 @@
 //! receive window, and fit the receive buffer once in order), at most [`MAX_RANGES`] separate
 //! ranges (a segment that would open one more is dropped, the peer sends it again), and a payload
 //! that fills less than half of its buffer is copied into a buffer of its own size: the memory
-//! held stays within twice the window.
+//! held stays within twice the window. That memory is charged to the interface's receive budget
+//! (`rx_memory.rs`); a segment whose storage would not fit is dropped.
 
 use std::collections::VecDeque;
 
 use super::SeqNumber;
 use crate::nic::PacketBuf;
+use crate::rx_memory::{RxBudget, RxCharge};
 
 /// Separate sequence ranges held at most (holes the peer must fill).
 pub const MAX_RANGES: usize = 8;
@@ -30,6 +32,8 @@ pub enum Insert {
     Duplicate,
     /// It would have opened a range beyond [`MAX_RANGES`]: dropped.
     TooManyRanges,
+    /// Its storage would not fit the receive budget: dropped.
+    NoMemory,
 }
 
 /// Out-of-order payload, sorted by sequence number, never overlapping.
@@ -38,7 +42,8 @@ pub struct ReorderQueue {
     segs: VecDeque<(SeqNumber, PacketBuf)>,
     ranges: usize,
     bytes: usize,
-    memory: usize,
+    /// Buffer storage held, charged to the receive budget.
+    memory: RxCharge,
     /// The sequence number of a FIN that arrived out of order.
     fin: Option<SeqNumber>,
     /// Where the segment stored last begins (its range leads the SACK blocks).
@@ -58,7 +63,23 @@ impl ReorderQueue {
 
     /// Bytes of buffer storage held.
     pub fn memory(&self) -> usize {
-        self.memory
+        self.memory.bytes()
+    }
+
+    /// Charges the queue's memory to `budget` from now on.
+    pub fn bind(&mut self, budget: &RxBudget) {
+        self.memory.bind(budget);
+    }
+
+    /// Forgets everything held (the connection closed); the budget stays bound.
+    pub fn clear(&mut self) {
+        let memory = self.memory.bytes();
+        self.memory.sub(memory);
+        self.segs.clear();
+        self.ranges = 0;
+        self.bytes = 0;
+        self.fin = None;
+        self.last = None;
     }
 
     /// Separate ranges held.
@@ -105,17 +126,16 @@ impl ReorderQueue {
                 seq = prev_end;
             }
         }
-        // Held segments the new one covers entirely go; it replaces them.
-        while let Some((s, p)) = self.segs.get(idx) {
+        // Held segments the new one covers entirely go (once it is stored); it replaces them.
+        let mut covered = idx;
+        while let Some((s, p)) = self.segs.get(covered) {
             if *s + p.len() > end {
                 break;
             }
             touches = true;
-            self.bytes -= p.len();
-            self.memory -= p.capacity();
-            self.segs.remove(idx);
+            covered += 1;
         }
-        if let Some((s, _)) = self.segs.get(idx) {
+        if let Some((s, _)) = self.segs.get(covered) {
             if *s <= end {
                 touches = true;
                 payload.truncate(s.since(seq));
@@ -135,8 +155,16 @@ impl ReorderQueue {
             }
             payload = copy;
         }
+        let freed: usize = self.segs.range(idx..covered).map(|(_, p)| p.capacity()).sum();
+        if !self.memory.admit(payload.capacity().saturating_sub(freed)) {
+            return Insert::NoMemory;
+        }
+        for (_, p) in self.segs.drain(idx..covered) {
+            self.bytes -= p.len();
+            self.memory.sub(p.capacity());
+        }
         self.bytes += payload.len();
-        self.memory += payload.capacity();
+        self.memory.add(payload.capacity());
         self.segs.insert(idx, (seq, payload));
         self.last = Some(seq);
         idx = 0;
@@ -185,7 +213,7 @@ impl ReorderQueue {
             }
             let (s, mut p) = self.segs.pop_front()?;
             self.bytes -= p.len();
-            self.memory -= p.capacity();
+            self.memory.sub(p.capacity());
             let next = self.segs.front().map(|(n, _)| *n);
             if next.is_none_or(|n| n != s + p.len()) {
                 self.ranges = self.ranges.saturating_sub(1);

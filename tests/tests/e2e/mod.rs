@@ -74,7 +74,16 @@ impl Tenant {
         N: Nic + Send + 'static,
         F: FnMut() -> Result<N, String> + Send + 'static,
     {
-        Self::start_filtered(tag, pairs, connections, Sandbox::default(), make_nic)
+        Self::start_filtered(tag, pairs, connections, Sandbox::default(), |_| {}, make_nic)
+    }
+
+    /// [`Tenant::start`] with its configuration changed by `tune` first (limits, budgets).
+    pub fn start_tuned<N, F>(tag: &str, tune: impl FnOnce(&mut TenantConfig), make_nic: F) -> Tenant
+    where
+        N: Nic + Send + 'static,
+        F: FnMut() -> Result<N, String> + Send + 'static,
+    {
+        Self::start_filtered(tag, 1, 1, Sandbox::default(), tune, make_nic)
     }
 
     /// [`Tenant::start`] on a DPDK NIC: filtered as `slimtcp-vhost` filters a DPDK tenant (its
@@ -84,7 +93,7 @@ impl Tenant {
         N: Nic + Send + 'static,
         F: FnMut() -> Result<N, String> + Send + 'static,
     {
-        Self::start_filtered(tag, 1, 1, Sandbox::ControlOnly, make_nic)
+        Self::start_filtered(tag, 1, 1, Sandbox::ControlOnly, |_| {}, make_nic)
     }
 
     fn start_filtered<N, F>(
@@ -92,6 +101,7 @@ impl Tenant {
         pairs: usize,
         connections: usize,
         sandbox: Sandbox,
+        tune: impl FnOnce(&mut TenantConfig),
         make_nic: F,
     ) -> Tenant
     where
@@ -105,7 +115,7 @@ impl Tenant {
         let socket = dir.join("vhost.sock");
         let mut iface = InterfaceConfig::new(MAC, GUEST_IP, 24);
         iface.max_sockets = 4096;
-        let cfg = TenantConfig {
+        let mut cfg = TenantConfig {
             socket: socket.clone(),
             iface,
             pairs,
@@ -114,6 +124,7 @@ impl Tenant {
             sandbox,
             limits: Default::default(),
         };
+        tune(&mut cfg);
         let stop = StopHandle::default();
         let tenant_stop = stop.clone();
         let backend = ns

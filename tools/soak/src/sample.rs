@@ -204,6 +204,7 @@ pub fn sample(s: &mut Samples, t: f64, tenants: &[TenantProbe<'_>]) {
         s.record(t, &format!("{tag}.backend.sends_held"), g.sends_held, 512.0, 0.5);
         s.record(t, &format!("{tag}.backend.external_in_flight"), g.external_in_flight, 512.0, 0.5);
         s.record(t, &format!("{tag}.backend.pending_messages"), g.pending_messages, 1024.0, 0.5);
+        s.record(t, &format!("{tag}.backend.rx_memory_kib"), g.rx_memory / 1024, 16.0 * MIB, 0.5);
         s.record(
             t,
             &format!("{tag}.peer.stack_sockets"),
