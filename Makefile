@@ -92,7 +92,7 @@ demo-stack: deps
 # churning connections over memwire (faults on one link, hostile chains on a second queue pair),
 # a hostile VMM on the third tenant; exact data, no growth, everything released at the end.
 # SOAK_SECONDS (default 1200) of load; summary in target/soak/summary.json, log in
-# target/soak/soak.log. A 60 s version is tools/soak/tests/soak.rs (ignored in make test for now).
+# target/soak/soak.log. A 60 s version is tools/soak/tests/soak.rs (in make test).
 SOAK_SECONDS ?= 1200
 soak: deps
 	$(CARGO) build --release -p slimtcp-soak --bin slimtcp-soak

@@ -42,6 +42,8 @@ pub const CONTROL_PER_STEP: usize = 64;
 /// Unusable receive buffers (too small, faulty) returned per search for a usable one; past
 /// that, the message waits for the next step.
 pub const BAD_RX_BUFFERS_PER_SEARCH: usize = 64;
+/// Connections still open at the end of a session listed at info level (the rest at debug).
+const LISTED_AT_END: usize = 8;
 /// Counters of the device (the stack's own are in [`Interface::counters`]).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct DeviceCounters {
@@ -379,6 +381,7 @@ impl<N: Nic> Engine<N> {
     /// Ends the tenant's session: aborts every connection (the guest is gone), drops its held
     /// chains, and hands back the interface for the next connection.
     pub fn into_interface(mut self) -> Interface<N> {
+        self.log_open_connections();
         let ids: Vec<u32> = self.sockets.keys().copied().collect();
         for id in ids {
             if let Some(s) = self.sockets.remove(&id) {
@@ -395,6 +398,24 @@ impl<N: Nic> Engine<N> {
         }
         self.dma.detach_all(self.iface.nic_mut());
         self.iface
+    }
+
+    /// Lists the stack's connections still open as the session ends (the first few at info,
+    /// the rest at debug): a connection the guest closed long ago that is still here says why
+    /// in its line.
+    fn log_open_connections(&self) {
+        let open = self.iface.tcp_describe(self.clock.now());
+        if open.is_empty() {
+            return;
+        }
+        log::info!("{} stack connections open as the session ends; they are reset now", open.len());
+        for (i, line) in open.iter().enumerate() {
+            if i < LISTED_AT_END {
+                log::info!("  {line}");
+            } else {
+                log::debug!("  {line}");
+            }
+        }
     }
 
     fn release_stack_socket(&mut self, s: &GSock, abort: bool) {

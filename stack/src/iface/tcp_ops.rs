@@ -376,6 +376,35 @@ impl<N: Nic> Interface<N> {
         })
     }
 
+    /// One line per TCP connection of the interface (listeners aside), the application's and
+    /// those it let go of that are still closing: see `Connection::describe`. For diagnosis
+    /// (logs), not for programs.
+    pub fn tcp_describe(&self, now: Instant) -> Vec<String> {
+        self.sockets
+            .tcp_sockets()
+            .map(|t| {
+                let who = if t.released {
+                    "released"
+                } else if t.listener.is_some() {
+                    "unaccepted"
+                } else {
+                    "open"
+                };
+                let blocked = self
+                    .tx_blocked
+                    .iter()
+                    .any(|b| matches!(self.sockets.get(*b), Some(Socket::Tcp(o)) if std::ptr::eq(&**o, t)));
+                format!(
+                    "{who}{}{}{}: {}",
+                    if t.queued { " queued" } else { "" },
+                    if t.scheduled.is_some() { " timer-filed" } else { "" },
+                    if blocked { " tx-blocked" } else { "" },
+                    t.conn.describe(now)
+                )
+            })
+            .collect()
+    }
+
     /// True when a read would not block (data, end of stream, or an error to report).
     pub fn tcp_can_recv(&self, h: SocketHandle) -> bool {
         matches!(self.sockets.get(h), Some(Socket::Tcp(t)) if t.conn.can_recv() || t.conn.state() == State::Closed)

@@ -11,7 +11,12 @@
 //! 2. **duplicate**: with probability `duplicate` a copy of the (still intact) frame is delivered
 //!    as well, at the same time and right after the original.
 //! 3. **corrupt**: with probability `corrupt` exactly one uniformly chosen bit of the original
-//!    frame is flipped (empty frames cannot be corrupted and are not counted).
+//!    frame past its Ethernet header is flipped (frames of no more than a header cannot be
+//!    corrupted and are not counted). This models damage the link's frame check sequence does
+//!    not catch (in a router's or a NIC's memory, after the FCS was checked), which only the IP
+//!    and TCP/UDP checksums can find: a real link drops a frame whose Ethernet header is
+//!    damaged, so a flipped source MAC address never reaches a stack (it did here once, and a
+//!    peer answered a SYN to the wrong address for a minute: the soak's lingering SYN-RECEIVED).
 //! 4. **timing**: `deliver_at = now + delay + U[0, jitter]`. Jitter alone never reorders: a frame
 //!    is never delivered before the frame sent before it (the time is clamped upwards), so the
 //!    link stays FIFO unless `reorder` is set.
@@ -27,6 +32,9 @@ use std::time::Duration;
 
 use crate::nic::PacketBuf;
 use crate::time::Instant;
+
+/// Bytes of the Ethernet header, which corruption never touches (see the model above).
+const ETHERNET_HEADER: usize = crate::wire::ethernet::HEADER_LEN;
 
 /// Errors in a fault configuration.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -271,8 +279,9 @@ impl FaultInjector {
         let reordered = self.rng.gen_bool(cfg.reorder);
         let jitter_us = u64::try_from(cfg.jitter.as_micros()).unwrap_or(u64::MAX);
         let jitter = self.rng.gen_range(0..jitter_us.saturating_add(1));
-        let bits = u64::try_from(frame_len).unwrap_or(u64::MAX).saturating_mul(8);
-        let bit = self.rng.gen_range(0..bits);
+        let past_header = frame_len.saturating_sub(ETHERNET_HEADER);
+        let bits = u64::try_from(past_header).unwrap_or(u64::MAX).saturating_mul(8);
+        let bit = self.rng.gen_range(0..bits).saturating_add(ETHERNET_HEADER as u64 * 8);
 
         if lose {
             self.stats.dropped += 1;
@@ -440,7 +449,7 @@ mod tests {
         let mut rng = Rng::new(3);
         let mut positions = std::collections::HashSet::new();
         for _ in 0..200 {
-            let mut bytes = vec![0u8; 1 + rng.gen_range(0..300) as usize];
+            let mut bytes = vec![0u8; ETHERNET_HEADER + 1 + rng.gen_range(0..300) as usize];
             rng.fill_bytes(&mut bytes);
             let Fate::Deliver { frame, .. } = inj.apply(Instant::ZERO, PacketBuf::from_slice(&bytes)) else {
                 panic!("dropped without loss");
@@ -449,13 +458,19 @@ mod tests {
             assert_eq!(diff, 1);
             assert_eq!(frame.len(), bytes.len());
             let pos = bytes.iter().zip(frame.as_slice()).position(|(a, b)| a != b);
+            assert!(pos.is_some_and(|p| p >= ETHERNET_HEADER), "the Ethernet header stays whole");
             positions.insert(pos);
         }
-        assert!(positions.len() > 20, "bit flips should land all over the frame");
+        assert!(positions.len() > 20, "bit flips should land all over the packet");
         assert_eq!(inj.stats().corrupted, 200);
-        // An empty frame cannot be corrupted.
+        // An empty frame, or one of nothing but a header, cannot be corrupted.
         let before = inj.stats().corrupted;
         assert!(matches!(inj.apply(Instant::ZERO, PacketBuf::new_tx()), Fate::Deliver { .. }));
+        let header = PacketBuf::from_slice(&[0xa5; ETHERNET_HEADER]);
+        let Fate::Deliver { frame, .. } = inj.apply(Instant::ZERO, header) else {
+            panic!("dropped without loss")
+        };
+        assert_eq!(frame.as_slice(), &[0xa5; ETHERNET_HEADER]);
         assert_eq!(inj.stats().corrupted, before);
     }
 

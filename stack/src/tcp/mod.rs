@@ -42,6 +42,7 @@
 //! reorder queue empty?), and segments without SACK blocks keep the option-less header template.
 pub mod config;
 pub mod connection;
+mod describe;
 pub mod events;
 mod input;
 pub mod isn;

@@ -117,7 +117,12 @@ impl Connection {
                         self.retransmit_holes(now, sink)
                     };
                 }
-                sent += self.send_data(now, sink)
+                sent += self.send_data(now, sink);
+                if self.snd_una != self.snd_max && self.rto_deadline.is_none() {
+                    // Data in flight always has a retransmission timer, whatever cut this
+                    // dispatch short: a timeout is recoverable, a connection nobody wakes is not.
+                    self.rto_deadline = Some(now + self.rtt.rto());
+                }
             }
         }
         if self.live.keepalive_due && self.send_ack_at(sink, self.snd_una - 1).is_ok() {
@@ -220,11 +225,14 @@ impl Connection {
             let queued = self.tx.len();
             let offset = self.snd_nxt.since(self.snd_una);
             let unsent = queued.saturating_sub(offset);
-            let mut len = self.send_mss.min(unsent).min(self.usable_window()).min(sack_limit);
-            if len < unsent && len < self.send_mss && len * 2 < self.max_snd_wnd {
-                // Sender-side silly window avoidance: wait for the window to open further.
-                len = 0;
-            }
+            let wanted = self.send_mss.min(unsent);
+            let window = self.usable_window();
+            // Sender-side silly window avoidance (RFC 9293 3.8.6.2.1): when the window alone
+            // would make the segment short, wait for it to open further. (A segment cut short
+            // by a SACKed range or a loan's edge goes: nothing else will send those bytes.)
+            let mut len =
+                if window < wanted && window * 2 < self.max_snd_wnd { 0 } else { wanted.min(window) };
+            len = len.min(sack_limit);
             if let Some(limit) = self.tx.segment_limit(offset) {
                 // A by-reference loan's edge: each segment's payload is one slice of one buffer.
                 len = len.min(limit);

@@ -268,6 +268,20 @@ impl SendBuffer {
         }
     }
 
+    /// Chunks (by reference), the front chunk's acknowledged bytes, lingering loans: for
+    /// `Connection::describe`.
+    pub(super) fn describe(&self) -> String {
+        let by_ref = self.chunks.iter().filter(|c| c.by_reference()).count();
+        let lens: Vec<usize> = self.chunks.iter().take(4).map(|c| c.bytes().len()).collect();
+        format!(
+            "chunks {} (by-ref {by_ref}, first lens {lens:?}) head_offset {} cursor {:?} lingering {}",
+            self.chunks.len(),
+            self.head_offset,
+            self.cursor,
+            self.lingering.len()
+        )
+    }
+
     /// How far a segment starting at `offset` may reach so that a by-reference loan's edge is
     /// never crossed: bytes to the end of the chunk holding `offset` when that chunk or the next
     /// one is sent by reference; `None` when any length is fine.

@@ -59,6 +59,10 @@ pub struct Args {
     /// Where the log goes (RUST_LOG, default info).
     #[arg(long, default_value = "target/soak/soak.log")]
     log: PathBuf,
+    /// Capture tenant a's faulty link, both directions as delivered, to this pcap file (for
+    /// diagnosis: about 80 MB per second of load).
+    #[arg(long)]
+    capture: Option<PathBuf>,
 }
 
 impl Args {

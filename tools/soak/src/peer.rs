@@ -12,6 +12,7 @@ use std::time::Duration;
 use slimtcp::api::SocketError;
 use slimtcp::iface::{Activity, Interface, InterfaceConfig, SocketHandle};
 use slimtcp::nic::memwire::{MemwireNic, MemwireStats};
+use slimtcp::tcp::KeepAlive;
 
 use crate::clock_nic::ClockNic;
 use crate::error::SoakError;
@@ -27,6 +28,9 @@ const READ_CHUNK: usize = 64 * 1024;
 const MAX_PENDING: usize = 256 * 1024;
 /// Longest nap of an idle loop.
 const IDLE_NAP: Duration = Duration::from_micros(100);
+/// Keepalive of every echo session: half-open sessions end within about 8 s of going quiet.
+const KEEPALIVE: KeepAlive =
+    KeepAlive { idle: Duration::from_secs(5), interval: Duration::from_secs(1), count: 3 };
 /// Loop turns between two publications of the gauges.
 const PUBLISH_EVERY: u32 = 256;
 
@@ -47,12 +51,25 @@ pub struct PeerGauges {
     pub link_in_flight: AtomicU64,
     /// The link's counters as seen from the peer's end.
     pub link: Mutex<MemwireStats>,
+    /// Set to ask the peer for a description of its connections (`described`).
+    pub describe_wanted: AtomicBool,
+    /// The peer's answer: one line per connection of its stack (`Interface::tcp_describe`).
+    pub described: Mutex<Option<Vec<String>>>,
 }
 
 impl PeerGauges {
     /// The link's counters.
     pub fn link_stats(&self) -> MemwireStats {
         *self.link.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Asks the running peer to describe its connections; waits up to `wait` for the answer.
+    pub fn describe(&self, wait: Duration) -> Option<Vec<String>> {
+        *self.described.lock().unwrap_or_else(PoisonError::into_inner) = None;
+        self.describe_wanted.store(true, Ordering::Release);
+        let answered = || self.described.lock().unwrap_or_else(PoisonError::into_inner).is_some();
+        slimtcp_testkit::wait::wait_for(wait, answered);
+        self.described.lock().unwrap_or_else(PoisonError::into_inner).take()
     }
 }
 
@@ -230,6 +247,10 @@ fn run(nic: ClockNic<MemwireNic>, addrs: Addresses, g: &PeerGauges, stop: &Atomi
     // lingers.
     let mut tcp = iface.config().tcp.clone();
     tcp.fin_wait2_timeout = Duration::from_secs(5);
+    // A reset the faulty link lost (or whose challenge ACK the RFC 5961 rate limit held back)
+    // leaves a session that waits for data from a connection the client no longer has, as it
+    // would on Linux: like a real server, the echo server finds those with keepalive.
+    tcp.keepalive = Some(KEEPALIVE);
     let listener =
         iface.tcp_listen_with(ECHO_PORT, BACKLOG, Some(tcp)).map_err(|e| format!("listen: {e}"))?;
     let mut server =
@@ -242,6 +263,10 @@ fn run(nic: ClockNic<MemwireNic>, addrs: Addresses, g: &PeerGauges, stop: &Atomi
         let busy = iface.poll(now).map_err(|e| format!("poll: {e}"))?;
         let app = server.service(&mut iface, g);
         turns += 1;
+        if g.describe_wanted.swap(false, Ordering::AcqRel) {
+            let lines = iface.tcp_describe(now);
+            *g.described.lock().unwrap_or_else(PoisonError::into_inner) = Some(lines);
+        }
         if turns >= PUBLISH_EVERY {
             turns = 0;
             publish(&iface, &server, g);

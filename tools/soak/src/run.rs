@@ -116,7 +116,13 @@ fn run_in(
     let mut findings = Vec::new();
     let (aa, ab, ac) = (Addresses { net: 81 }, Addresses { net: 82 }, Addresses { net: 83 });
     let fa = faults();
-    let link_a = LinkConfig { a_to_b: fa, b_to_a: fa, seed: args.seed, ..LinkConfig::default() };
+    let link_a = LinkConfig {
+        a_to_b: fa,
+        b_to_a: fa,
+        seed: args.seed,
+        pcap: args.capture.clone(),
+        ..LinkConfig::default()
+    };
     let (make_a, peer_end_a) = memwire("a", link_a, base)?;
     let (make_b, peer_end_b) = memwire("b", LinkConfig::default(), base)?;
     let (make_c, idle_end_c) = memwire("c", LinkConfig::default(), base)?;
@@ -357,6 +363,12 @@ fn drain(tenants: &[DataTenant]) -> Result<(), String> {
     };
     if slimtcp_testkit::wait::wait_for(DRAIN_WAIT, quiet) {
         return Ok(());
+    }
+    for t in tenants {
+        let lines = t.peer.gauges.describe(Duration::from_secs(2)).unwrap_or_default();
+        for line in lines.iter().filter(|l| !l.starts_with("released: TimeWait")) {
+            log::warn!("soak: tenant {}'s peer still has {line}", t.tag);
+        }
     }
     let left: Vec<String> = tenants
         .iter()

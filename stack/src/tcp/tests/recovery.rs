@@ -179,3 +179,38 @@ fn a_lost_head_retransmission_goes_again_on_the_recovery_timer_when_no_ack_can_t
     assert_eq!(out(&mut c, t).iter().map(|(r, _)| r.seq_number.0).collect::<Vec<_>>(), vec![ISS + 101]);
     assert_eq!((c.stats().lost_retransmits, c.stats().timeouts), (1, 0));
 }
+
+#[test]
+fn after_a_timeout_a_hole_shorter_than_a_segment_before_sacked_data_goes_again() {
+    // Found by the soak: a segment cut short (here by the application's write; in the backend by
+    // the edge of a guest buffer) is lost, everything after it is SACKed, and the timeout's
+    // go-back-N must resend it although it is shorter than an MSS and more data waits behind
+    // the SACKed range (silly window avoidance held it back, and nothing woke the connection).
+    let mut c = established(cfg(), 1000);
+    c.sack_ok = true;
+    c.send(&[1u8; 50]).expect("send");
+    assert_eq!(seqs(&mut c, 20), vec![ISS + 1]);
+    c.send(&[2u8; 300]).expect("send");
+    assert_eq!(seqs(&mut c, 20), vec![ISS + 51, ISS + 151, ISS + 251]);
+    c.close();
+    let _ = out(&mut c, ms(20));
+    // The first segment and every retransmission of it are lost.
+    sack(&mut c, 21, ISS + 1, &[(ISS + 51, ISS + 351)]);
+    let mut resent_after_timeout = false;
+    let mut now = ms(21);
+    while c.stats().timeouts < 3 {
+        let _ = out(&mut c, now);
+        let Some(t) = c.poll_at() else { panic!("data in flight without a timer: {}", c.describe(now)) };
+        now = t;
+        let timeouts = c.stats().timeouts;
+        c.on_timer(now);
+        let sent = out(&mut c, now);
+        if c.stats().timeouts > timeouts {
+            resent_after_timeout |= sent.iter().any(|(r, p)| r.seq_number.0 == ISS + 1 && p.len() == 50);
+        }
+    }
+    assert!(resent_after_timeout, "the head went again after a timeout");
+    // The retransmission gets through at last: everything is acknowledged.
+    ack(&mut c, 30_000, ISS + 352);
+    assert_eq!(c.state(), crate::tcp::State::FinWait2);
+}
