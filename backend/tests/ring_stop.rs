@@ -108,6 +108,61 @@ fn a_stop_under_a_virtual_clock_returns_while_a_datagram_waits_for_arp() {
     assert!(back, "the held chain is on the used ring");
 }
 
+/// A datagram waiting for ARP at a stop: its chain comes back at once (the stack copies the
+/// payload into the frame it holds), and when the neighbour answers later the datagram carries
+/// the bytes the guest sent, not what the guest wrote into its buffer after the stop.
+#[test]
+fn a_datagram_waiting_for_arp_at_a_stop_leaves_later_with_the_bytes_the_guest_sent() {
+    let mem = Arc::new(common::guest_memory());
+    let mut b = bench(1, None);
+    let mut p0 = PairDriver::new(&mem, 0, common::engine_bench::QSIZE, 0);
+    let rings = slimtcp_vhost::queues::LocalRings::new(vec![p0.rx.queue(), p0.tx.queue()]);
+    let peer_sock = b.peer.udp_bind(9).expect("peer socket");
+    p0.post(8, 4096);
+    p0.request(&common::engine_bench::hello(1), &[]);
+    p0.request(&Request::new(2, SocketId::NONE, RequestBody::Socket { kind: SocketKind::Udp }), &[]);
+    let mut seen = Vec::new();
+    for _ in 0..4 {
+        b.engine.step(&rings, &mem).expect("step");
+        seen.extend(p0.messages());
+    }
+    let sock = socket_of(&seen, 2).expect("the socket");
+    // The peer is not polled yet: the ARP request waits on the link and the datagram in the
+    // guest's stack.
+    let sent = [7u8; 100];
+    let to = SocketAddrV4::new(PEER_IP, 9);
+    let (fa, fl) = p0.fixed(&Request::new(3, sock, RequestBody::SendTo { remote: to, len: 100 }));
+    let (at, pl) = p0.data(&sent);
+    let head = p0.tx.add_raw(&[(fa, fl, F_NEXT, None), (at, pl, 0, None)]);
+    for _ in 0..4 {
+        b.engine.step(&rings, &mem).expect("step");
+        seen.extend(p0.messages());
+    }
+    assert!(!p0.tx.take_used().iter().any(|(h, _)| *h == head), "the datagram's chain is held");
+
+    let returned = b.engine.stop_transmit_queue(0, &rings, &mem);
+    assert_eq!(returned, 1);
+    assert!(p0.tx.take_used().iter().any(|(h, _)| *h == head), "the chain is back before the answer");
+    let c = b.engine.counters();
+    assert_eq!((c.tx_payload_copied_at_stop, c.sends_held), (100, 0), "copied, not waited for");
+    // The guest owns its buffer again and reuses it.
+    mem.write_slice(&[0xee; 100], GuestAddress(at)).expect("guest overwrites");
+
+    // The peer answers ARP now; the datagram leaves.
+    let mut buf = [0u8; 200];
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let got = loop {
+        assert!(Instant::now() < deadline, "the datagram never arrived");
+        b.step(&rings, &mem);
+        seen.extend(p0.messages());
+        if let Ok((n, from)) = b.peer.udp_recv_from(peer_sock, &mut buf) {
+            assert_eq!(*from.ip(), GUEST_IP);
+            break buf[..n].to_vec();
+        }
+    };
+    assert_eq!(got, sent, "the bytes as sent, from the stack's copy");
+}
+
 #[test]
 fn the_engine_gives_back_an_unacknowledged_send_and_retransmits_from_its_copy() {
     let mem = Arc::new(common::guest_memory());

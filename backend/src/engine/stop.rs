@@ -11,7 +11,7 @@ use slimtcp::tcp::TxPayload;
 use slimtcp::time::Clock;
 use slimtcp_abi::Done;
 
-use super::{Engine, Out};
+use super::{Engine, Kind, Out};
 use crate::guest_mem::GuestMem;
 use crate::queues::{self, Vrings};
 
@@ -81,7 +81,12 @@ impl<N: Nic> Engine<N> {
             self.completed.push(std::mem::replace(b, copy));
         }
         if let Some(h) = s.handle {
-            match self.iface.tcp_unloan(h) {
+            let unloaned = match s.kind {
+                Kind::Tcp => self.iface.tcp_unloan(h),
+                // Datagrams waiting for ARP; those the NIC reads come back within NIC_DRAIN.
+                Kind::Udp => self.iface.udp_unloan(h),
+            };
+            match unloaned {
                 Ok(n) => copied += n as u64,
                 Err(e) => log::debug!("socket {id}: nothing to unloan: {e}"),
             }

@@ -133,7 +133,8 @@ pub struct Counters {
     /// by-copy loaned data, UDP datagrams). By-reference loaned payloads sent through
     /// `Nic::transmit_external` are not copied and not counted.
     pub tx_payload_copied_bytes: u64,
-    /// Loaned payload bytes the stack copied to hand the loans back early (`tcp_unloan`).
+    /// Loaned payload bytes the stack copied to hand the loans back early (`tcp_unloan`,
+    /// `udp_unloan`).
     pub tx_loans_copied_bytes: u64,
     /// Frames sent as headers plus an external (by-reference) payload.
     pub tx_external_frames: u64,

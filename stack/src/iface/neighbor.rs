@@ -93,6 +93,18 @@ impl PendingNeighbors {
         Ok(())
     }
 
+    /// Takes every datagram of socket `h` out of the hold, whatever address it waits for, and
+    /// gives each to `f` with that address.
+    pub fn take_datagrams_of(&mut self, h: SocketHandle, mut f: impl FnMut(Ipv4Addr, LoanedDatagram)) {
+        for (&ip, w) in self.by_ip.iter_mut() {
+            let (mine, others): (Vec<_>, Vec<_>) = w.datagrams.drain(..).partition(|d| d.socket == h);
+            w.datagrams = others;
+            for d in mine {
+                f(ip, d);
+            }
+        }
+    }
+
     /// Everything that waited for `ip` (resolved or failed).
     pub fn take(&mut self, ip: Ipv4Addr) -> Option<Waiting> {
         self.by_ip.remove(&ip)

@@ -103,6 +103,36 @@ impl<N: Nic> Interface<N> {
         }
     }
 
+    /// Takes back every loaned payload of `h` that waits for ARP: each datagram becomes an
+    /// ordinary frame with its payload copied (its checksums already cover those bytes), keeps
+    /// its place in the hold, and the loan comes back through
+    /// [`udp_take_returned`](Self::udp_take_returned) at once. A datagram whose frame has no
+    /// room for the copy is dropped (counted; UDP may lose it). Loans the NIC reads already come
+    /// back on their completion. Returns the bytes copied (also in `tx_loans_copied_bytes`).
+    pub fn udp_unloan(&mut self, h: SocketHandle) -> Result<usize, SocketError> {
+        self.udp_socket(h)?;
+        let mut held = Vec::new();
+        self.pending.take_datagrams_of(h, |ip, d| held.push((ip, d)));
+        let mut copied = 0;
+        for (ip, LoanedDatagram { socket, mut headers, payload }) in held {
+            let bytes = payload.bytes();
+            let whole = match headers.append(bytes.len()) {
+                Some(room) => {
+                    room.copy_from_slice(bytes);
+                    copied += bytes.len();
+                    self.pending.add_frame(ip, headers).is_ok()
+                }
+                None => false,
+            };
+            if !whole {
+                self.counters.drop(DropReason::TxFull);
+            }
+            self.return_datagram_loan(socket, payload);
+        }
+        self.counters.tx_loans_copied_bytes += copied as u64;
+        Ok(copied)
+    }
+
     /// A datagram whose next hop could not be resolved is dropped: its loan goes back.
     pub(super) fn drop_loaned_datagram(&mut self, datagram: LoanedDatagram) {
         self.counters.drop(DropReason::Unresolved);

@@ -531,8 +531,9 @@ impl Workload<'_> {
                 Phase::Draining => "waiting for the end of stream",
             };
             if c.progress.elapsed() > STALL {
+                let port = self.api.local_addr(c.fd).map(|a| a.port()).unwrap_or(0);
                 return Err(format!(
-                    "{}: connection {} stalled {waiting} for {:?} (sent {} of {}, got {})",
+                    "{}: connection {} (port {port}) stalled {waiting} for {:?} (sent {} of {}, got {}); left open for the release check to describe",
                     self.tag, c.fd, STALL, c.sent, c.size, c.got
                 ));
             }
@@ -540,9 +541,14 @@ impl Workload<'_> {
         Ok(())
     }
 
+    /// Closes every connection but a stalled one: that stays open, so the release check fails
+    /// and both stacks describe it (`Interface::tcp_describe`).
     fn close_all(&mut self) {
         for slot in 0..self.slots.len() {
             if let Some(c) = self.slots[slot].as_mut() {
+                if c.phase != Phase::Idle && c.progress.elapsed() > STALL {
+                    continue;
+                }
                 if c.phase == Phase::Transfer {
                     // Its bytes were checked as far as they came.
                     c.phase = Phase::Draining;
