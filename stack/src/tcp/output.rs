@@ -137,11 +137,12 @@ impl Connection {
             self.stats.window_probes += 1;
             sent += 1;
         }
-        if self.ack_pending && self.state != State::SynSent && self.send_ack_at(sink, self.snd_nxt).is_ok() {
+        let ack_seq = self.acceptable_seq();
+        if self.ack_pending && self.state != State::SynSent && self.send_ack_at(sink, ack_seq).is_ok() {
             self.stats.pure_acks += 1;
             sent += 1;
             // One ACK went out for the burst; out-of-order segments each earn a duplicate.
-            while self.dup_acks_owed > 1 && self.send_ack_at(sink, self.snd_nxt).is_ok() {
+            while self.dup_acks_owed > 1 && self.send_ack_at(sink, ack_seq).is_ok() {
                 self.dup_acks_owed -= 1;
                 self.stats.pure_acks += 1;
                 sent += 1;
@@ -167,6 +168,19 @@ impl Connection {
                 let fin_unsent = self.fin_queued && self.snd_nxt <= self.data_end();
                 (unsent > 0 && self.usable_window() > 0) || fin_unsent || self.rexmit_due
             }
+        }
+    }
+
+    /// The sequence number of a pure ACK: `SND.NXT`, or the right edge of the peer's window
+    /// when we sent past it (its window shut or shrank after our segments left, which it then
+    /// dropped): a receiver with a shut window takes only a segment at its `RCV.NXT`, and an
+    /// ACK it refused would leave both ends waiting (Linux's `tcp_acceptable_seq`).
+    fn acceptable_seq(&self) -> super::SeqNumber {
+        let edge = self.snd_una + self.snd_wnd;
+        if self.snd_nxt > edge {
+            edge
+        } else {
+            self.snd_nxt
         }
     }
 
@@ -227,11 +241,20 @@ impl Connection {
             let unsent = queued.saturating_sub(offset);
             let wanted = self.send_mss.min(unsent);
             let window = self.usable_window();
+            // After a timeout the head goes again whatever the window says, as a probe (RFC 9293
+            // 3.8.6.1; Linux does the same): data in flight keeps the persist timer off, so when
+            // a window update was lost, this is the only segment that can draw a fresh one.
+            let probe_head = offset == 0 && self.snd_max > self.snd_una && window < wanted;
             // Sender-side silly window avoidance (RFC 9293 3.8.6.2.1): when the window alone
             // would make the segment short, wait for it to open further. (A segment cut short
             // by a SACKed range or a loan's edge goes: nothing else will send those bytes.)
-            let mut len =
-                if window < wanted && window * 2 < self.max_snd_wnd { 0 } else { wanted.min(window) };
+            let mut len = if probe_head {
+                wanted
+            } else if window < wanted && window * 2 < self.max_snd_wnd {
+                0
+            } else {
+                wanted.min(window)
+            };
             len = len.min(sack_limit);
             if let Some(limit) = self.tx.segment_limit(offset) {
                 // A by-reference loan's edge: each segment's payload is one slice of one buffer.
@@ -256,6 +279,16 @@ impl Connection {
             sent += 1;
             self.stats.segs_out += 1;
             self.ack_pending = false;
+            if probe_head {
+                // SND.NXT stays: a receiver whose window really is shut drops the probe, and
+                // the bytes go again from the head once the window opens.
+                self.probes_unanswered += 1;
+                self.stats.retransmits += 1;
+                if self.rto_deadline.is_none() {
+                    self.rto_deadline = Some(now + self.rtt.rto());
+                }
+                break;
+            }
             let end = self.snd_nxt + len + usize::from(fin);
             if end > self.snd_max {
                 if self.rtt_probe.is_none() && self.snd_nxt >= self.snd_max {

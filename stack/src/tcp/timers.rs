@@ -60,7 +60,15 @@ impl Connection {
             return;
         }
         self.stats.timeouts += 1;
-        self.retries += 1;
+        // A peer that answered the head sent into its zero window (see `send_data`) is alive
+        // and only slow to read: like answered zero-window probes, that never times out.
+        let answered_probe = self.state.is_synchronized()
+            && self.snd_wnd == 0
+            && self.probes_unanswered == 0
+            && self.retries > 0;
+        if !answered_probe {
+            self.retries += 1;
+        }
         let limit = match self.state {
             State::SynSent | State::SynReceived => self.cfg.max_syn_retries,
             _ => self.cfg.max_retries,

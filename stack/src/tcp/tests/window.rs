@@ -101,3 +101,75 @@ fn sender_avoids_silly_windows_and_probes_instead() {
     feed(&mut c, t, seg(TcpFlags::empty(), IRS + 1, Some(ISS + 1001), 1000, b""));
     assert_eq!(out(&mut c, t).iter().map(|s| s.1.len()).sum::<usize>(), 500);
 }
+
+#[test]
+fn a_timeout_into_a_zero_window_sends_the_head_as_a_probe() {
+    // Found by the soak: the segments in flight were lost, the receiver's window closed
+    // meanwhile, and the update that reopened it was lost too. With data in flight the persist
+    // timer stays off, and the timeout's go-back-N found no window to send into: nothing ever
+    // went out again.
+    let mut c = established(cfg(), 1000);
+    c.send(&[4u8; 300]).expect("send");
+    assert_eq!(out(&mut c, ms(20)).len(), 3);
+    // All three are lost; the receiver's window closes.
+    feed(&mut c, ms(21), seg(TcpFlags::empty(), IRS + 1, Some(ISS + 1), 0, b""));
+    let t = c.poll_at().expect("retransmission timer");
+    c.on_timer(t);
+    let sent = out(&mut c, t);
+    let data: Vec<_> = sent.iter().filter(|(_, p)| !p.is_empty()).collect();
+    assert_eq!(data.len(), 1, "only the head goes into a zero window");
+    assert_eq!((data[0].0.seq_number, data[0].1.len()), (SeqNumber(ISS + 1), 100));
+    // A receiver that answers, still full, is alive: its connection never times out.
+    let mut now = t;
+    for _ in 0..24 {
+        feed(&mut c, now, seg(TcpFlags::empty(), IRS + 1, Some(ISS + 1), 0, b""));
+        now = c.poll_at().expect("a timer while data waits");
+        c.on_timer(now);
+        let _ = out(&mut c, now);
+    }
+    assert!(c.error().is_none(), "answered probes never time out: {:?}", c.error());
+    // Its window opens: everything goes.
+    feed(&mut c, now, seg(TcpFlags::empty(), IRS + 1, Some(ISS + 1), 1000, b""));
+    let segs = out(&mut c, now);
+    assert_eq!(segs.iter().map(|s| s.1.len()).sum::<usize>(), 300);
+    // And a receiver that stops answering is given up as usual.
+    let mut d = established(cfg(), 1000);
+    d.send(&[4u8; 300]).expect("send");
+    let _ = out(&mut d, ms(20));
+    feed(&mut d, ms(21), seg(TcpFlags::empty(), IRS + 1, Some(ISS + 1), 0, b""));
+    while d.error().is_none() {
+        let t = d.poll_at().expect("a timer until it gives up");
+        d.on_timer(t);
+        let _ = out(&mut d, t);
+    }
+    assert_eq!(d.error(), Some(crate::tcp::ConnError::TimedOut));
+}
+
+#[test]
+fn two_shut_windows_still_exchange_acks() {
+    // Found by the soak: an echo whose both ends had shut windows. Each end's segments carried
+    // data into the other's zero window and were refused whole, ACK included; the pure ACKs
+    // carried SND.NXT, past the other's window (their data had been dropped), and were refused
+    // too. Neither end ever learned what the other had received.
+    let mut c = established(cfg(), 1000);
+    for i in 0..10u32 {
+        feed(&mut c, ms(20), seg(TcpFlags::empty(), IRS + 1 + i * 100, Some(ISS + 1), 1000, &[1u8; 100]));
+    }
+    c.send(&[2u8; 300]).expect("send");
+    let segs = out(&mut c, ms(20));
+    assert_eq!(segs.iter().map(|s| s.1.len()).sum::<usize>(), 300);
+    assert!(segs.iter().all(|s| s.0.window_len == 0), "our buffer is full");
+    // The peer dropped our 300 bytes and shut its window; its data segment at our RCV.NXT
+    // acknowledges nothing of ours, and finds our window shut.
+    feed(&mut c, ms(21), seg(TcpFlags::empty(), IRS + 1001, Some(ISS + 1), 0, &[3u8; 100]));
+    assert_eq!(c.recv_queued(), 1000, "no room: its data is dropped");
+    // Our ACK must be acceptable to a receiver whose window is shut at ISS + 1: not SND.NXT.
+    let segs = out(&mut c, ms(21));
+    let ack = segs.iter().find(|s| s.1.is_empty()).expect("an ACK");
+    assert_eq!(ack.0.seq_number, SeqNumber(ISS + 1));
+    assert_eq!(ack.0.ack_number, Some(SeqNumber(IRS + 1001)));
+    // The peer read some and acknowledges our first 100 bytes, on a data segment into our
+    // still shut window: its ACK counts although its data cannot.
+    feed(&mut c, ms(22), seg(TcpFlags::empty(), IRS + 1001, Some(ISS + 101), 0, &[3u8; 100]));
+    assert_eq!(c.send_queued(), 200, "the ACK on a data segment at RCV.NXT was taken");
+}
