@@ -136,6 +136,9 @@ pub struct Counters {
     /// Loaned payload bytes the stack copied to hand the loans back early (`tcp_unloan`,
     /// `udp_unloan`).
     pub tx_loans_copied_bytes: u64,
+    /// Window updates sent because the receive budget recovered (`rx_pressure.rs`), not
+    /// because the socket's own application read.
+    pub rx_memory_window_updates: u64,
     /// Frames sent as headers plus an external (by-reference) payload.
     pub tx_external_frames: u64,
     /// Payload bytes of those frames, sent without a copy by the stack.

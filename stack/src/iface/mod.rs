@@ -14,6 +14,7 @@ mod counters;
 mod martian;
 mod neighbor;
 mod rx;
+mod rx_pressure;
 pub mod socket_set;
 mod tcp_ops;
 pub mod template;
@@ -94,6 +95,8 @@ pub struct Interface<N: Nic> {
     retransmits_freed: u64,
     /// The receive storage of every socket is charged to it (`rx_memory.rs`).
     rx_budget: RxBudget,
+    /// The least room the budget had since it last ran low, while it is low (`rx_pressure.rs`).
+    rx_room_low: Option<usize>,
     /// Sockets with news for the application (see [`Interface::take_activity`]).
     activity: Vec<SocketHandle>,
     track_activity: bool,
@@ -139,6 +142,7 @@ impl<N: Nic> Interface<N> {
             activity: Vec::new(),
             track_activity: false,
             rx_budget: RxBudget::new(cfg.rx_memory),
+            rx_room_low: None,
             cfg,
         }
     }
@@ -218,6 +222,7 @@ impl<N: Nic> Interface<N> {
         self.expired = expired;
 
         self.retry_neighbors(now);
+        self.reopen_windows_after_pressure();
 
         let mut list = std::mem::take(&mut self.dispatch_list);
         let dispatched = !list.is_empty();

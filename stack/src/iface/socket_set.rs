@@ -182,7 +182,17 @@ impl SocketSet {
         Some(socket)
     }
 
-    /// Every live TCP connection socket.
+    /// Handles of every TCP connection (a walk for rare events; allocates).
+    pub fn tcp_handles(&self) -> Vec<SocketHandle> {
+        self.slots
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| matches!(s.socket, Some(Socket::Tcp(_))))
+            .map(|(i, s)| SocketHandle { index: i as u32, generation: s.generation })
+            .collect()
+    }
+
+    /// Every TCP connection.
     pub fn tcp_sockets(&self) -> impl Iterator<Item = &TcpSocket> {
         self.slots.iter().filter_map(|s| match &s.socket {
             Some(Socket::Tcp(t)) => Some(&**t),

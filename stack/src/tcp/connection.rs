@@ -107,6 +107,9 @@ pub struct Connection {
     pub(super) fin_received: bool,
     /// The application closed the socket entirely: it will never read again.
     pub(super) orphaned: bool,
+    /// The receive budget refused data inside the window we promised: the next advertisement
+    /// may move the right edge left, to what the budget allows (`advertise_window`).
+    pub(super) rx_squeezed: bool,
 
     // Timers.
     pub(super) rtt: RttEstimator,
@@ -239,6 +242,7 @@ impl Connection {
             sack_ok: false,
             fin_received: false,
             orphaned: false,
+            rx_squeezed: false,
             rtt,
             rto_deadline: None,
             retries: 0,
@@ -516,6 +520,14 @@ impl Connection {
         self.rx.held()
     }
 
+    /// The receive budget recovered (`iface/rx_pressure.rs`): true when the window grew enough
+    /// since it was last advertised that an update is now due.
+    pub fn window_reopened(&mut self) -> bool {
+        let was = self.ack_pending;
+        self.window_opened();
+        self.ack_pending && !was
+    }
+
     /// After the application consumed data: if the window grew enough to matter, send an update
     /// (receiver-side silly window avoidance, RFC 9293 3.8.6.2.2).
     fn window_opened(&mut self) {
@@ -634,9 +646,10 @@ impl Connection {
     }
 
     /// The window we would advertise now, in bytes (unscaled): free receive-buffer space, but
-    /// never less than what we already promised.
+    /// never less than what we already promised, unless the receive budget refused data inside
+    /// that promise (`rx_squeezed`).
     pub(super) fn receive_window(&self) -> usize {
-        let promised = self.rcv_adv.since(self.rcv_nxt);
+        let promised = if self.rx_squeezed { 0 } else { self.rcv_adv.since(self.rcv_nxt) };
         let max = usize::from(u16::MAX) << self.rcv_wscale;
         self.rx.free().max(promised).min(max)
     }

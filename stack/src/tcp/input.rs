@@ -254,8 +254,12 @@ impl Connection {
             }
             return;
         }
+        // A zero window is no duplicate (RFC 5681 section 2: a duplicate keeps the window): a
+        // receiver out of room answers each segment it cannot take, and resending into its
+        // shut window would only draw the next answer, at the speed of the round trip.
         let duplicate = ack == self.snd_una
             && payload_len == 0
+            && seg.window_len != 0
             && !seg.flags.intersects(TcpFlags::SYN | TcpFlags::FIN)
             && self.snd_una != self.snd_max;
         if !duplicate {
@@ -375,7 +379,9 @@ impl Connection {
                     fin = false;
                 }
                 if !self.deliver(payload) {
-                    // No receive memory: the peer sends it again once windows reopen.
+                    // No receive memory: the peer sends it again once windows reopen; until
+                    // then our window shuts to what the budget allows.
+                    self.rx_squeezed = true;
                     return;
                 }
                 if !self.ooo.is_empty() {
@@ -469,8 +475,13 @@ impl Connection {
         match self.ooo.insert(seq, payload) {
             Insert::Stored => self.stats.reordered += 1,
             Insert::Duplicate => {}
-            Insert::TooManyRanges | Insert::NoMemory => {
+            Insert::TooManyRanges => {
                 self.stats.reorder_drops += 1;
+                return;
+            }
+            Insert::NoMemory => {
+                self.stats.reorder_drops += 1;
+                self.rx_squeezed = true;
                 return;
             }
         }

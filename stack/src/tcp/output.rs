@@ -110,7 +110,8 @@ impl Connection {
             }
             State::TimeWait => {}
             _ => {
-                if self.rexmit_due {
+                // Into a shut window only the timeout's probe goes (see `send_data`).
+                if self.rexmit_due && self.snd_wnd > 0 {
                     sent += if self.sacked.is_empty() {
                         self.retransmit_head(now, sink)
                     } else {
@@ -241,20 +242,11 @@ impl Connection {
             let unsent = queued.saturating_sub(offset);
             let wanted = self.send_mss.min(unsent);
             let window = self.usable_window();
-            // After a timeout the head goes again whatever the window says, as a probe (RFC 9293
-            // 3.8.6.1; Linux does the same): data in flight keeps the persist timer off, so when
-            // a window update was lost, this is the only segment that can draw a fresh one.
-            let probe_head = offset == 0 && self.snd_max > self.snd_una && window < wanted;
             // Sender-side silly window avoidance (RFC 9293 3.8.6.2.1): when the window alone
             // would make the segment short, wait for it to open further. (A segment cut short
             // by a SACKed range or a loan's edge goes: nothing else will send those bytes.)
-            let mut len = if probe_head {
-                wanted
-            } else if window < wanted && window * 2 < self.max_snd_wnd {
-                0
-            } else {
-                wanted.min(window)
-            };
+            let mut len =
+                if window < wanted && window * 2 < self.max_snd_wnd { 0 } else { wanted.min(window) };
             len = len.min(sack_limit);
             if let Some(limit) = self.tx.segment_limit(offset) {
                 // A by-reference loan's edge: each segment's payload is one slice of one buffer.
@@ -279,16 +271,6 @@ impl Connection {
             sent += 1;
             self.stats.segs_out += 1;
             self.ack_pending = false;
-            if probe_head {
-                // SND.NXT stays: a receiver whose window really is shut drops the probe, and
-                // the bytes go again from the head once the window opens.
-                self.probes_unanswered += 1;
-                self.stats.retransmits += 1;
-                if self.rto_deadline.is_none() {
-                    self.rto_deadline = Some(now + self.rtt.rto());
-                }
-                break;
-            }
             let end = self.snd_nxt + len + usize::from(fin);
             if end > self.snd_max {
                 if self.rtt_probe.is_none() && self.snd_nxt >= self.snd_max {
@@ -450,11 +432,18 @@ impl Connection {
         Ok(())
     }
 
-    /// The window field for the next segment; moves the advertised right edge (never left).
+    /// The window field for the next segment; moves the advertised right edge, never left but
+    /// when the receive budget refused data inside it: a peer kept sending into a window whose
+    /// storage is gone would time out, while a shut window makes it probe, which it never gives
+    /// up while we answer (RFC 9293 3.8.6.2.2 lets a receiver shrink; Linux's peers cope).
     fn advertise_window(&mut self) -> u16 {
         let field = (self.receive_window() >> self.rcv_wscale).min(usize::from(u16::MAX));
         let edge = self.rcv_nxt + (field << self.rcv_wscale);
-        self.rcv_adv = self.rcv_adv.max(edge);
+        if std::mem::take(&mut self.rx_squeezed) {
+            self.rcv_adv = edge;
+        } else {
+            self.rcv_adv = self.rcv_adv.max(edge);
+        }
         field as u16
     }
 }

@@ -39,7 +39,7 @@ impl Connection {
         }
         if self.recovery_deadline.is_some_and(|t| now >= t) {
             self.recovery_deadline = None;
-            if self.recover.is_some() && self.snd_una != self.snd_max {
+            if self.recover.is_some() && self.snd_una != self.snd_max && self.snd_wnd > 0 {
                 // The head's retransmission drew no ACK within a round trip: lost as well.
                 self.recovery_backoff += 1;
                 self.rexmit_due = true;
@@ -60,8 +60,8 @@ impl Connection {
             return;
         }
         self.stats.timeouts += 1;
-        // A peer that answered the head sent into its zero window (see `send_data`) is alive
-        // and only slow to read: like answered zero-window probes, that never times out.
+        // A peer that answered the probe this timeout sent into its zero window (below) is
+        // alive and only slow to read: like answered zero-window probes, that never times out.
         let answered_probe = self.state.is_synchronized()
             && self.snd_wnd == 0
             && self.probes_unanswered == 0
@@ -81,6 +81,13 @@ impl Connection {
             return;
         }
         self.rtt.backoff();
+        if self.state.is_synchronized() && self.snd_wnd < self.send_mss.min(self.tx.len()).max(1) {
+            // The window shut (or shrank below a segment) with data in flight: the persist
+            // timer is off while data is in flight, so this timeout probes instead (`SND.UNA-1`,
+            // no data). The answer carries the window; it may have reopened in an update that
+            // was lost. Go-back-N follows once the window allows.
+            self.probe_due = true;
+        }
         // Karn: the segment being timed will be retransmitted, so its sample is ambiguous.
         self.rtt_probe = None;
         // Go-back-N from the first unacknowledged byte (the SYN, before the handshake ends).
