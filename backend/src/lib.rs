@@ -98,17 +98,15 @@ fn serve_spec(
         }
         #[cfg(feature = "dpdk")]
         TenantNic::Dpdk { port } => {
-            let mut tenant = tenant;
-            if tenant.sandbox == Sandbox::Seccomp {
-                // What a DPDK worker calls (vfio DMA mapping of guest memory, the PMDs) has not
-                // been traced yet: its control threads are filtered, the worker is not.
-                tenant.sandbox = Sandbox::ControlOnly;
-                log::warn!("{}: DPDK tenant: {}", spec.name, tenant.sandbox.describe());
+            // The worker gets the DPDK worker's allow-list (docs/operating.md, "Sandboxing").
+            let tenant = TenantConfig { sandbox: sandbox.for_dpdk(), ..tenant };
+            if tenant.sandbox != sandbox {
+                log::info!("{}: DPDK tenant: {}", spec.name, tenant.sandbox.describe());
             }
-            let eal_args =
-                eal_args.ok_or_else(|| ServerError::Nic("a DPDK tenant needs --dpdk".into()))?.to_vec();
+            let eal_args = eal_args.ok_or_else(|| ServerError::Nic("a DPDK tenant needs --dpdk".into()))?;
+            let eal_args = sandboxed_eal_args(eal_args, sandbox);
             let port = *port;
-            serve_tenant(&tenant, move || dpdk_nic(&eal_args, port, host_ip), stop, None)
+            serve_tenant(&tenant, move || dpdk_nic(&eal_args, port, host_ip, sandbox), stop, None)
         }
         #[cfg(not(feature = "dpdk"))]
         TenantNic::Dpdk { .. } => {
@@ -118,6 +116,47 @@ fn serve_spec(
     }
 }
 
+/// The EAL arguments for `sandbox`: the operator's, plus `--no-shconf` when the sandbox is on and
+/// neither it nor `--in-memory` (which implies it) is there. With shared configuration files,
+/// DPDK's registration of guest memory (`rte_extmem_register`, made by the filtered worker when
+/// the VMM sets its memory table) creates, locks and later unlinks a file under
+/// `/var/run/dpdk/` for the region's page table, which no filtered thread may do; without them
+/// it maps anonymous memory. The price: no DPDK secondary process (`dpdk-proc-info`,
+/// `dpdk-pdump`) can attach; `--no-seccomp` keeps the arguments as given
+/// (docs/operating.md, "Sandboxing").
+pub fn sandboxed_eal_args(eal_args: &[String], sandbox: Sandbox) -> Vec<String> {
+    let mut args = eal_args.to_vec();
+    let private = args.iter().any(|a| a == "--no-shconf" || a == "--in-memory");
+    if sandbox != Sandbox::Off && !private {
+        args.push("--no-shconf".to_owned());
+    }
+    args
+}
+
+/// DPDK writes its log to stdout and, by default, to syslog(3) too, which from a filtered
+/// worker (a PMD's error message) would create a socket or `sendto` the syslog daemon: with
+/// the sandbox on, its log goes to stderr only, as the backend's own (written with `write`).
+#[cfg(feature = "dpdk")]
+fn dpdk_log_to_stderr() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    extern "C" {
+        /// DPDK's `rte_openlog_stream` (librte_eal, linked through the `slimtcp` crate).
+        fn rte_openlog_stream(f: *mut libc::FILE) -> libc::c_int;
+    }
+    ONCE.call_once(|| {
+        // SAFETY: fdopen on the process's stderr descriptor with a constant mode; the stream
+        // stays open for the life of the process (DPDK keeps it).
+        let f = unsafe { libc::fdopen(libc::STDERR_FILENO, c"w".as_ptr()) };
+        if f.is_null() {
+            log::warn!("DPDK's log stays on stdout and syslog: fdopen(stderr) failed");
+            return;
+        }
+        // SAFETY: the EAL is running (called after Eal::init); `f` is a valid, never-closed
+        // stream. DPDK flushes it after each message.
+        unsafe { rte_openlog_stream(f) };
+    });
+}
+
 /// DPDK port `port` of the process's EAL (started on first use), promiscuous; with `host_ip`,
 /// the kernel side of the port's `net_tap` vdev gets that address.
 #[cfg(feature = "dpdk")]
@@ -125,9 +164,13 @@ fn dpdk_nic(
     eal_args: &[String],
     port: u16,
     host_ip: Option<config::Cidr>,
+    sandbox: Sandbox,
 ) -> Result<slimtcp::nic::dpdk::DpdkNic, String> {
     use slimtcp::nic::dpdk::{DpdkNic, Eal, PortConfig};
     let eal = Eal::init(eal_args).map_err(|e| error_chain(&e))?;
+    if sandbox != Sandbox::Off {
+        dpdk_log_to_stderr();
+    }
     let mut cfg = PortConfig::new(port.to_string());
     cfg.promiscuous = true;
     let nic =
@@ -169,7 +212,25 @@ pub fn error_chain(e: &dyn std::error::Error) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::tap_vdev_iface;
+    use super::{sandboxed_eal_args, tap_vdev_iface, Sandbox};
+
+    fn strings(a: &[&str]) -> Vec<String> {
+        a.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn a_sandboxed_eal_keeps_no_shared_configuration_files() {
+        let given = strings(&["-l", "1", "-a", "0000:3b:02.0"]);
+        let mut private = given.clone();
+        private.push("--no-shconf".into());
+        assert_eq!(sandboxed_eal_args(&given, Sandbox::Seccomp), private);
+        assert_eq!(sandboxed_eal_args(&given, Sandbox::SeccompDpdk), private);
+        assert_eq!(sandboxed_eal_args(&given, Sandbox::Off), given, "--no-seccomp: as given");
+        for already in [&["--no-shconf", "-l", "1"][..], &["--in-memory", "-l", "1"][..]] {
+            let a = strings(already);
+            assert_eq!(sandboxed_eal_args(&a, Sandbox::Seccomp), a, "nothing added to {a:?}");
+        }
+    }
 
     #[test]
     fn finds_the_iface_of_a_net_tap_vdev_by_port_name() {

@@ -2,9 +2,10 @@
 //! new daemon and device (a daemon takes one connection only); the tenant's interface (and NIC)
 //! outlives connections unless a worker panic lost it, in which case it is built anew.
 
+use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use slimtcp::iface::{Interface, InterfaceConfig};
@@ -308,6 +309,9 @@ where
     let engine = Engine::new(the_iface, Clock::real(), engine_cfg);
     let conn_stop = StopHandle::default();
     let worker_ended = StopHandle::default();
+    // A worker that panics hands its engine back here before the panic goes on, so that the
+    // NIC is closed by this (unfiltered) thread, not by the worker's unwinding under its filter.
+    let handed_back: Arc<Mutex<Option<Engine<N>>>> = Arc::new(Mutex::new(None));
     let worker = {
         let device = device.clone();
         let conn_stop = conn_stop.clone();
@@ -315,15 +319,26 @@ where
         let ended = EndGuard(worker_ended.clone());
         let sandbox = cfg.sandbox;
         let gauges = Arc::clone(gauges);
+        let handed_back = Arc::clone(&handed_back);
         spawn_worker(&format!("{}-worker", cfg.name), cfg.core, move || {
             let _ended = ended;
+            let mut engine = engine;
             // Pinned, and the NIC open: the rest is the data path.
-            if let Err(e) = sandbox.confine(ThreadKind::Worker) {
+            if let Err(e) = sandbox.confine(sandbox.worker_kind()) {
                 log::error!("{}; closing the connection", crate::error_chain(&e));
                 let report = engine.report();
-                return (Some(engine.into_interface()), report);
+                return (engine.into_interface(), false, report);
             }
-            run_worker(engine, &device, &conn_stop, &tenant_stop, &gauges)
+            let run = catch_unwind(AssertUnwindSafe(|| {
+                run_worker(&mut engine, &device, &conn_stop, &tenant_stop, &gauges)
+            }));
+            match run {
+                Ok((failed, report)) => (engine.into_interface(), failed, report),
+                Err(panic) => {
+                    *handed_back.lock().unwrap_or_else(PoisonError::into_inner) = Some(engine);
+                    resume_unwind(panic)
+                }
+            }
         })
     };
     let worker = match worker {
@@ -384,14 +399,20 @@ where
         let _ = w.join();
     }
     match worker.join() {
-        Ok(WorkerExit::Done((i, report))) => {
+        Ok(WorkerExit::Done((i, failed, report))) => {
             on_session(&report);
-            match i {
-                Some(i) => *iface = Some(i),
-                None => log::warn!("{}: interface failed; reopening the NIC", cfg.name),
+            if failed {
+                // Closed here rather than on the worker: closing a NIC (a DPDK port's stop and
+                // close) makes calls the worker's filter refuses.
+                drop(i);
+                log::warn!("{}: interface failed; reopening the NIC", cfg.name);
+            } else {
+                *iface = Some(i);
             }
         }
         Ok(WorkerExit::Panicked(_)) | Err(_) => {
+            // Its engine, if it handed it back, and with it the NIC, is closed here.
+            drop(handed_back.lock().unwrap_or_else(PoisonError::into_inner).take());
             log::warn!("{}: worker lost; reopening the NIC", cfg.name)
         }
     }
@@ -445,15 +466,16 @@ impl Drop for EndGuard {
 }
 
 /// The worker loop: waits for rings and memory, then busy-polls the engine until the
-/// connection ends. Returns the interface for the next connection (`None` if it failed) and the
-/// session's report.
+/// connection ends. Returns whether the interface failed (then the serving thread closes it
+/// and opens the NIC anew; the worker does not, its filter refuses what closing a NIC calls)
+/// and the session's report.
 fn run_worker<N: Nic>(
-    mut engine: Engine<N>,
+    engine: &mut Engine<N>,
     device: &NetDevice,
     conn_stop: &StopHandle,
     tenant_stop: &StopHandle,
     gauges: &TenantGauges,
-) -> (Option<Interface<N>>, SessionReport) {
+) -> (bool, SessionReport) {
     let mut idle = 0u32;
     let mut since_publish = 0u32;
     let mut failed = false;
@@ -512,8 +534,7 @@ fn run_worker<N: Nic>(
     gauges.publish(&engine.gauges());
     let report = engine.report();
     log::info!("session counters: {report}");
-    let iface = engine.into_interface();
-    ((!failed).then_some(iface), report)
+    (failed, report)
 }
 
 /// Removes a stale socket file (the listener replaces it anyway; kept for callers' cleanups).

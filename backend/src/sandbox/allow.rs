@@ -61,6 +61,12 @@ fn common() -> Vec<Allowed> {
         any(libc::SYS_rt_sigprocmask),
         any(libc::SYS_sigaltstack),
         any(libc::SYS_exit),
+        // The kernel's own restart of a sleep (`clock_nanosleep`) interrupted by a stop that
+        // runs no handler in this thread: SIGSTOP/SIGCONT, a debugger or strace attaching.
+        // Refused, the sleep fails with EPERM and Rust's `thread::sleep` panics (seen: a DPDK
+        // tenant's watchdog under strace). It resumes only the call already allowed;
+        // cloud-hypervisor and firecracker allow it too.
+        any(libc::SYS_restart_syscall),
     ]
 }
 
@@ -86,6 +92,36 @@ pub fn worker() -> Result<Vec<Allowed>, SandboxError> {
     v.extend([any(libc::SYS_writev), any(libc::SYS_sched_yield)]);
     v.push(prctl_names(false)?);
     v.push(sigbus_default()?);
+    Ok(v)
+}
+
+/// `ioctl` request numbers of vfio's type-1 IOMMU (`<linux/vfio.h>`: `_IO(';', 100 + 13)` and
+/// `_IO(';', 100 + 14)`).
+pub const VFIO_IOMMU_MAP_DMA: u64 = 0x3b71;
+/// See [`VFIO_IOMMU_MAP_DMA`].
+pub const VFIO_IOMMU_UNMAP_DMA: u64 = 0x3b72;
+
+/// A DPDK tenant's worker: the worker's list, plus what DPDK calls on the worker's thread after
+/// set-up (derived with `strace -f` on `e2e_guest_dpdk_tap` and from DPDK 22.11's sources;
+/// docs/operating.md, "Sandboxing"):
+///
+/// - `readv`: `net_tap` receives a frame with `readv` on its queue descriptor (`writev`, its
+///   transmit, is already the TAP worker's); `net_memif` signals with `write` on an eventfd,
+///   `net_ring`, `net_null` and `net_bnxt` (registers in mapped BARs) make no call;
+/// - `ioctl(VFIO_IOMMU_MAP_DMA | VFIO_IOMMU_UNMAP_DMA)`: `rte_dev_dma_map` / `_unmap` of guest
+///   memory on a PCI port bound to vfio-pci (`net_bnxt` in production), when the VMM sets or
+///   replaces the memory table; any other request is refused (not seen in the tests: vdevs have
+///   no DMA mapping; taken from `pci_dma_map` -> `vfio_type1_dma_mem_map` in DPDK 22.11).
+///
+/// `rte_extmem_register` / `_unregister` map and unmap DPDK's page table of the region (`mmap`,
+/// `madvise`, `munmap`, already allowed) as long as DPDK keeps no shared configuration files
+/// (`--no-shconf`, which `slimtcp-vhost` adds when the sandbox is on): with them it would
+/// `openat`, `flock`, `ftruncate` and `unlink` a file under /var/run/dpdk, which no filtered
+/// thread may.
+pub fn dpdk_worker() -> Result<Vec<Allowed>, SandboxError> {
+    let mut v = worker()?;
+    v.push(any(libc::SYS_readv));
+    v.push(one_of(libc::SYS_ioctl, 1, &[VFIO_IOMMU_MAP_DMA, VFIO_IOMMU_UNMAP_DMA])?);
     Ok(v)
 }
 

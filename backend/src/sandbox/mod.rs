@@ -6,15 +6,18 @@
 //! use anything:
 //!
 //! - a tenant's **worker** gets the [`ThreadKind::Worker`] filter as its first step, after it
-//!   was pinned to its core and was handed its open NIC;
+//!   was pinned to its core and was handed its open NIC; a DPDK tenant's worker gets
+//!   [`ThreadKind::DpdkWorker`], the same list plus what DPDK's PMDs and its external-memory
+//!   registration call ([`Sandbox::SeccompDpdk`], [`Sandbox::worker_kind`]);
 //! - the **control** threads of a connection (the vhost-user daemon's request thread and its
 //!   epoll threads, the two relay threads) are spawned from a short-lived launcher thread that
 //!   installs the [`ThreadKind::Control`] filter first ([`Sandbox::run_confined`]); they inherit
 //!   it (a filter is kept across `clone`). The watchdog installs it itself.
 //!
-//! Not filtered: the thread that serves a tenant's socket (it accepts connections and opens
-//! or reopens the NIC, which needs `open`, `ioctl`, sockets and, on DPDK, much more; it reads
-//! nothing a VMM sends), DPDK's own threads, and the process's main thread.
+//! Not filtered: the thread that serves a tenant's socket (it accepts connections and opens,
+//! reopens and closes the NIC, which needs `open`, `ioctl`, sockets and, on DPDK, much more; it
+//! reads nothing a VMM sends), DPDK's own threads, and the process's main thread. A worker whose
+//! NIC failed or that panicked hands the NIC back to that thread to be closed.
 //!
 //! A forbidden call is trapped (`SECCOMP_RET_TRAP`): [`trap`] logs it and makes it fail with
 //! `EPERM`. The allow-lists are in [`allow`]. `--no-seccomp` ([`Sandbox::Off`]) turns it off.
@@ -71,8 +74,11 @@ pub enum SandboxError {
 /// The kinds of filtered threads, each with its allow-list.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ThreadKind {
-    /// A tenant's worker (the data path).
+    /// A tenant's worker (the data path) on a TAP or in-memory NIC.
     Worker,
+    /// A DPDK tenant's worker: [`ThreadKind::Worker`]'s list and what DPDK needs
+    /// ([`allow::dpdk_worker`]).
+    DpdkWorker,
     /// The vhost-user control plane: daemon, relay, watchdog.
     Control,
 }
@@ -81,6 +87,7 @@ impl std::fmt::Display for ThreadKind {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self {
             ThreadKind::Worker => "worker",
+            ThreadKind::DpdkWorker => "DPDK worker",
             ThreadKind::Control => "control",
         })
     }
@@ -92,8 +99,12 @@ pub enum Sandbox {
     /// Seccomp filters on the worker and control threads (the default).
     #[default]
     Seccomp,
-    /// The control threads only: a DPDK tenant's worker, whose allow-list is not derived yet
-    /// (docs/operating.md, "Sandboxing").
+    /// [`Sandbox::Seccomp`] for a tenant whose NIC is a DPDK port: its worker gets the DPDK
+    /// worker's allow-list ([`ThreadKind::DpdkWorker`]).
+    SeccompDpdk,
+    /// The control threads only, the worker unfiltered: for code that embeds the backend with a
+    /// NIC of its own whose calls were never traced (the benchmark's guest path). `slimtcp-vhost`
+    /// does not use it.
     ControlOnly,
     /// No filters (`--no-seccomp`; for debugging).
     Off,
@@ -105,6 +116,7 @@ pub enum Sandbox {
 #[derive(Debug)]
 struct Filters {
     worker: BpfProgram,
+    dpdk_worker: BpfProgram,
     control: BpfProgram,
     no_clone3: BpfProgram,
 }
@@ -148,6 +160,7 @@ fn build() -> Result<Filters, SandboxError> {
     .map_err(|source| SandboxError::Compile { kind: ThreadKind::Control, source })?;
     Ok(Filters {
         worker: compile(ThreadKind::Worker, allow::worker()?)?,
+        dpdk_worker: compile(ThreadKind::DpdkWorker, allow::dpdk_worker()?)?,
         control: compile(ThreadKind::Control, allow::control()?)?,
         no_clone3,
     })
@@ -196,15 +209,36 @@ impl Sandbox {
             Sandbox::Seccomp => {
                 "sandbox: seccomp filters on worker and control threads (forbidden calls are logged and fail with EPERM; --no-seccomp turns them off)"
             }
+            Sandbox::SeccompDpdk => {
+                "sandbox: seccomp filters on worker (DPDK worker allow-list) and control threads"
+            }
             Sandbox::ControlOnly => "sandbox: seccomp filters on control threads only",
             Sandbox::Off => "sandbox: off (--no-seccomp): threads are not filtered",
         }
     }
 
+    /// The kind of filter a tenant's worker installs in this mode.
+    pub fn worker_kind(self) -> ThreadKind {
+        match self {
+            Sandbox::SeccompDpdk => ThreadKind::DpdkWorker,
+            Sandbox::Seccomp | Sandbox::ControlOnly | Sandbox::Off => ThreadKind::Worker,
+        }
+    }
+
+    /// This mode for a tenant whose NIC is a DPDK port: [`Sandbox::Seccomp`] becomes
+    /// [`Sandbox::SeccompDpdk`]; the others stay.
+    pub fn for_dpdk(self) -> Sandbox {
+        match self {
+            Sandbox::Seccomp => Sandbox::SeccompDpdk,
+            other => other,
+        }
+    }
+
     /// Installs the `kind` filter on the calling thread, for good (and on the threads it spawns
-    /// from now on). Nothing when off.
+    /// from now on). Nothing when off, nor for a worker under [`Sandbox::ControlOnly`].
     pub fn confine(self, kind: ThreadKind) -> Result<(), SandboxError> {
-        if self == Sandbox::Off || (self == Sandbox::ControlOnly && kind == ThreadKind::Worker) {
+        let worker = matches!(kind, ThreadKind::Worker | ThreadKind::DpdkWorker);
+        if self == Sandbox::Off || (self == Sandbox::ControlOnly && worker) {
             return Ok(());
         }
         let f = filters()?;
@@ -214,6 +248,7 @@ impl Sandbox {
         };
         match kind {
             ThreadKind::Worker => apply(&f.worker),
+            ThreadKind::DpdkWorker => apply(&f.dpdk_worker),
             ThreadKind::Control => {
                 apply(&f.no_clone3)?;
                 apply(&f.control)

@@ -87,13 +87,13 @@ impl Tenant {
     }
 
     /// [`Tenant::start`] on a DPDK NIC: filtered as `slimtcp-vhost` filters a DPDK tenant (its
-    /// control threads; the worker's allow-list for DPDK is not derived yet).
+    /// worker with the DPDK worker's allow-list, its control threads as every tenant's).
     pub fn start_dpdk<N, F>(tag: &str, make_nic: F) -> Tenant
     where
         N: Nic + Send + 'static,
         F: FnMut() -> Result<N, String> + Send + 'static,
     {
-        Self::start_filtered(tag, 1, 1, Sandbox::ControlOnly, |_| {}, make_nic)
+        Self::start_filtered(tag, 1, 1, Sandbox::default().for_dpdk(), |_| {}, make_nic)
     }
 
     fn start_filtered<N, F>(
