@@ -1,7 +1,8 @@
-//! The receive budget recovers, and the windows it had shut open again at once: one connection
-//! hoards the interface's receive memory, another connection's window shrinks with the room left
-//! (through no fault of its own), the hoard is read, and the other connection's peer learns its
-//! window reopened from a window update, not from a zero-window probe backed off to seconds.
+//! The receive budget recovers, and the windows it had narrowed open again at once: one
+//! connection hoards the interface's receive memory, a connection opened meanwhile is offered
+//! only half the room left (through no fault of its own), the hoard is read, and the other
+//! connection's peer learns its window reopened from a window update, not from a zero-window
+//! probe backed off to seconds.
 
 use std::net::SocketAddrV4;
 use std::time::Duration;
@@ -23,6 +24,17 @@ fn send_all(sim: &mut SimPair, h: slimtcp::iface::SocketHandle, data: &[u8], sen
     }
 }
 
+fn accept_one(sim: &mut SimPair, listener: slimtcp::iface::SocketHandle) -> slimtcp::iface::SocketHandle {
+    let mut got = None;
+    assert!(sim
+        .run_until(10_000, |s| {
+            got = got.or_else(|| s.b.tcp_accept(listener).ok());
+            got.is_some()
+        })
+        .expect("run"));
+    got.expect("accepted")
+}
+
 #[test]
 fn windows_shut_by_a_hoard_reopen_when_it_is_read() {
     let (a_cfg, mut b_cfg) = default_configs();
@@ -31,41 +43,37 @@ fn windows_shut_by_a_hoard_reopen_when_it_is_read() {
     let listener = sim.b.tcp_listen(PORT, 8).expect("listen");
     let to = SocketAddrV4::new(B_IP, PORT);
     let hoard_a = sim.a.tcp_connect(sim.now(), to).expect("connect");
-    let other_a = sim.a.tcp_connect(sim.now(), to).expect("connect");
-    let mut accepted = Vec::new();
-    assert!(sim
-        .run_until(10_000, |s| {
-            while let Ok(h) = s.b.tcp_accept(listener) {
-                accepted.push(h);
-            }
-            accepted.len() == 2
-        })
-        .expect("run"));
-    // The first accepted is the first connected.
-    let (hoard_b, other_b) = (accepted[0], accepted[1]);
+    let hoard_b = accept_one(&mut sim, listener);
 
     // The hoard: sent, never read, until the budget is nearly gone.
     let hoard = vec![1u8; HOARD];
     let mut hoard_sent = 0;
-    for _ in 0..20_000 {
+    for _ in 0..2_000 {
         send_all(&mut sim, hoard_a, &hoard, &mut hoard_sent);
         sim.step().expect("step");
     }
     let used = sim.b.rx_memory().used;
     assert!(used > BUDGET * 3 / 4, "the hoard holds {used} of {BUDGET} B");
 
+    // A connection opened now is offered half the room left: little.
+    let other_a = sim.a.tcp_connect(sim.now(), to).expect("connect");
+    let other_b = accept_one(&mut sim, listener);
     // The other connection sends; its window is what the room left allows, and it stalls.
     let other = vec![2u8; OTHER];
     let mut other_sent = 0;
-    for _ in 0..20_000 {
+    for _ in 0..2_000 {
         send_all(&mut sim, other_a, &other, &mut other_sent);
         sim.step().expect("step");
     }
     let stalled = sim.b.tcp_info(other_b).expect("info").recv_queued;
     assert!(stalled < OTHER, "the other connection is held back ({stalled} of {OTHER} B)");
 
-    // A moment later (not at the instant of one of the other peer's probes):
-    sim.clock.advance(Duration::from_millis(1));
+    // Right after one of the other peer's zero-window probes was answered, so that the next is
+    // far off (they back off):
+    let probes = |s: &SimPair| s.a.tcp_info(other_a).expect("info").stats.window_probes;
+    let before = probes(&sim);
+    assert!(sim.run_until(100_000, |s| probes(s) > before).expect("run"), "the other peer probes");
+    sim.step().expect("step");
     // From now on the hoard is read as it comes (the other connection is not): the other
     // connection's peer must hear at once that its window reopened.
     let read_at = sim.now();

@@ -9,6 +9,7 @@ mod e2e;
 
 use std::io::Write;
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, TcpStream};
+use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
 use e2e::{Tenant, GUEST_IP, LIMIT};
@@ -32,13 +33,17 @@ const BULK_BYTES: u64 = 512 * 1024;
 const HOARD_FOR: Duration = Duration::from_secs(3);
 const VICTIM_BYTES: u64 = 20_000_000;
 
-/// A Linux client sending `len` bytes of stream `seed` to the guest, in writes of `write` bytes.
-fn linux_sender(ns: &Netns, seed: u64, len: u64, write: usize) -> NsThread<u64> {
+/// A Linux client sending `len` bytes of stream `seed` to the guest, in writes of `write` bytes,
+/// once `go` says the guest accepted every connection. (Data sent earlier could fill the
+/// guest's small receive ring with messages for the connections it accepted first, which it does
+/// not read yet, and leave no buffer for the completions of the accepts still to come.)
+fn linux_sender(ns: &Netns, seed: u64, len: u64, write: usize, go: Arc<Barrier>) -> NsThread<u64> {
     ns.spawn("sender", move || {
         let to = SocketAddr::from((GUEST_IP, PORT));
         let mut s = TcpStream::connect_timeout(&to, LIMIT).expect("connect to the guest");
         s.set_nodelay(true).expect("TCP_NODELAY");
         s.set_write_timeout(Some(LIMIT)).expect("write timeout");
+        go.wait();
         let mut buf = vec![0u8; write];
         let mut off = 0u64;
         while off < len {
@@ -75,10 +80,14 @@ fn a_guest_that_stops_reading_holds_no_more_than_its_budget() {
         .map(|i| (100 + i, TINY_BYTES, 1))
         .chain((0..BULK_SENDERS).map(|i| (200 + i, BULK_BYTES, 16 * 1024)))
         .collect();
-    let senders: Vec<NsThread<u64>> =
-        streams.iter().map(|&(seed, len, write)| linux_sender(&hoarder.ns, seed, len, write)).collect();
-    // Accepted in arrival order: the first bytes of each connection say which stream it is.
+    let go = Arc::new(Barrier::new(streams.len() + 1));
+    let senders: Vec<NsThread<u64>> = streams
+        .iter()
+        .map(|&(seed, len, write)| linux_sender(&hoarder.ns, seed, len, write, Arc::clone(&go)))
+        .collect();
+    // Accepted in arrival order: the bytes of each connection say which stream it is.
     let conns: Vec<_> = streams.iter().map(|_| api.accept(l).expect("accept").0).collect();
+    go.wait();
     let hoard_started = Instant::now();
 
     // The other tenant, meanwhile (the hoarding guest makes no call: its ring fills).

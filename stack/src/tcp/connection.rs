@@ -107,9 +107,6 @@ pub struct Connection {
     pub(super) fin_received: bool,
     /// The application closed the socket entirely: it will never read again.
     pub(super) orphaned: bool,
-    /// The receive budget refused data inside the window we promised: the next advertisement
-    /// may move the right edge left, to what the budget allows (`advertise_window`).
-    pub(super) rx_squeezed: bool,
 
     // Timers.
     pub(super) rtt: RttEstimator,
@@ -242,7 +239,6 @@ impl Connection {
             sack_ok: false,
             fin_received: false,
             orphaned: false,
-            rx_squeezed: false,
             rtt,
             rto_deadline: None,
             retries: 0,
@@ -646,10 +642,9 @@ impl Connection {
     }
 
     /// The window we would advertise now, in bytes (unscaled): free receive-buffer space, but
-    /// never less than what we already promised, unless the receive budget refused data inside
-    /// that promise (`rx_squeezed`).
+    /// never less than what we already promised.
     pub(super) fn receive_window(&self) -> usize {
-        let promised = if self.rx_squeezed { 0 } else { self.rcv_adv.since(self.rcv_nxt) };
+        let promised = self.rcv_adv.since(self.rcv_nxt);
         let max = usize::from(u16::MAX) << self.rcv_wscale;
         self.rx.free().max(promised).min(max)
     }

@@ -379,9 +379,7 @@ impl Connection {
                     fin = false;
                 }
                 if !self.deliver(payload) {
-                    // No receive memory: the peer sends it again once windows reopen; until
-                    // then our window shuts to what the budget allows.
-                    self.rx_squeezed = true;
+                    // No receive memory: the peer sends it again once windows reopen.
                     return;
                 }
                 if !self.ooo.is_empty() {
@@ -475,13 +473,8 @@ impl Connection {
         match self.ooo.insert(seq, payload) {
             Insert::Stored => self.stats.reordered += 1,
             Insert::Duplicate => {}
-            Insert::TooManyRanges => {
+            Insert::TooManyRanges | Insert::NoMemory => {
                 self.stats.reorder_drops += 1;
-                return;
-            }
-            Insert::NoMemory => {
-                self.stats.reorder_drops += 1;
-                self.rx_squeezed = true;
                 return;
             }
         }

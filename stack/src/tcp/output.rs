@@ -432,18 +432,11 @@ impl Connection {
         Ok(())
     }
 
-    /// The window field for the next segment; moves the advertised right edge, never left but
-    /// when the receive budget refused data inside it: a peer kept sending into a window whose
-    /// storage is gone would time out, while a shut window makes it probe, which it never gives
-    /// up while we answer (RFC 9293 3.8.6.2.2 lets a receiver shrink; Linux's peers cope).
+    /// The window field for the next segment; moves the advertised right edge (never left).
     fn advertise_window(&mut self) -> u16 {
         let field = (self.receive_window() >> self.rcv_wscale).min(usize::from(u16::MAX));
         let edge = self.rcv_nxt + (field << self.rcv_wscale);
-        if std::mem::take(&mut self.rx_squeezed) {
-            self.rcv_adv = edge;
-        } else {
-            self.rcv_adv = self.rcv_adv.max(edge);
-        }
+        self.rcv_adv = self.rcv_adv.max(edge);
         field as u16
     }
 }
