@@ -31,6 +31,9 @@ pub mod server;
 pub mod sigbus;
 pub mod worker;
 
+/// An error and its sources on one line (the stack's helper, for the daemon and its tools).
+pub use slimtcp::report::error_chain;
+
 use config::{Config, TenantNic, TenantSpec};
 use sandbox::Sandbox;
 use server::{serve_tenant, ServerError, StopHandle, TenantConfig};
@@ -196,18 +199,6 @@ pub fn tap_vdev_iface(eal_args: &[String], port_name: &str) -> Option<String> {
     specs
         .filter(|spec| spec.split(',').next() == Some(port_name) && port_name.starts_with("net_tap"))
         .find_map(|spec| spec.split(',').find_map(|kv| kv.strip_prefix("iface=")).map(str::to_owned))
-}
-
-/// An error and its sources on one line.
-pub fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut src = e.source();
-    while let Some(c) = src {
-        s.push_str(": ");
-        s.push_str(&c.to_string());
-        src = c.source();
-    }
-    s
 }
 
 #[cfg(test)]

@@ -3,7 +3,6 @@
 //! outlives connections unless a worker panic lost it, in which case it is built anew.
 
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
-use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
@@ -535,9 +534,4 @@ fn run_worker<N: Nic>(
     let report = engine.report();
     log::info!("session counters: {report}");
     (failed, report)
-}
-
-/// Removes a stale socket file (the listener replaces it anyway; kept for callers' cleanups).
-pub fn remove_socket(path: &Path) {
-    let _ = std::fs::remove_file(path);
 }

@@ -5,6 +5,8 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::OnceLock;
 use std::thread::JoinHandle;
 
+use slimtcp::cpu::pin_current_thread;
+
 /// Errors starting a worker.
 #[derive(Debug, thiserror::Error)]
 pub enum WorkerError {
@@ -26,22 +28,6 @@ pub enum WorkerExit<R> {
     Done(R),
     /// It panicked (message attached); its state is lost.
     Panicked(String),
-}
-
-/// Pins the calling thread to `core`.
-pub fn pin_to_core(core: usize) -> std::io::Result<()> {
-    // SAFETY: cpu_set_t is plain data; zeroed is the empty set.
-    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    // SAFETY: CPU_SET writes inside `set`; `core` is checked against CPU_SETSIZE by the caller
-    // (the configuration only accepts cores this machine has).
-    unsafe { libc::CPU_SET(core, &mut set) };
-    // SAFETY: pid 0 is the calling thread; `set` is a valid cpu_set_t of the given size.
-    let r = unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) };
-    if r == 0 {
-        Ok(())
-    } else {
-        Err(std::io::Error::last_os_error())
-    }
 }
 
 /// The CPU set the process started with, remembered before DPDK's EAL pins the thread that
@@ -93,7 +79,7 @@ where
         .name(name.to_owned())
         .spawn(move || {
             match core {
-                Some(core) => match pin_to_core(core) {
+                Some(core) => match pin_current_thread(core) {
                     Ok(()) => log::info!("{thread_name}: pinned to core {core}"),
                     Err(e) => log::warn!("{thread_name}: cannot pin to core {core}: {e}"),
                 },
@@ -139,7 +125,7 @@ mod tests {
         .expect("thread");
         // The spawner is pinned to one core, as DPDK's EAL pins the thread that starts it.
         let worker = std::thread::spawn(|| {
-            pin_to_core(0).expect("pin");
+            pin_current_thread(0).expect("pin");
             assert_eq!(cpus_of_this_thread(), 1);
             let h = spawn_worker("t-unpinned", None, cpus_of_this_thread).expect("spawn");
             match h.join().expect("join") {

@@ -70,7 +70,8 @@ impl Interrupt for EventCall {
 
 /// The backend connection, also the liveness probe of every pair.
 struct Connection {
-    frontend: std::sync::Mutex<Frontend>,
+    /// Owns the vhost-user socket `fd` (held, never read: dropping it closes the socket).
+    _frontend: Frontend,
     fd: libc::c_int,
 }
 
@@ -83,7 +84,7 @@ impl std::fmt::Debug for Connection {
 impl Link for Connection {
     fn alive(&self) -> bool {
         let mut pfd = libc::pollfd { fd: self.fd, events: libc::POLLIN | libc::POLLRDHUP, revents: 0 };
-        // SAFETY: one valid pollfd; the socket stays open while `frontend` lives (in self).
+        // SAFETY: one valid pollfd; the socket stays open while `_frontend` lives (in self).
         let rc = unsafe { libc::poll(&mut pfd, 1, 0) };
         if rc < 0 {
             // A signal (DPDK's net_tap uses SIGIO, for one) interrupted the check: that says
@@ -251,7 +252,7 @@ impl VhostUserTransport {
         // A round trip: the backend has handled every message above. Without REPLY_ACK this is
         // how a refusal shows (slimtcp-vhost closes the connection on a message it rejects).
         fe.get_features().map_err(vhost_err("setup round trip"))?;
-        let conn = Arc::new(Connection { frontend: std::sync::Mutex::new(fe), fd: conn_fd });
+        let conn = Arc::new(Connection { _frontend: fe, fd: conn_fd });
         if !conn.alive() {
             return Err(GuestError::Disconnected);
         }
@@ -267,12 +268,6 @@ impl VhostUserTransport {
     /// Whether the backend is still connected.
     pub fn alive(&self) -> bool {
         self.conn.alive()
-    }
-
-    /// Access to the frontend (e.g. for tests that replace the memory table).
-    pub fn with_frontend<R>(&self, f: impl FnOnce(&mut Frontend) -> R) -> R {
-        let mut fe = self.conn.frontend.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        f(&mut fe)
     }
 }
 

@@ -27,7 +27,6 @@
 use std::collections::HashMap;
 use std::net::SocketAddrV4;
 use std::process::ExitCode;
-use std::str::FromStr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
@@ -36,6 +35,7 @@ use slimtcp::api::SocketError;
 use slimtcp::iface::{Activity, Interface, InterfaceConfig, SocketHandle};
 use slimtcp::nic::tap::TapNic;
 use slimtcp::nic::Nic;
+use slimtcp::report::{error_chain, usage_error_line};
 use slimtcp::time::Instant;
 use slimtcp::wire::EthernetAddress;
 
@@ -64,15 +64,6 @@ static STOP: AtomicBool = AtomicBool::new(false);
 /// An IPv4 address with a prefix length, as `10.0.0.2/24`.
 type Cidr = slimtcp::iface::Ipv4Cidr;
 
-/// Parses a unicast MAC address.
-fn parse_mac(s: &str) -> Result<EthernetAddress, String> {
-    let mac = EthernetAddress::from_str(s).map_err(|e| e.to_string())?;
-    if !mac.is_unicast() {
-        return Err(format!("{mac} is not a unicast MAC address"));
-    }
-    Ok(mac)
-}
-
 /// SlimTCP echo (TCP and UDP port 7) and discard (TCP port 9) over a TAP interface or DPDK.
 #[derive(Debug, Parser)]
 #[command(name = "tap_echo")]
@@ -91,7 +82,12 @@ struct Args {
     #[arg(long, value_name = "ADDR/PREFIX")]
     host_ip: Option<Cidr>,
     /// The stack's MAC address.
-    #[arg(long, value_name = "MAC", default_value = "02:00:00:00:00:01", value_parser = parse_mac)]
+    #[arg(
+        long,
+        value_name = "MAC",
+        default_value = "02:00:00:00:00:01",
+        value_parser = EthernetAddress::parse_unicast
+    )]
     mac: EthernetAddress,
 }
 
@@ -384,31 +380,6 @@ fn open_tap(args: &Args, name: &str) -> Result<TapNic, String> {
     Ok(tap)
 }
 
-/// `error: cause: cause...` on one line.
-fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut text = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        text.push_str(": ");
-        text.push_str(&s.to_string());
-        source = s.source();
-    }
-    text
-}
-
-/// clap's message (`error: ...`, details on following lines, then usage) as one line.
-fn one_line(text: &str) -> String {
-    let lines: Vec<&str> =
-        text.lines().map(str::trim).take_while(|l| !l.is_empty() && !l.starts_with("Usage:")).collect();
-    let joined = lines.join(" ");
-    let joined = joined.trim_start_matches("error: ");
-    if joined.is_empty() {
-        "invalid arguments".to_owned()
-    } else {
-        joined.to_owned()
-    }
-}
-
 /// How long an idle loop may sleep: until the stack's next timer, at most [`IDLE_WAIT`].
 fn idle_timeout(poll_at: Option<Instant>, now: Instant) -> Duration {
     match poll_at {
@@ -515,7 +486,7 @@ fn main() -> ExitCode {
             return ExitCode::SUCCESS;
         }
         Err(e) => {
-            eprintln!("tap_echo: error: {} (see --help)", one_line(&e.to_string()));
+            eprintln!("tap_echo: error: {} (see --help)", usage_error_line(&e.to_string()));
             return ExitCode::from(EXIT_USAGE);
         }
     };

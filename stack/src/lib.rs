@@ -3,11 +3,14 @@
 //! Layers, bottom up: [`wire`] (zero-copy packet views and `Repr` parse/emit), [`nic`] (the batched
 //! device interface and software NICs), [`tcp`] and [`udp`] (sans-IO protocol state), [`iface`]
 //! (the worker: rx burst, demux, one ACK per socket per burst, timers, tx burst) and [`api`]
-//! (sockets for applications). See `docs/architecture.md`.
+//! (sockets for applications); [`cpu`] and [`report`] are small helpers for the runtimes and
+//! binaries. See `docs/architecture.md`.
 
 pub mod api;
+pub mod cpu;
 pub mod iface;
 pub mod nic;
+pub mod report;
 pub mod rx_memory;
 pub mod sim;
 pub mod tcp;

@@ -110,11 +110,6 @@ pub fn spawn_tcp_server_recv(
     Ok((bound, PeerThread { thread }))
 }
 
-/// [`spawn_tcp_server_recv`] and wait: blocks until the transfer ends.
-pub fn tcp_server_recv(ns: &Netns, listen: SocketAddr, timeout: Duration) -> Result<Transfer, PeerError> {
-    spawn_tcp_server_recv(ns, listen, timeout)?.1.join()
-}
-
 /// Listens on `listen` inside `ns`, then accepts one connection on a thread and sends the
 /// first `total` bytes of stream `seed`. Returns the bound address once listening.
 pub fn spawn_tcp_server_send(

@@ -6,7 +6,6 @@ mod tenant;
 use std::collections::HashSet;
 use std::net::Ipv4Addr;
 use std::path::PathBuf;
-use std::str::FromStr;
 
 use clap::Parser;
 use slimtcp::wire::EthernetAddress;
@@ -110,14 +109,6 @@ pub enum ConfigError {
 /// An IPv4 address with a prefix length, as `10.0.0.2/24` (the stack's type).
 pub type Cidr = slimtcp::iface::Ipv4Cidr;
 
-fn parse_mac(s: &str) -> Result<EthernetAddress, String> {
-    let mac = EthernetAddress::from_str(s).map_err(|e| e.to_string())?;
-    if !mac.is_unicast() {
-        return Err(format!("{mac} is not a unicast MAC address"));
-    }
-    Ok(mac)
-}
-
 fn parse_gateway(s: &str) -> Result<Ipv4Addr, String> {
     let a: Ipv4Addr = s.parse().map_err(|_| format!("{s:?} is not an IPv4 address"))?;
     if a.is_unspecified() || a.is_broadcast() || a.is_multicast() {
@@ -159,7 +150,7 @@ pub struct Args {
     pub gateway: Option<Ipv4Addr>,
     /// The stack's MAC address (a unicast address; distinct per tenant on a shared link)
     /// [default: 02:00:00:00:00:01].
-    #[arg(long, value_name = "MAC", value_parser = parse_mac)]
+    #[arg(long, value_name = "MAC", value_parser = EthernetAddress::parse_unicast)]
     pub mac: Option<EthernetAddress>,
     /// Pin the tenant's worker thread to this CPU core (default: not pinned).
     #[arg(long, value_name = "N")]

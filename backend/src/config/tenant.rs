@@ -9,7 +9,7 @@ use std::path::PathBuf;
 
 use slimtcp::wire::EthernetAddress;
 
-use super::{parse_gateway, parse_mac, Cidr, ConfigError, DEFAULT_MAC, MAX_QUEUE_PAIRS};
+use super::{parse_gateway, Cidr, ConfigError, DEFAULT_MAC, MAX_QUEUE_PAIRS};
 use crate::engine::{bounds, TenantLimits};
 use slimtcp::iface::DEFAULT_RX_MEMORY;
 
@@ -204,7 +204,9 @@ pub(super) fn parse_spec(spec: &str) -> Result<RawTenant, ConfigError> {
             }
             "mac" => {
                 dup(t.mac.is_some())?;
-                t.mac = Some(parse_mac(value).map_err(|e| bad(format!("mac={value}: {e}")))?);
+                t.mac = Some(
+                    EthernetAddress::parse_unicast(value).map_err(|e| bad(format!("mac={value}: {e}")))?,
+                );
             }
             "core" => {
                 dup(t.core.is_some())?;

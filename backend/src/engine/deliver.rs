@@ -7,7 +7,7 @@ use std::sync::Arc;
 use slimtcp::api::SocketError;
 use slimtcp::nic::Nic;
 use slimtcp::tcp::{Events, TxPayload};
-use slimtcp_abi::{Done, Errno, RxMessage, MIN_RX_BUFFER};
+use slimtcp_abi::{layout, Done, Errno, RxMessage, MIN_RX_BUFFER};
 use virtio_queue::{Queue, QueueOwnedT};
 
 use super::chain::walk;
@@ -16,9 +16,9 @@ use crate::guest_mem::{GuestMem, GuestPayload, GuestWriter};
 use crate::queues::{self, Vrings};
 
 /// Bytes before a data payload (virtio-net header, receive header, data body).
-const DATA_HDR: usize = 40;
-/// Bytes before a datagram payload.
-const DGRAM_HDR: usize = 48;
+const DATA_HDR: usize = layout::virtio_net_hdr::SIZE + layout::rx_header::SIZE + layout::data::SIZE;
+/// Bytes before a datagram payload (virtio-net header, receive header, datagram body).
+const DGRAM_HDR: usize = layout::virtio_net_hdr::SIZE + layout::rx_header::SIZE + layout::datagram::SIZE;
 
 enum Delivery {
     Wrote,

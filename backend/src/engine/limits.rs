@@ -3,6 +3,8 @@
 //! queue size). Hitting one gives the guest the errno a kernel would, never a process-wide
 //! failure.
 
+use slimtcp::api::app::MAX_BACKLOG;
+
 /// Bounds of the operator's settings.
 pub mod bounds {
     use std::ops::RangeInclusive;
@@ -37,7 +39,13 @@ pub struct TenantLimits {
 
 impl Default for TenantLimits {
     fn default() -> Self {
-        TenantLimits { max_sockets: 4096, send_in_flight: 256 * 1024, rx_buffer: 256 * 1024, backlog: 4096 }
+        TenantLimits {
+            max_sockets: 4096,
+            send_in_flight: 256 * 1024,
+            rx_buffer: 256 * 1024,
+            // The application side's own bound (4096: fits).
+            backlog: MAX_BACKLOG as u32,
+        }
     }
 }
 

@@ -18,7 +18,7 @@ use std::collections::{HashMap, VecDeque};
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::sync::Arc;
 
-use slimtcp::iface::{Activity, IfaceError, Interface, SocketHandle};
+use slimtcp::iface::{Activity, IfaceError, Interface, SocketHandle, FIRST_EPHEMERAL_PORT};
 use slimtcp::nic::{Nic, PacketBuf};
 use slimtcp::tcp::{LivenessOptions, TcpConfig, TxPayload};
 use slimtcp::time::Clock;
@@ -294,7 +294,7 @@ impl<N: Nic> Engine<N> {
             by_handle: HashMap::new(),
             sending: Vec::new(),
             next_id: 1,
-            next_port: 49_152,
+            next_port: FIRST_EPHEMERAL_PORT,
             counters: DeviceCounters::default(),
             activity: Vec::new(),
             completed: Vec::new(),

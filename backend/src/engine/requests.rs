@@ -4,6 +4,7 @@ use std::net::SocketAddrV4;
 use std::sync::Arc;
 
 use slimtcp::api::SocketError;
+use slimtcp::iface::{EPHEMERAL_PORT_COUNT, FIRST_EPHEMERAL_PORT};
 use slimtcp::nic::Nic;
 use slimtcp::tcp::LivenessOpt;
 use slimtcp_abi::{
@@ -266,9 +267,9 @@ impl<N: Nic> Engine<N> {
     }
 
     fn ephemeral_tcp_port(&mut self) -> Result<u16, Errno> {
-        for _ in 0..16_384 {
+        for _ in 0..EPHEMERAL_PORT_COUNT {
             let port = self.next_port;
-            self.next_port = if port == u16::MAX { 49_152 } else { port + 1 };
+            self.next_port = if port == u16::MAX { FIRST_EPHEMERAL_PORT } else { port + 1 };
             if !self.tcp_port_taken(port) {
                 return Ok(port);
             }

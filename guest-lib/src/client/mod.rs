@@ -26,7 +26,7 @@ use slimtcp::api::app::AppSockets;
 use slimtcp::api::{
     EpollEvent, EpollFd, EpollOp, Fd, Proto, Shutdown, SockOpt, SockOptName, SocketApi, SocketError,
 };
-use slimtcp_abi::{HelloInfo, Op, Version, VIRTIO_NET_HDR_LEN};
+use slimtcp_abi::{HelloInfo, Version};
 
 pub use buffers::{RxBuf, TxBuf, LARGE_TX};
 pub use link::GuestLink;
@@ -80,11 +80,6 @@ impl GuestSockets {
     /// Which queue pair this instance drives.
     pub fn queue_pair(&self) -> usize {
         self.0.link().qp.index
-    }
-
-    /// The frame a request occupies (header + body), for tests and tools.
-    pub fn request_wire_len(op: Op) -> usize {
-        VIRTIO_NET_HDR_LEN + slimtcp_abi::layout::request_header::SIZE + op.body_len()
     }
 }
 

@@ -74,11 +74,6 @@ impl EpollSet {
         }
     }
 
-    /// True when some descriptor may be ready.
-    pub fn has_candidates(&self) -> bool {
-        !self.ready.is_empty()
-    }
-
     /// Fills `out` with ready descriptors, asking `probe` for each one's current readiness;
     /// returns how many were written.
     pub fn collect(&mut self, mut probe: impl FnMut(Fd) -> Ready, out: &mut [EpollEvent]) -> usize {

@@ -63,6 +63,12 @@ const TX_BACKLOG_BURSTS: usize = 8;
 /// Ping replies kept for the application.
 const PING_QUEUE: usize = 64;
 
+/// The first ephemeral port: local ports picked for `connect` and for a bind to port 0 are
+/// `FIRST_EPHEMERAL_PORT..=u16::MAX` (the IANA dynamic range, RFC 6335).
+pub const FIRST_EPHEMERAL_PORT: u16 = 49_152;
+/// How many ephemeral ports there are (16,384).
+pub const EPHEMERAL_PORT_COUNT: u16 = u16::MAX - FIRST_EPHEMERAL_PORT + 1;
+
 /// A SlimTCP interface over one NIC.
 #[derive(Debug)]
 pub struct Interface<N: Nic> {
@@ -137,7 +143,7 @@ impl<N: Nic> Interface<N> {
             tx_blocked: Vec::new(),
             expired: Vec::new(),
             ping_replies: VecDeque::new(),
-            next_ephemeral: 49_152 + (seed.0 % 16_384) as u16,
+            next_ephemeral: FIRST_EPHEMERAL_PORT + (seed.0 % u32::from(EPHEMERAL_PORT_COUNT)) as u16,
             retransmits_freed: 0,
             activity: Vec::new(),
             track_activity: false,

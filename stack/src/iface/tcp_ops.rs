@@ -3,7 +3,7 @@
 use std::net::SocketAddrV4;
 
 use super::socket_set::{FourTuple, Socket, TcpListener, TcpSocket};
-use super::{Interface, SocketHandle};
+use super::{Interface, SocketHandle, EPHEMERAL_PORT_COUNT, FIRST_EPHEMERAL_PORT};
 use crate::api::SocketError;
 use crate::nic::{Nic, PacketBuf};
 use crate::tcp::{ConnError, ConnStats, Connection, SendError, State, TcpConfig, TxPayload};
@@ -170,11 +170,9 @@ impl<N: Nic> Interface<N> {
     }
 
     fn ephemeral_port(&mut self, remote: SocketAddrV4) -> Result<SocketAddrV4, SocketError> {
-        const FIRST: u16 = 49_152;
-        const COUNT: u16 = 16_384;
-        for _ in 0..COUNT {
+        for _ in 0..EPHEMERAL_PORT_COUNT {
             let port = self.next_ephemeral;
-            self.next_ephemeral = if port == u16::MAX { FIRST } else { port + 1 };
+            self.next_ephemeral = if port == u16::MAX { FIRST_EPHEMERAL_PORT } else { port + 1 };
             let local = SocketAddrV4::new(self.cfg.ip, port);
             if !self.connections.contains_key(&FourTuple { local, remote })
                 && !self.listeners.contains_key(&port)
@@ -403,15 +401,5 @@ impl<N: Nic> Interface<N> {
                 )
             })
             .collect()
-    }
-
-    /// True when a read would not block (data, end of stream, or an error to report).
-    pub fn tcp_can_recv(&self, h: SocketHandle) -> bool {
-        matches!(self.sockets.get(h), Some(Socket::Tcp(t)) if t.conn.can_recv() || t.conn.state() == State::Closed)
-    }
-
-    /// True when a write would take at least one byte.
-    pub fn tcp_can_send(&self, h: SocketHandle) -> bool {
-        matches!(self.sockets.get(h), Some(Socket::Tcp(t)) if t.conn.send_space() > 0)
     }
 }

@@ -4,7 +4,7 @@ use std::net::{Ipv4Addr, SocketAddrV4};
 
 use super::counters::DropReason;
 use super::socket_set::Socket;
-use super::{Interface, SocketHandle};
+use super::{Interface, SocketHandle, FIRST_EPHEMERAL_PORT};
 use crate::api::SocketError;
 use crate::iface::arp_cache::Resolution;
 use crate::nic::{Nic, PacketBuf};
@@ -78,7 +78,7 @@ impl<N: Nic> Interface<N> {
     /// Binds a UDP socket to `port` (0 picks an ephemeral port).
     pub fn udp_bind(&mut self, port: u16) -> Result<SocketHandle, SocketError> {
         let port = if port == 0 {
-            (49_152..=u16::MAX)
+            (FIRST_EPHEMERAL_PORT..=u16::MAX)
                 .find(|p| !self.udp_ports.contains_key(p))
                 .ok_or(SocketError::AddrNotAvailable)?
         } else {

@@ -70,10 +70,4 @@ impl TcpConfig {
         }
         shift
     }
-
-    /// This configuration with the window scale chosen to fit the receive buffer.
-    pub fn with_auto_window_scale(mut self) -> Self {
-        self.window_scale = Some(Self::scale_for_buffer(self.rx_buffer));
-        self
-    }
 }

@@ -511,11 +511,6 @@ impl Connection {
         self.window_opened();
     }
 
-    /// Bytes taken with [`recv_segment_held`](Self::recv_segment_held) and not yet released.
-    pub fn recv_held(&self) -> usize {
-        self.rx.held()
-    }
-
     /// The receive budget recovered (`iface/rx_pressure.rs`): true when the window grew enough
     /// since it was last advertised that an update is now due.
     pub fn window_reopened(&mut self) -> bool {
@@ -571,11 +566,6 @@ impl Connection {
         }
         self.orphaned = true;
         self.shutdown();
-    }
-
-    /// True once the application closed the socket (the stack finishes the close on its own).
-    pub fn is_orphaned(&self) -> bool {
-        self.orphaned
     }
 
     /// Aborts: queues a RST (when synchronized) and goes to CLOSED at once.

@@ -42,11 +42,6 @@ impl State {
     pub fn peer_may_send(self) -> bool {
         matches!(self, State::SynReceived | State::Established | State::FinWait1 | State::FinWait2)
     }
-
-    /// True when our FIN has been queued (the application closed its sending side).
-    pub fn local_closed(self) -> bool {
-        matches!(self, State::FinWait1 | State::FinWait2 | State::Closing | State::LastAck | State::TimeWait)
-    }
 }
 
 impl std::fmt::Display for State {

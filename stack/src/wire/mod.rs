@@ -175,6 +175,29 @@ impl std::str::FromStr for EthernetAddress {
     }
 }
 
+/// Error parsing a unicast MAC address from text ([`EthernetAddress::parse_unicast`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum UnicastMacError {
+    /// The text is not a MAC address.
+    #[error(transparent)]
+    Parse(#[from] ParseMacError),
+    /// A group (multicast or broadcast) or all-zero address.
+    #[error("{0} is not a unicast MAC address")]
+    NotUnicast(EthernetAddress),
+}
+
+impl EthernetAddress {
+    /// Parses a unicast MAC address, as an interface's own address is given (configuration,
+    /// command lines).
+    pub fn parse_unicast(s: &str) -> Result<EthernetAddress, UnicastMacError> {
+        let mac: EthernetAddress = s.parse()?;
+        if !mac.is_unicast() {
+            return Err(UnicastMacError::NotUnicast(mac));
+        }
+        Ok(mac)
+    }
+}
+
 /// Which checksum work a device does in hardware, per direction.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct ChecksumOffload {

@@ -109,23 +109,6 @@ pub fn split_eal(args: Vec<String>) -> (Vec<String>, Vec<String>) {
     }
 }
 
-/// clap's multi-line message (`error: ...`, tips, usage) as one line.
-pub fn one_line(text: &str) -> String {
-    let lines: Vec<&str> = text
-        .lines()
-        .map(str::trim)
-        .filter(|l| !l.is_empty())
-        .take_while(|l| !l.starts_with("Usage:") && !l.starts_with("For more information"))
-        .collect();
-    let joined = lines.join(" ");
-    let joined = joined.trim_start_matches("error: ").trim();
-    if joined.is_empty() {
-        "invalid arguments".to_owned()
-    } else {
-        joined.to_owned()
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -146,14 +129,5 @@ mod tests {
         let (eal, ours) = split_eal(strings(&["--nic", "memwire"]));
         assert!(eal.is_empty());
         assert_eq!(ours, strings(&["--nic", "memwire"]));
-    }
-
-    #[test]
-    fn clap_errors_become_one_line() {
-        let text = "error: unexpected argument '--x' found\n\n  tip: to pass '--x' as a value, use '-- --x'\n\nUsage: slimtcp-perf [OPTIONS]\n\nFor more information, try '--help'.\n";
-        let line = one_line(text);
-        assert!(!line.contains('\n'));
-        assert!(line.starts_with("unexpected argument '--x' found"), "{line}");
-        assert!(!line.contains("Usage"));
     }
 }

@@ -5,7 +5,7 @@ use std::net::{Ipv4Addr, SocketAddrV4};
 use std::str::FromStr;
 use std::time::Duration;
 
-use slimtcp::wire::EthernetAddress;
+use slimtcp::wire::{EthernetAddress, UnicastMacError};
 
 use crate::cli::Args;
 
@@ -236,12 +236,10 @@ fn parse_ip(option: &'static str, s: &str) -> Result<Ipv4Addr, ConfigError> {
 }
 
 fn parse_mac(option: &'static str, s: &str) -> Result<EthernetAddress, ConfigError> {
-    let mac =
-        EthernetAddress::from_str(s).map_err(|_| bad(option, s, "not a MAC address (aa:bb:cc:dd:ee:ff)"))?;
-    if !mac.is_unicast() {
-        return Err(bad(option, s, "not a unicast MAC address"));
-    }
-    Ok(mac)
+    EthernetAddress::parse_unicast(s).map_err(|e| match e {
+        UnicastMacError::Parse(_) => bad(option, s, "not a MAC address (aa:bb:cc:dd:ee:ff)"),
+        UnicastMacError::NotUnicast(_) => bad(option, s, "not a unicast MAC address"),
+    })
 }
 
 fn parse_local(args: &Args, nic: &NicChoice) -> Result<Option<LocalAddr>, ConfigError> {

@@ -5,7 +5,8 @@ use std::io::Write;
 use std::process::ExitCode;
 
 use clap::Parser;
-use slimtcp_perf::cli::{one_line, split_eal, Args};
+use slimtcp::report::{error_chain, usage_error_line};
+use slimtcp_perf::cli::{split_eal, Args};
 use slimtcp_perf::config::Config;
 use slimtcp_perf::meter::Interval;
 
@@ -13,18 +14,6 @@ use slimtcp_perf::meter::Interval;
 const EXIT_USAGE: u8 = 2;
 /// Exit code for a failed run.
 const EXIT_FAILURE: u8 = 1;
-
-/// `error: cause: cause...` on one line.
-fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut text = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        text.push_str(": ");
-        text.push_str(&s.to_string());
-        source = s.source();
-    }
-    text
-}
 
 fn main() -> ExitCode {
     let (eal, ours) = split_eal(std::env::args().skip(1).collect());
@@ -35,7 +24,7 @@ fn main() -> ExitCode {
             return ExitCode::SUCCESS;
         }
         Err(e) => {
-            eprintln!("slimtcp-perf: error: {} (see --help)", one_line(&e.to_string()));
+            eprintln!("slimtcp-perf: error: {} (see --help)", usage_error_line(&e.to_string()));
             return ExitCode::from(EXIT_USAGE);
         }
     };

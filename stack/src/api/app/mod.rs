@@ -25,8 +25,9 @@ use state::SockEntry;
 
 use crate::api::{EpollFd, EpollSet, Fd, SocketError};
 
-/// Smallest backlog accepted; larger than [`MAX_BACKLOG`] is clamped (Linux's somaxconn).
-const MAX_BACKLOG: usize = 4096;
+/// The largest `listen` backlog; a larger one is cut to it (Linux's default
+/// `net.core.somaxconn`). The backend's default per-tenant backlog limit too.
+pub const MAX_BACKLOG: usize = 4096;
 
 /// The socket API over one [`Link`] (see the module documentation). One per thread.
 #[derive(Debug)]

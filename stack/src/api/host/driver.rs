@@ -186,7 +186,7 @@ pub(super) fn spawn_worker(
         .name(cfg.name.clone())
         .spawn(move || {
             if let Some(core) = core {
-                if let Err(e) = pin_current(core) {
+                if let Err(e) = crate::cpu::pin_current_thread(core) {
                     log::warn!("worker not pinned to core {core}: {e}");
                 }
             }
@@ -217,28 +217,6 @@ pub(super) fn back_off(idle_steps: u32) {
         std::thread::yield_now();
     } else {
         std::thread::sleep(Duration::from_micros(50));
-    }
-}
-
-fn cpu_set(core: usize) -> Result<libc::cpu_set_t, std::io::Error> {
-    if core >= libc::CPU_SETSIZE as usize {
-        return Err(std::io::Error::from_raw_os_error(libc::EINVAL));
-    }
-    // SAFETY: cpu_set_t is a plain bit array; all-zero is the empty set.
-    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    // SAFETY: `core` is below CPU_SETSIZE, checked above.
-    unsafe { libc::CPU_SET(core, &mut set) };
-    Ok(set)
-}
-
-fn pin_current(core: usize) -> Result<(), std::io::Error> {
-    let set = cpu_set(core)?;
-    // SAFETY: pid 0 is the calling thread; `set` is a valid cpu_set_t of the size passed.
-    let rc = unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) };
-    if rc == 0 {
-        Ok(())
-    } else {
-        Err(std::io::Error::last_os_error())
     }
 }
 

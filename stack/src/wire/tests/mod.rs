@@ -317,3 +317,21 @@ fn random_reprs_roundtrip() {
         assert_eq!(p.payload().len(), payload_len);
     }
 }
+
+#[test]
+fn an_interface_mac_must_be_unicast() {
+    let mac = EthernetAddress::parse_unicast("02:00:00:00:00:01").expect("unicast");
+    assert_eq!(mac, EthernetAddress([2, 0, 0, 0, 0, 1]));
+    assert_eq!(EthernetAddress::parse_unicast("02-00-00-00-00-0a"), Ok(EthernetAddress([2, 0, 0, 0, 0, 10])));
+    for group in ["01:00:5e:00:00:01", "ff:ff:ff:ff:ff:ff", "00:00:00:00:00:00"] {
+        let e = EthernetAddress::parse_unicast(group).expect_err(group);
+        assert_eq!(e.to_string(), format!("{group} is not a unicast MAC address"));
+    }
+    let e = EthernetAddress::parse_unicast("02:00:00:00:01").expect_err("five octets");
+    assert_eq!(e, UnicastMacError::Parse(ParseMacError("02:00:00:00:01".to_owned())));
+    assert_eq!(
+        e.to_string(),
+        ParseMacError("02:00:00:00:01".to_owned()).to_string(),
+        "the parse error as is"
+    );
+}

@@ -23,6 +23,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 use slimtcp::api::{Fd, SocketApi, SocketError};
+use slimtcp::report::error_chain;
 use slimtcp_guest::{DeviceSpec, GuestConfig, GuestDevice, GuestError, GuestSockets};
 
 #[derive(Debug, Parser)]
@@ -164,18 +165,6 @@ pub fn recv_exact<A: SocketApi>(api: &mut A, fd: Fd, buf: &mut [u8]) -> Result<(
         got += n;
     }
     Ok(())
-}
-
-/// The chain of `e`'s sources on one line.
-fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut cur = e.source();
-    while let Some(c) = cur {
-        s.push_str(": ");
-        s.push_str(&c.to_string());
-        cur = c.source();
-    }
-    s
 }
 
 fn main() -> ExitCode {

@@ -20,6 +20,7 @@ use peers::slim::SlimPair;
 use peers::smol::{SmolPair, SmolPairOnePoll};
 use peers::workload::{self, Bulk, Until};
 use peers::{Pair, PeerError};
+use slimtcp::report::error_chain;
 
 /// The segment sizes of the paper's experiment 1.
 const EXPERIMENT_1_MSS: [u16; 4] = [64, 256, 512, 1460];
@@ -96,13 +97,7 @@ enum ExampleError {
 fn main() {
     let args = Args::parse();
     if let Err(e) = run(args) {
-        let mut msg = e.to_string();
-        let mut src = std::error::Error::source(&e);
-        while let Some(s) = src {
-            let _ = write!(msg, ": {s}");
-            src = s.source();
-        }
-        eprintln!("stack_peers: {msg}");
+        eprintln!("stack_peers: {}", error_chain(&e));
         std::process::exit(1);
     }
 }
