@@ -24,6 +24,14 @@ fn send_all(sim: &mut SimPair, h: slimtcp::iface::SocketHandle, data: &[u8], sen
     }
 }
 
+/// Keeps `h` sending `data` for `steps` steps of the simulation.
+fn send_for(sim: &mut SimPair, h: slimtcp::iface::SocketHandle, data: &[u8], sent: &mut usize, steps: u32) {
+    for _ in 0..steps {
+        send_all(sim, h, data, sent);
+        sim.step().expect("step");
+    }
+}
+
 fn accept_one(sim: &mut SimPair, listener: slimtcp::iface::SocketHandle) -> slimtcp::iface::SocketHandle {
     let mut got = None;
     assert!(sim
@@ -47,11 +55,7 @@ fn windows_shut_by_a_hoard_reopen_when_it_is_read() {
 
     // The hoard: sent, never read, until the budget is nearly gone.
     let hoard = vec![1u8; HOARD];
-    let mut hoard_sent = 0;
-    for _ in 0..2_000 {
-        send_all(&mut sim, hoard_a, &hoard, &mut hoard_sent);
-        sim.step().expect("step");
-    }
+    send_for(&mut sim, hoard_a, &hoard, &mut 0, 2_000);
     let used = sim.b.rx_memory().used;
     assert!(used > BUDGET * 3 / 4, "the hoard holds {used} of {BUDGET} B");
 
@@ -61,10 +65,7 @@ fn windows_shut_by_a_hoard_reopen_when_it_is_read() {
     // The other connection sends; its window is what the room left allows, and it stalls.
     let other = vec![2u8; OTHER];
     let mut other_sent = 0;
-    for _ in 0..2_000 {
-        send_all(&mut sim, other_a, &other, &mut other_sent);
-        sim.step().expect("step");
-    }
+    send_for(&mut sim, other_a, &other, &mut other_sent, 2_000);
     let stalled = sim.b.tcp_info(other_b).expect("info").recv_queued;
     assert!(stalled < OTHER, "the other connection is held back ({stalled} of {OTHER} B)");
 
