@@ -66,6 +66,11 @@ impl RxBudget {
         }
     }
 
+    /// The configured limit.
+    pub fn limit(&self) -> usize {
+        self.0.limit
+    }
+
     /// Bytes that may still be charged.
     pub fn room(&self) -> usize {
         self.0.limit.saturating_sub(self.0.used.load(Ordering::Relaxed))

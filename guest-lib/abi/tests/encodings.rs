@@ -65,7 +65,7 @@ fn the_examples_cover_every_op_and_every_kind() {
 
 /// Run with `--ignored --nocapture` to print the examples for the specification.
 #[test]
-#[ignore]
+#[ignore = "prints the examples for docs/protocol.md; not a check"]
 fn print_examples() {
     for (name, req) in example_requests() {
         println!("{}", render(name, &request_frame(&req)));

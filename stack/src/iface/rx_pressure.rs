@@ -19,7 +19,7 @@ impl<N: Nic> Interface<N> {
     /// recovered from it.
     pub(super) fn reopen_windows_after_pressure(&mut self) {
         let room = self.rx_budget.room();
-        let limit = self.rx_budget.reading().limit;
+        let limit = self.rx_budget.limit();
         let low = match self.rx_room_low {
             Some(low) if room < low => {
                 self.rx_room_low = Some(room);

@@ -511,12 +511,11 @@ impl Connection {
         self.window_opened();
     }
 
-    /// The receive budget recovered (`iface/rx_pressure.rs`): true when the window grew enough
-    /// since it was last advertised that an update is now due.
+    /// The receive budget recovered (`iface/rx_pressure.rs`): true when an update is due (the
+    /// window grew enough since it was last advertised, or an ACK was pending anyway).
     pub fn window_reopened(&mut self) -> bool {
-        let was = self.ack_pending;
         self.window_opened();
-        self.ack_pending && !was
+        self.ack_pending
     }
 
     /// After the application consumed data: if the window grew enough to matter, send an update

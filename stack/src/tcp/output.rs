@@ -110,7 +110,7 @@ impl Connection {
             }
             State::TimeWait => {}
             _ => {
-                // Into a shut window only the timeout's probe goes (see `send_data`).
+                // Into a shut window only the timeout's zero-window probe goes (`timers.rs`).
                 if self.rexmit_due && self.snd_wnd > 0 {
                     sent += if self.sacked.is_empty() {
                         self.retransmit_head(now, sink)
