@@ -379,8 +379,13 @@ impl<N: Nic> Interface<N> {
     /// (logs), not for programs.
     pub fn tcp_describe(&self, now: Instant) -> Vec<String> {
         self.sockets
-            .tcp_sockets()
-            .map(|t| {
+            .tcp_handles()
+            .into_iter()
+            .filter_map(|h| match self.sockets.get(h) {
+                Some(Socket::Tcp(t)) => Some((h, t)),
+                _ => None,
+            })
+            .map(|(h, t)| {
                 let who = if t.released {
                     "released"
                 } else if t.listener.is_some() {
@@ -388,15 +393,11 @@ impl<N: Nic> Interface<N> {
                 } else {
                     "open"
                 };
-                let blocked = self
-                    .tx_blocked
-                    .iter()
-                    .any(|b| matches!(self.sockets.get(*b), Some(Socket::Tcp(o)) if std::ptr::eq(&**o, t)));
                 format!(
                     "{who}{}{}{}: {}",
                     if t.queued { " queued" } else { "" },
                     if t.scheduled.is_some() { " timer-filed" } else { "" },
-                    if blocked { " tx-blocked" } else { "" },
+                    if self.tx_blocked.contains(&h) { " tx-blocked" } else { "" },
                     t.conn.describe(now)
                 )
             })

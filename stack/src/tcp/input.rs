@@ -202,7 +202,7 @@ impl Connection {
             // No data fits a zero window, but "special allowance should be made to accept valid
             // ACKs" (RFC 9293 3.10.7.4): a segment at RCV.NXT is processed for its ACK and its
             // window, and its data dropped for lack of room. Else two ends whose windows are
-            // both shut, each probing with data, would never see the other's ACKs.
+            // both shut, each sending data, would never see the other's ACKs.
             (_, 0) => seq == self.rcv_nxt,
             (len, _) => {
                 seq.in_window(self.rcv_nxt, right) || (seq + (len - 1)).in_window(self.rcv_nxt, right)
