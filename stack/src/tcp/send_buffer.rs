@@ -108,6 +108,13 @@ pub struct SendBuffer {
     /// Fully acknowledged loans still referenced by NIC transmissions.
     lingering: Vec<Loan>,
     spare: Vec<Vec<u8>>,
+    /// The queued loans in queue order, as (id, absolute chunk number): ids only grow, so a
+    /// loan is found by binary search instead of a scan of every chunk (a guest may hold
+    /// thousands of sends).
+    loans: VecDeque<(LoanId, u64)>,
+    /// Chunks popped off the front so far: chunk `i` of `chunks` has absolute number
+    /// `popped + i`.
+    popped: u64,
 }
 
 impl SendBuffer {
@@ -122,6 +129,8 @@ impl SendBuffer {
             completed: Vec::new(),
             lingering: Vec::new(),
             spare: Vec::new(),
+            loans: VecDeque::new(),
+            popped: 0,
         }
     }
 
@@ -180,6 +189,7 @@ impl SendBuffer {
         }
         let id = NEXT_LOAN.fetch_add(1, Ordering::Relaxed);
         let by_reference = payload.by_reference();
+        self.loans.push_back((id, self.popped + self.chunks.len() as u64));
         self.chunks.push_back(Chunk::Loaned(Loan { payload, id, by_reference, in_flight: 0 }));
         self.len += n;
         Ok(())
@@ -214,6 +224,10 @@ impl SendBuffer {
 
     fn pop_front_chunk(&mut self) {
         let Some(chunk) = self.chunks.pop_front() else { return };
+        self.popped += 1;
+        if matches!(chunk, Chunk::Loaned(_)) {
+            self.loans.pop_front();
+        }
         let consumed = chunk.bytes().len();
         match chunk {
             Chunk::Copied(v) => {
@@ -312,14 +326,14 @@ impl SendBuffer {
     }
 
     fn loan_mut(&mut self, id: LoanId) -> Option<&mut Loan> {
-        let queued = self.chunks.iter_mut().find_map(|c| match c {
-            Chunk::Loaned(l) if l.id == id => Some(l),
-            _ => None,
-        });
-        match queued {
-            Some(l) => Some(l),
-            None => self.lingering.iter_mut().find(|l| l.id == id),
+        if let Ok(i) = self.loans.binary_search_by_key(&id, |&(id, _)| id) {
+            let index = usize::try_from(self.loans[i].1 - self.popped).ok()?;
+            match self.chunks.get_mut(index) {
+                Some(Chunk::Loaned(l)) if l.id == id => return Some(l),
+                _ => debug_assert!(false, "loan index out of step with the queue"),
+            }
         }
+        self.lingering.iter_mut().find(|l| l.id == id)
     }
 
     /// A NIC transmission referencing loan `id` was queued. False when no such loan is held.
@@ -353,6 +367,7 @@ impl SendBuffer {
     /// bytes copied.
     pub fn unloan_all(&mut self) -> usize {
         let mut copied = 0;
+        self.loans.clear();
         for chunk in self.chunks.iter_mut() {
             if !matches!(chunk, Chunk::Loaned(_)) {
                 continue;
@@ -374,6 +389,8 @@ impl SendBuffer {
     /// buffer: when a connection is freed, they must outlive it until their completions.
     pub fn take_in_flight_loans(&mut self) -> Vec<Loan> {
         let mut out = std::mem::take(&mut self.lingering);
+        // The queue is torn down with its connection: its loan index goes first.
+        self.loans.clear();
         for chunk in self.chunks.iter_mut() {
             if let Chunk::Loaned(l) = chunk {
                 if l.in_flight > 0 {
@@ -514,6 +531,36 @@ mod tests {
         assert!(b.transmission_completed(id));
         assert_eq!(b.take_completed().count(), 1);
         assert_eq!(read_all(&mut b, 0, 1000), vec![1u8; 100]);
+    }
+
+    #[test]
+    fn transmissions_find_their_loan_among_many_after_acks() {
+        let mut b = SendBuffer::new(1 << 20);
+        let mut ids = Vec::new();
+        for i in 0..300usize {
+            b.push_copy(&[0u8; 7]);
+            b.push_loaned(Box::new(vec![1u8; 10 + i % 5])).expect("fits");
+            let last = b.chunks.back().and_then(|c| match c {
+                Chunk::Loaned(l) => Some(l.id),
+                Chunk::Copied(_) => None,
+            });
+            ids.push(last.expect("just pushed"));
+        }
+        for &id in &ids {
+            assert!(b.transmission_started(id), "loan {id} found");
+        }
+        // Acknowledge the first 100 loans and the copies around them: they linger (in flight).
+        let first_100: usize = (0..100).map(|i| 7 + 10 + i % 5).sum();
+        b.ack(first_100);
+        assert_eq!(b.take_completed().count(), 0, "every acknowledged loan is still in flight");
+        for &id in ids.iter().rev() {
+            assert!(b.transmission_completed(id), "loan {id} found after the ack");
+        }
+        assert_eq!(b.take_completed().count(), 100, "only the acknowledged ones come back");
+        assert!(!b.transmission_completed(ids[0]), "a returned loan is no longer held");
+        assert!(!b.transmission_started(u64::MAX), "an unknown loan is not held");
+        b.ack(usize::MAX);
+        assert_eq!(b.take_completed().count(), 200);
     }
 
     #[test]
