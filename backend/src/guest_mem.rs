@@ -179,19 +179,54 @@ impl std::fmt::Debug for GuestPayload {
     }
 }
 
+/// The guest promised not to write a send's payload until its chain comes back (the avail-ring
+/// entry, docs/protocol.md section 7), but nothing stops a guest that writes anyway: the bytes
+/// are never a `&[u8]`, only read through volatile copies (and by the NIC in place); such a
+/// guest changes only its own stream's bytes.
 impl TxPayload for GuestPayload {
-    fn bytes(&self) -> &[u8] {
-        if self.len == 0 {
-            return &[];
-        }
-        // SAFETY: `ptr..ptr+len` was translated from `_mem`, which this value keeps mapped. The
-        // guest gave up write access to it with the avail-ring entry (docs/protocol.md section
-        // 7) until the chain is returned, which happens only after the stack handed this
-        // payload back; a guest that writes anyway changes only its own stream's bytes.
-        unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
+    fn len(&self) -> usize {
+        self.len
     }
 
-    fn by_reference(&self) -> bool {
-        true
+    fn copy_to(&self, offset: usize, dst: &mut [u8]) -> usize {
+        let slice = HostSlice { ptr: self.ptr.cast_mut(), len: self.len };
+        // `_mem` keeps the mapping alive while `self` exists.
+        slice.volatile().offset(offset).map_or(0, |v| v.copy_to(dst))
+    }
+
+    fn external_addr(&self) -> Option<std::ptr::NonNull<u8>> {
+        // `len` bytes stay mapped while the stack holds this payload: `_mem` keeps the mapping.
+        std::ptr::NonNull::new(self.ptr.cast_mut())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use vm_memory::{Bytes, GuestAddress};
+
+    use super::*;
+
+    #[test]
+    fn a_guest_payload_is_read_by_copies_at_any_offset_and_sent_from_its_address() {
+        let mem = Arc::new(GuestMem::from_ranges(&[(GuestAddress(0), 0x4000)]).expect("guest memory"));
+        let bytes: Vec<u8> = (0..3000u32).map(|i| (i % 251) as u8).collect();
+        mem.write_slice(&bytes, GuestAddress(0x1000)).expect("write");
+        let mut slices = Vec::new();
+        translate(&mem, 0x1000, 3000, &mut slices).expect("inside guest memory");
+        let payload = GuestPayload::new(slices[0], Arc::clone(&mem), SendTag { socket: 1, seq: 0 });
+        assert_eq!(payload.len(), 3000);
+        assert!(payload.as_slice().is_none(), "guest memory is never a slice");
+        let mut out = vec![0u8; 1000];
+        assert_eq!(payload.copy_to(2500, &mut out), 500);
+        assert_eq!(&out[..500], &bytes[2500..]);
+        assert_eq!(payload.copy_to(3001, &mut out), 0, "past the end");
+        assert_eq!(
+            slimtcp::tcp::payload_sum(&payload, 7, 2000),
+            slimtcp::wire::checksum::data(&bytes[7..2007])
+        );
+        assert_eq!(
+            payload.external_addr().map(|p| p.as_ptr().cast_const()),
+            Some(slices[0].ptr.cast_const())
+        );
     }
 }

@@ -58,7 +58,7 @@ fn send_pattern<A: SocketApi>(api: &mut A, fd: Fd, seed: u64, len: u64, chunk: u
 }
 
 fn echo(mode: Mode) {
-    let p = pair(mode, PairConfig::default());
+    let p = pair(mode, PairConfig::for_data());
     let (mut client, mut server) = (p.client, p.server);
     let l = listener(&mut server, 7);
     std::thread::scope(|s| {
@@ -99,7 +99,7 @@ fn echo(mode: Mode) {
 }
 
 fn bulk_copy_both_ways(mode: Mode) {
-    let p = pair(mode, PairConfig::default());
+    let p = pair(mode, PairConfig::for_data());
     let (mut client, mut server) = (p.client, p.server);
     const UP: u64 = 24 << 20;
     const DOWN: u64 = 8 << 20;
@@ -120,7 +120,7 @@ fn bulk_copy_both_ways(mode: Mode) {
 }
 
 fn bulk_zero_copy(mode: Mode) {
-    let p = pair(mode, PairConfig::default());
+    let p = pair(mode, PairConfig::for_data());
     let (mut client, mut server) = (p.client, p.server);
     const LEN: u64 = 16 << 20;
     const BUF: usize = 16 * 1024;
@@ -174,7 +174,7 @@ fn bulk_zero_copy(mode: Mode) {
 fn epoll_many_sockets(mode: Mode) {
     const CONNS: usize = 64;
     const PER_CONN: u64 = 64 * 1024;
-    let p = pair(mode, PairConfig::default());
+    let p = pair(mode, PairConfig::for_data());
     let (mut client, mut server) = (p.client, p.server);
     let l = listener(&mut server, 5003);
     std::thread::scope(|s| {
@@ -289,7 +289,7 @@ fn epoll_many_sockets(mode: Mode) {
 }
 
 fn nonblocking_connect_reports_through_epoll(mode: Mode) {
-    let p = pair(mode, PairConfig::default());
+    let p = pair(mode, PairConfig::for_data());
     let (mut client, mut server) = (p.client, p.server);
     let _l = listener(&mut server, 80);
     let ep = client.epoll_create().expect("epoll");
@@ -340,7 +340,7 @@ fn nonblocking_connect_reports_through_epoll(mode: Mode) {
 }
 
 fn udp_with_addresses(mode: Mode) {
-    let p = pair(mode, PairConfig::default());
+    let p = pair(mode, PairConfig::for_data());
     let (mut client, mut server) = (p.client, p.server);
     let srv = server.socket(Proto::Udp).expect("socket");
     server.bind(srv, SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 5353)).expect("bind");
@@ -373,7 +373,7 @@ fn udp_with_addresses(mode: Mode) {
 
 /// Non-blocking calls alone (no epoll, no blocking call) see what arrived meanwhile.
 fn nonblocking_calls_make_progress_without_epoll(mode: Mode) {
-    let p = pair(mode, PairConfig::default());
+    let p = pair(mode, PairConfig::for_data());
     let (mut client, mut server) = (p.client, p.server);
     let l = listener(&mut server, 6000);
     server.setsockopt(l, SockOpt::NonBlocking(true)).expect("nonblocking");

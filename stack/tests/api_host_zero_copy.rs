@@ -24,7 +24,7 @@ fn run_for(p: &mut api::Pair, d: Duration) {
 }
 
 fn tx_buffer_comes_back_only_after_the_ack(mode: Mode) {
-    let mut p = pair(mode, PairConfig::default());
+    let mut p = pair(mode, PairConfig::for_data());
     let (c, conn) = p.connected(80, &[]);
     // From now on the client hears nothing: the server's ACKs are lost.
     p.client_gate.close();
@@ -54,7 +54,7 @@ fn tx_buffer_comes_back_only_after_the_ack(mode: Mode) {
 }
 
 fn held_rx_buffers_are_never_reused_or_changed(mode: Mode) {
-    let mut p = pair(mode, PairConfig::default());
+    let mut p = pair(mode, PairConfig::for_data());
     let (c, conn) = p.connected(81, &[]);
     const LEN: u64 = 4 << 20;
     let (client, server) = (&mut p.client, &mut p.server);
@@ -89,7 +89,7 @@ fn held_rx_buffers_are_never_reused_or_changed(mode: Mode) {
 fn held_rx_buffers_keep_the_window_closed(mode: Mode) {
     const WINDOW: usize = 16 * 1024;
     const LEN: u64 = 256 * 1024;
-    let mut p = pair(mode, PairConfig::default());
+    let mut p = pair(mode, PairConfig::for_data());
     let (c, conn) = p.connected(82, &[SockOpt::RecvBuffer(WINDOW)]);
     p.server.setsockopt(conn, SockOpt::NonBlocking(true)).expect("nonblocking");
     let ep = p.server.epoll_create().expect("epoll");

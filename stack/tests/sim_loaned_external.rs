@@ -88,12 +88,18 @@ struct InPlace {
 }
 
 impl TxPayload for InPlace {
-    fn bytes(&self) -> &[u8] {
-        &self.data
+    fn len(&self) -> usize {
+        self.data.len()
     }
-    fn by_reference(&self) -> bool {
+    fn copy_to(&self, offset: usize, dst: &mut [u8]) -> usize {
+        slimtcp::tcp::copy_from_slice_at(&self.data, offset, dst)
+    }
+    fn as_slice(&self) -> Option<&[u8]> {
+        Some(&self.data)
+    }
+    fn external_addr(&self) -> Option<std::ptr::NonNull<u8>> {
         // A Vec's heap bytes stay put and unmodified while the stack owns the box.
-        true
+        std::ptr::NonNull::new(self.data.as_ptr().cast_mut())
     }
 }
 
@@ -192,7 +198,7 @@ fn a_loan_returns_only_after_ack_and_every_completion() {
     let (a, b) = sim.connect();
     let dropped = Arc::new(AtomicUsize::new(0));
     let payload = loan(20_000, 7, &dropped);
-    let expect = payload.bytes().to_vec();
+    let expect = payload.as_slice().expect("plain memory").to_vec();
     sim.a.tcp_send_loaned(a, payload).expect("open").expect("fits");
     let got = read_all(&mut sim, b, expect.len());
     assert_eq!(got, expect, "the bytes arrive intact");
@@ -279,7 +285,8 @@ fn a_datagram_loan_returns_after_its_completion() {
     let dropped = Arc::new(AtomicUsize::new(0));
     let payloads: Vec<Box<dyn TxPayload>> =
         [1, 2, 999, 1472].iter().map(|&n| loan(n, n as u8, &dropped)).collect();
-    let expect: Vec<Vec<u8>> = payloads.iter().map(|p| p.bytes().to_vec()).collect();
+    let expect: Vec<Vec<u8>> =
+        payloads.iter().map(|p| p.as_slice().expect("plain memory").to_vec()).collect();
     // The first datagrams wait for ARP (B is not resolved yet), holding their loans.
     let now = sim.clock.now();
     for p in payloads {

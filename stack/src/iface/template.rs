@@ -80,11 +80,17 @@ impl HeaderTemplate {
     /// Writes only the headers of a segment whose `payload` the NIC appends from where it lies
     /// (external payload): checksums are computed in software over headers and payload (the
     /// payload is read, not copied), so no offload is requested for the split frame.
-    pub fn write_headers(&self, buf: &mut PacketBuf, repr: &TcpRepr, payload: &[u8]) -> Result<(), NoRoom> {
+    pub fn write_headers(
+        &self,
+        buf: &mut PacketBuf,
+        repr: &TcpRepr,
+        payload_len: usize,
+        payload_sum: u16,
+    ) -> Result<(), NoRoom> {
         let frame = buf.append(TEMPLATE_LEN).ok_or(NoRoom)?;
         frame.copy_from_slice(&self.header);
         let caps = ChecksumCapabilities::none();
-        self.patch(frame, repr, payload.len(), Some(checksum::data(payload)), &caps);
+        self.patch(frame, repr, payload_len, Some(payload_sum), &caps);
         buf.offload = TxOffload::default();
         Ok(())
     }

@@ -10,7 +10,7 @@ use super::tx_external::ExternalTx;
 use super::{Interface, TX_BACKLOG_BURSTS};
 use crate::iface::arp_cache::Resolution;
 use crate::nic::{ExternalFrame, ExternalPayload, L4Proto, Nic, NicError, PacketBuf, TxOffload};
-use crate::tcp::{ConnError, Payload, SegmentSink, SinkFull, State};
+use crate::tcp::{ConnError, LoanedSlice, Payload, SegmentSink, SinkFull, State};
 use crate::time::Instant;
 use crate::wire::{
     ArpOperation, ArpPacket, ArpRepr, ChecksumCapabilities, EtherType, EthernetAddress, EthernetFrame,
@@ -139,14 +139,15 @@ impl<N: Nic> FrameSink<'_, N> {
             self.blocked = true;
             return Err(SinkFull);
         };
-        let Some((bytes, loan)) = payload.by_reference() else { return Err(SinkFull) };
-        self.template.write_headers(&mut headers, repr, bytes).map_err(|_| SinkFull)?;
-        let (addr, len) = (bytes.as_ptr(), bytes.len());
+        let Some(LoanedSlice { addr, len, sum, loan }) = payload.by_reference() else {
+            return Err(SinkFull);
+        };
+        self.template.write_headers(&mut headers, repr, len, sum).map_err(|_| SinkFull)?;
         let token = self.ext.register(self.handle, loan);
         // SAFETY: the bytes belong to a loan that declared them sendable by reference: they stay
-        // mapped and unmodified while the stack holds the loan, and `lent` below makes the stack
-        // hold it until this transmission's token is reported complete by the NIC.
-        let Some(external) = (unsafe { ExternalPayload::new(addr, len, token) }) else {
+        // mapped while the stack holds the loan, and `lent` below makes the stack hold it until
+        // this transmission's token is reported complete by the NIC.
+        let Some(external) = (unsafe { ExternalPayload::new(addr.as_ptr(), len, token) }) else {
             return Err(SinkFull);
         };
         payload.lent(loan);
@@ -159,7 +160,7 @@ impl<N: Nic> SegmentSink for FrameSink<'_, N> {
     fn emit(&mut self, repr: &TcpRepr, mut payload: Payload<'_>) -> Result<(), SinkFull> {
         // Segments with options (SYNs, ACKs with SACK blocks) take the general emitter.
         let plain_header = repr.max_seg_size.is_none() && repr.window_scale.is_none() && repr.sack.is_none();
-        if self.external && plain_header && payload.by_reference().is_some() {
+        if self.external && plain_header && payload.is_by_reference() {
             self.emit_external(repr, &mut payload)?;
             self.counters.tcp_segs_out += 1;
             return Ok(());

@@ -51,12 +51,12 @@ impl ExternalTx {
     /// Queues a datagram for the NIC, its payload held here until the transmission completes.
     /// Gives the datagram back if its payload has no address (cannot happen for a slice).
     pub(super) fn push_datagram(&mut self, datagram: LoanedDatagram) -> Result<(), LoanedDatagram> {
-        let bytes = datagram.payload.bytes();
-        let (addr, len) = (bytes.as_ptr(), bytes.len());
-        // SAFETY: the payload declared itself sendable by reference (`TxPayload::by_reference`):
-        // its bytes stay mapped and unmodified while it is held, and it is held in `tokens`
-        // below until the NIC reports this token complete.
-        let Some(external) = (unsafe { ExternalPayload::new(addr, len, self.next_token) }) else {
+        let Some(addr) = datagram.payload.external_addr() else { return Err(datagram) };
+        let len = datagram.payload.len();
+        // SAFETY: the payload declared itself sendable by reference (`external_addr`): its `len`
+        // bytes stay mapped while it is held, and it is held in `tokens` below until the NIC
+        // reports this token complete.
+        let Some(external) = (unsafe { ExternalPayload::new(addr.as_ptr(), len, self.next_token) }) else {
             return Err(datagram);
         };
         let LoanedDatagram { socket, headers, payload } = datagram;

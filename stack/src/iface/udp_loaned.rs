@@ -6,7 +6,8 @@
 //! without by-reference transmit, a payload that is not `by_reference`, an empty payload) or
 //! dropped (transmit queue full, next hop unresolvable). A datagram waiting for ARP keeps its
 //! loan until it leaves. Checksums of such a frame are computed in software over the headers
-//! and the payload (read in place, not copied). UDP promises no order: a datagram sent by
+//! and the payload (read through the payload's own copies: guest memory is no slice, see
+//! [`crate::tcp::tx_payload`]). UDP promises no order: a datagram sent by
 //! reference may leave ahead of copied frames queued in the same round.
 
 use std::net::SocketAddrV4;
@@ -18,9 +19,9 @@ use super::udp_ops::{Route, ETH_IP_LEN, UDP_LEN};
 use super::{Interface, SocketHandle, TX_BACKLOG_BURSTS};
 use crate::api::SocketError;
 use crate::nic::{Nic, TxOffload};
-use crate::tcp::TxPayload;
+use crate::tcp::{payload_sum, TxPayload};
 use crate::time::Instant;
-use crate::wire::{checksum, ChecksumCapabilities, EthernetAddress, IpProtocol, UdpPacket, UdpRepr};
+use crate::wire::{ChecksumCapabilities, EthernetAddress, IpProtocol, UdpPacket, UdpRepr};
 
 impl<N: Nic> Interface<N> {
     /// Sends one datagram (to `dst`, or to the connected peer when `dst` is `None`) whose
@@ -34,10 +35,10 @@ impl<N: Nic> Interface<N> {
         payload: Box<dyn TxPayload>,
         dst: Option<SocketAddrV4>,
     ) -> Result<usize, SocketError> {
-        let len = payload.bytes().len();
+        let len = payload.len();
         let (src_port, dst) = self.udp_destination(h, dst, len)?;
-        if len == 0 || !payload.by_reference() || !self.nic.supports_external() {
-            let n = self.udp_send_to(now, h, payload.bytes(), Some(dst))?;
+        if len == 0 || payload.external_addr().is_none() || !self.nic.supports_external() {
+            let n = self.udp_send_filled(now, h, len, Some(dst), |room| payload.copy_to(0, room))?;
             self.return_datagram_loan(h, payload);
             return Ok(n);
         }
@@ -59,7 +60,7 @@ impl<N: Nic> Interface<N> {
         );
         let repr = UdpRepr { src_port, dst_port: dst.port() };
         let udp = &mut UdpPacket::new_unchecked(&mut frame[ETH_IP_LEN..]);
-        repr.emit_header(udp, src, dst_ip, len, checksum::data(payload.bytes()));
+        repr.emit_header(udp, src, dst_ip, len, payload_sum(payload.as_ref(), 0, len));
         headers.offload = TxOffload::default();
         let datagram = LoanedDatagram { socket: h, headers, payload };
         match self.route(now, dst_ip)? {
@@ -115,11 +116,9 @@ impl<N: Nic> Interface<N> {
         self.pending.take_datagrams_of(h, |ip, d| held.push((ip, d)));
         let mut copied = 0;
         for (ip, LoanedDatagram { socket, mut headers, payload }) in held {
-            let bytes = payload.bytes();
-            let whole = match headers.append(bytes.len()) {
+            let whole = match headers.append(payload.len()) {
                 Some(room) => {
-                    room.copy_from_slice(bytes);
-                    copied += bytes.len();
+                    copied += payload.copy_to(0, room);
                     self.pending.add_frame(ip, headers).is_ok()
                 }
                 None => false,

@@ -145,25 +145,44 @@ impl<N: Nic> Interface<N> {
         data: &[u8],
         dst: Option<SocketAddrV4>,
     ) -> Result<usize, SocketError> {
-        let (src_port, dst) = self.udp_destination(h, dst, data.len())?;
+        self.udp_send_filled(now, h, data.len(), dst, |room| {
+            room.copy_from_slice(data);
+            data.len()
+        })
+    }
+
+    /// [`udp_send_to`](Self::udp_send_to) of `len` payload bytes that `fill` writes into the
+    /// frame (returning how many it wrote; a short fill is zero-padded, as the length is
+    /// already announced).
+    pub(super) fn udp_send_filled(
+        &mut self,
+        now: Instant,
+        h: SocketHandle,
+        len: usize,
+        dst: Option<SocketAddrV4>,
+        fill: impl FnOnce(&mut [u8]) -> usize,
+    ) -> Result<usize, SocketError> {
+        let (src_port, dst) = self.udp_destination(h, dst, len)?;
         let mut buf = self.nic.alloc_tx().map_err(|_| SocketError::WouldBlock)?;
-        let l4_len = UDP_LEN + data.len();
+        let l4_len = UDP_LEN + len;
         let frame = buf.append(ETH_IP_LEN + l4_len).ok_or(SocketError::MessageTooLong)?;
-        frame[ETH_IP_LEN + UDP_LEN..].copy_from_slice(data);
-        self.counters.tx_payload_copied_bytes += data.len() as u64;
+        let room = &mut frame[ETH_IP_LEN + UDP_LEN..];
+        let filled = fill(room);
+        room[filled.min(len)..].fill(0);
+        self.counters.tx_payload_copied_bytes += len as u64;
         let repr = UdpRepr { src_port, dst_port: dst.port() };
         repr.emit(
             &mut UdpPacket::new_unchecked(&mut frame[ETH_IP_LEN..]),
             self.cfg.ip,
             *dst.ip(),
-            data.len(),
+            len,
             &self.caps.checksum,
         );
         self.frame_headers(frame, EthernetAddress([0; 6]), *dst.ip(), l4_len);
         buf.offload = crate::nic::TxOffload::ipv4(crate::nic::L4Proto::Udp, &self.caps.checksum);
         self.send_routed(now, *dst.ip(), buf)?;
         self.counters.udp_out += 1;
-        Ok(data.len())
+        Ok(len)
     }
 
     /// Copies the oldest datagram into `buf` (truncating) and returns its length and source.

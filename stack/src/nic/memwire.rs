@@ -430,11 +430,8 @@ impl Nic for MemwireNic {
             if let Some(dst) = flat.append(frame.headers.len() + frame.payload.len()) {
                 let (head, tail) = dst.split_at_mut(frame.headers.len());
                 head.copy_from_slice(frame.headers.as_slice());
-                // SAFETY: the payload is readable until its completion is reported (contract of
-                // `ExternalPayload::new`); it is reported below, after this copy.
-                tail.copy_from_slice(unsafe {
-                    std::slice::from_raw_parts(frame.payload.addr(), frame.payload.len())
-                });
+                // Readable until its completion is reported below, after this copy.
+                frame.payload.copy_to(tail);
             }
             let mut one = vec![flat];
             if self.transmit(now, &mut one)? == 0 {

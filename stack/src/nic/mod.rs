@@ -95,6 +95,17 @@ impl ExternalPayload {
         self.addr.as_ptr()
     }
 
+    /// Copies the bytes into `dst` (as many as fit); returns how many. The memory may be a
+    /// guest's, which the guest may write meanwhile: it is read as vm-memory reads guest memory,
+    /// never through a `&[u8]`.
+    pub fn copy_to(&self, dst: &mut [u8]) -> usize {
+        // SAFETY: the `len` bytes at `addr` stay mapped until this payload's completion
+        // (contract of `new`), and `self` exists until then; another party's concurrent writes
+        // are what a VolatileSlice allows.
+        let bytes = unsafe { vm_memory::VolatileSlice::new(self.addr.as_ptr(), self.len) };
+        bytes.copy_to(dst)
+    }
+
     /// Length in bytes.
     pub fn len(&self) -> usize {
         self.len

@@ -58,6 +58,7 @@ pub mod seq;
 pub mod state;
 pub mod syncookie;
 mod timers;
+pub mod tx_payload;
 
 #[cfg(test)]
 mod tests;
@@ -76,7 +77,8 @@ pub use isn::IsnGenerator;
 pub use listen::{listen_input, reset_for_closed, ListenAction};
 pub use liveness::{KeepAlive, LivenessOpt, LivenessOptions};
 pub use output::{Payload, SegmentSink, SinkFull};
-pub use send_buffer::{Loan, LoanId, TxPayload};
+pub use send_buffer::{Loan, LoanId, LoanedSlice};
 pub use seq::SeqNumber;
 pub use state::State;
 pub use syncookie::{cookie_syn_ack, CookieSyn, SynCookies};
+pub use tx_payload::{copy_from_slice_at, payload_sum, TxPayload};

@@ -5,7 +5,7 @@
 //! per socket per burst" hold.
 
 use super::connection::Connection;
-use super::send_buffer::{LoanId, SendBuffer};
+use super::send_buffer::{LoanId, LoanedSlice, SendBuffer};
 use super::state::State;
 use crate::time::Instant;
 use crate::wire::tcp::{TcpFlags, TcpRepr, TcpSack};
@@ -57,9 +57,16 @@ impl<'a> Payload<'a> {
         }
     }
 
-    /// The payload as one slice of a loaned buffer that may be sent by reference (zero copy),
-    /// with the loan's id; `None` for copied data, an empty payload, or one spanning buffers.
-    pub fn by_reference(&mut self) -> Option<(&[u8], LoanId)> {
+    /// True when the payload is one piece of a loaned buffer that may be sent by reference.
+    pub fn is_by_reference(&mut self) -> bool {
+        let (offset, len) = (self.offset, self.len);
+        self.tx.as_deref_mut().is_some_and(|tx| tx.is_by_reference(offset, len))
+    }
+
+    /// The payload as one piece of a loaned buffer that may be sent by reference (zero copy):
+    /// its address, sum and loan; `None` for copied data, an empty payload, or one spanning
+    /// buffers.
+    pub fn by_reference(&mut self) -> Option<LoanedSlice> {
         let (offset, len) = (self.offset, self.len);
         self.tx.as_deref_mut()?.by_reference_slice(offset, len)
     }
@@ -69,13 +76,6 @@ impl<'a> Payload<'a> {
     pub fn lent(&mut self, id: LoanId) {
         if let Some(tx) = self.tx.as_deref_mut() {
             tx.transmission_started(id);
-        }
-    }
-
-    /// Calls `f` with each contiguous slice of the payload, in order (scatter-gather transmit).
-    pub fn for_each_slice(&mut self, f: impl FnMut(&[u8])) {
-        if let Some(tx) = self.tx.as_deref_mut() {
-            tx.for_each_slice(self.offset, self.len, f);
         }
     }
 }

@@ -4,8 +4,9 @@
 //! (`push_loaned`, zero-copy: the stack holds the application's buffer until every byte of it is
 //! acknowledged, then hands it back through `take_completed`). Segments are cut at any byte offset
 //! and may span chunks, so the MSS never depends on how the application wrote; only a loaned
-//! buffer sent by reference ([`TxPayload::by_reference`]) has its edges respected, so that each
-//! segment's payload is one slice of it.
+//! buffer sent by reference ([`TxPayload::external_addr`]) has its edges respected, so that each
+//! segment's payload is one piece of it. Loaned bytes are read only through the payload's own
+//! copies (guest memory is no slice: see [`super::tx_payload`]).
 //!
 //! A loaned buffer sent by reference is also referenced by the NIC transmissions of its bytes
 //! (first sends and retransmissions) until the NIC reports them complete: each loan counts its
@@ -13,28 +14,10 @@
 //! count is zero.
 
 use std::collections::VecDeque;
+use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-/// A buffer whose bytes the stack may transmit without copying; returned once acknowledged.
-pub trait TxPayload: std::any::Any + Send + std::fmt::Debug {
-    /// The bytes to send.
-    fn bytes(&self) -> &[u8];
-
-    /// True when a NIC may transmit the bytes straight from where they are (zero copy: external
-    /// memory such as a registered guest-memory region). The implementation promises that the
-    /// bytes stay mapped and unmodified while the stack holds the payload, i.e. until it is
-    /// handed back by `take_completed` (or dropped by the stack). Default: false (the stack
-    /// copies the bytes into its frames).
-    fn by_reference(&self) -> bool {
-        false
-    }
-}
-
-impl TxPayload for Vec<u8> {
-    fn bytes(&self) -> &[u8] {
-        self
-    }
-}
+use super::tx_payload::{payload_sum, TxPayload};
 
 /// Size of the chunks copied data is gathered into.
 const COPY_CHUNK: usize = 16 * 1024;
@@ -81,16 +64,37 @@ enum Chunk {
 }
 
 impl Chunk {
-    fn bytes(&self) -> &[u8] {
+    fn len(&self) -> usize {
         match self {
-            Chunk::Copied(v) => v,
-            Chunk::Loaned(l) => l.payload.bytes(),
+            Chunk::Copied(v) => v.len(),
+            Chunk::Loaned(l) => l.payload.len(),
+        }
+    }
+
+    /// Copies bytes `from..` into `dst`; returns how many.
+    fn copy_to(&self, from: usize, dst: &mut [u8]) -> usize {
+        match self {
+            Chunk::Copied(v) => super::tx_payload::copy_from_slice_at(v, from, dst),
+            Chunk::Loaned(l) => l.payload.copy_to(from, dst),
         }
     }
 
     fn by_reference(&self) -> bool {
         matches!(self, Chunk::Loaned(l) if l.by_reference)
     }
+}
+
+/// Part of a by-reference loan, for a NIC to transmit in place.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LoanedSlice {
+    /// The first byte.
+    pub addr: NonNull<u8>,
+    /// Bytes.
+    pub len: usize,
+    /// The ones-complement sum of the bytes (`checksum::data`), for the segment's checksum.
+    pub sum: u16,
+    /// The loan they belong to.
+    pub loan: LoanId,
 }
 
 /// Bytes queued for sending and not yet acknowledged, in sequence order.
@@ -179,7 +183,7 @@ impl SendBuffer {
 
     /// Takes ownership of `payload` if all of it fits; otherwise gives it back.
     pub fn push_loaned(&mut self, payload: Box<dyn TxPayload>) -> Result<(), Box<dyn TxPayload>> {
-        let n = payload.bytes().len();
+        let n = payload.len();
         if n > self.free() {
             return Err(payload);
         }
@@ -188,7 +192,7 @@ impl SendBuffer {
             return Ok(());
         }
         let id = NEXT_LOAN.fetch_add(1, Ordering::Relaxed);
-        let by_reference = payload.by_reference();
+        let by_reference = payload.external_addr().is_some();
         self.loans.push_back((id, self.popped + self.chunks.len() as u64));
         self.chunks.push_back(Chunk::Loaned(Loan { payload, id, by_reference, in_flight: 0 }));
         self.len += n;
@@ -202,7 +206,7 @@ impl SendBuffer {
         self.len -= n;
         while n > 0 {
             let Some(front) = self.chunks.front() else { break };
-            let remaining = front.bytes().len() - self.head_offset;
+            let remaining = front.len() - self.head_offset;
             if n < remaining {
                 self.head_offset += n;
                 // The queue start moved by n: later chunks start n bytes earlier.
@@ -228,7 +232,7 @@ impl SendBuffer {
         if matches!(chunk, Chunk::Loaned(_)) {
             self.loans.pop_front();
         }
-        let consumed = chunk.bytes().len();
+        let consumed = chunk.len();
         match chunk {
             Chunk::Copied(v) => {
                 if self.spare.len() < SPARE_CHUNKS {
@@ -272,7 +276,7 @@ impl SendBuffer {
         loop {
             let chunk = self.chunks.get(idx)?;
             let skip = if idx == 0 { self.head_offset } else { 0 };
-            let end = start + chunk.bytes().len() - skip;
+            let end = start + chunk.len() - skip;
             if offset < end {
                 self.cursor = (idx, start);
                 return Some((idx, start));
@@ -286,7 +290,7 @@ impl SendBuffer {
     /// `Connection::describe`.
     pub(super) fn describe(&self) -> String {
         let by_ref = self.chunks.iter().filter(|c| c.by_reference()).count();
-        let lens: Vec<usize> = self.chunks.iter().take(4).map(|c| c.bytes().len()).collect();
+        let lens: Vec<usize> = self.chunks.iter().take(4).map(Chunk::len).collect();
         format!(
             "chunks {} (by-ref {by_ref}, first lens {lens:?}) head_offset {} cursor {:?} lingering {}",
             self.chunks.len(),
@@ -303,14 +307,32 @@ impl SendBuffer {
         let (idx, start) = self.chunk_at(offset)?;
         let chunk = self.chunks.get(idx)?;
         let skip = if idx == 0 { self.head_offset } else { 0 };
-        let end = start + chunk.bytes().len() - skip;
+        let end = start + chunk.len() - skip;
         let next_by_ref = self.chunks.get(idx + 1).is_some_and(Chunk::by_reference);
         (chunk.by_reference() || next_by_ref).then_some(end - offset)
     }
 
-    /// Bytes `offset..offset+len` as one slice of a by-reference loan, with the loan's id;
-    /// `None` when they are copied data, span chunks, or are empty.
-    pub fn by_reference_slice(&mut self, offset: usize, len: usize) -> Option<(&[u8], LoanId)> {
+    /// True when bytes `offset..offset+len` are one piece of a by-reference loan (see
+    /// [`by_reference_slice`](Self::by_reference_slice)).
+    pub fn is_by_reference(&mut self, offset: usize, len: usize) -> bool {
+        self.by_reference_piece(offset, len).is_some()
+    }
+
+    /// Bytes `offset..offset+len` as one piece of a by-reference loan, with their sum and the
+    /// loan's id; `None` when they are copied data, span chunks, or are empty.
+    pub fn by_reference_slice(&mut self, offset: usize, len: usize) -> Option<LoanedSlice> {
+        let (idx, from) = self.by_reference_piece(offset, len)?;
+        let Chunk::Loaned(l) = self.chunks.get(idx)? else { return None };
+        let base = l.payload.external_addr()?;
+        // SAFETY: `from + len <= l.payload.len()` (checked by `by_reference_piece`) and the
+        // payload promised `len()` mapped bytes from `base`, so the sum stays inside them.
+        let addr = unsafe { NonNull::new_unchecked(base.as_ptr().add(from)) };
+        Some(LoanedSlice { addr, len, sum: payload_sum(l.payload.as_ref(), from, len), loan: l.id })
+    }
+
+    /// (chunk index, offset inside the loan) of bytes `offset..offset+len` when they lie in one
+    /// by-reference loan.
+    fn by_reference_piece(&mut self, offset: usize, len: usize) -> Option<(usize, usize)> {
         if len == 0 || offset + len > self.len {
             return None;
         }
@@ -319,7 +341,7 @@ impl SendBuffer {
         match self.chunks.get(idx)? {
             Chunk::Loaned(l) if l.by_reference => {
                 let from = skip + offset - start;
-                l.payload.bytes().get(from..from + len).map(|b| (b, l.id))
+                (from + len <= l.payload.len()).then_some((idx, from))
             }
             _ => None,
         }
@@ -372,8 +394,11 @@ impl SendBuffer {
             if !matches!(chunk, Chunk::Loaned(_)) {
                 continue;
             }
-            let copy = Chunk::Copied(chunk.bytes().to_vec());
-            copied += chunk.bytes().len();
+            let mut bytes = vec![0; chunk.len()];
+            let n = chunk.copy_to(0, &mut bytes);
+            bytes.truncate(n);
+            copied += n;
+            let copy = Chunk::Copied(bytes);
             if let Chunk::Loaned(l) = std::mem::replace(chunk, copy) {
                 if l.in_flight > 0 {
                     self.lingering.push(l);
@@ -404,12 +429,12 @@ impl SendBuffer {
         out
     }
 
-    /// Calls `f` with the slices making up bytes `offset..offset+len` (relative to the first
-    /// unacknowledged byte), in order. The range is clamped to what is queued.
-    pub fn for_each_slice(&mut self, offset: usize, len: usize, mut f: impl FnMut(&[u8])) {
-        let end = (offset + len).min(self.len);
+    /// Copies bytes `offset..offset+dst.len()` (relative to the first unacknowledged byte) into
+    /// `dst`; returns how many were copied (the range is clamped to what is queued).
+    pub fn copy_out(&mut self, offset: usize, dst: &mut [u8]) -> usize {
+        let end = (offset + dst.len()).min(self.len);
         if offset >= end {
-            return;
+            return 0;
         }
         // Queue-relative offsets: the front chunk's first live byte is at 0.
         let (mut idx, mut start) = self.cursor;
@@ -421,31 +446,22 @@ impl SendBuffer {
         while pos < end {
             let Some(chunk) = self.chunks.get(idx) else { break };
             let skip = if idx == 0 { self.head_offset } else { 0 };
-            let live = &chunk.bytes()[skip..];
-            let chunk_end = start + live.len();
+            let chunk_end = start + chunk.len() - skip;
             if pos < chunk_end {
                 self.cursor = (idx, start);
-                let from = pos - start;
-                let to = (end - start).min(live.len());
-                f(&live[from..to]);
-                pos = start + to;
+                let want = end.min(chunk_end) - pos;
+                let got = chunk.copy_to(skip + pos - start, &mut dst[pos - offset..pos - offset + want]);
+                pos += got;
+                if got < want {
+                    break;
+                }
             }
             if pos >= chunk_end {
                 idx += 1;
                 start = chunk_end;
             }
         }
-    }
-
-    /// Copies bytes `offset..offset+dst.len()` into `dst`; returns how many were copied.
-    pub fn copy_out(&mut self, offset: usize, dst: &mut [u8]) -> usize {
-        let mut written = 0;
-        let len = dst.len();
-        self.for_each_slice(offset, len, |s| {
-            dst[written..written + s.len()].copy_from_slice(s);
-            written += s.len();
-        });
-        written
+        pos - offset
     }
 }
 
@@ -592,6 +608,52 @@ mod tests {
                 b.ack(rest);
                 acked += rest;
             }
+        }
+    }
+
+    #[test]
+    fn copies_match_a_flat_model_through_pushes_acks_and_reads() {
+        let mut state = 0x2545_f491_4f6c_dd1du64;
+        let mut next = |m: usize| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state % m as u64) as usize
+        };
+        let mut b = SendBuffer::new(1 << 20);
+        let mut model: Vec<u8> = Vec::new();
+        let mut byte = 0u8;
+        for _ in 0..20_000 {
+            let action = next(4);
+            let n = next(3000);
+            let data: Vec<u8> = (0..n)
+                .map(|_| {
+                    byte = byte.wrapping_add(1);
+                    byte
+                })
+                .collect();
+            match action {
+                0 => {
+                    let taken = b.push_copy(&data);
+                    model.extend_from_slice(&data[..taken]);
+                }
+                1 => {
+                    if b.push_loaned(Box::new(data.clone())).is_ok() {
+                        model.extend_from_slice(&data);
+                    }
+                }
+                2 => {
+                    let n = n.min(model.len());
+                    b.ack(n);
+                    model.drain(..n);
+                }
+                _ => {
+                    let offset = next(model.len() + 1);
+                    let got = read_all(&mut b, offset, n);
+                    assert_eq!(got, &model[offset..(offset + n).min(model.len())], "bytes {offset}+{n}");
+                }
+            }
+            assert_eq!(b.len(), model.len());
         }
     }
 }

@@ -116,6 +116,20 @@ impl Default for PairConfig {
     }
 }
 
+impl PairConfig {
+    /// The default's short timers, but a connection gives up only after 12 unanswered
+    /// retransmissions instead of 4: for tests that move data, where a thread starved on a
+    /// loaded 2-core machine for half a second must not look like a dead peer (with 4 retries
+    /// at a 20 ms RTO, 620 ms of silence reset bulk transfers when all tests ran at once).
+    pub fn for_data() -> Self {
+        let mut cfg = Self::default();
+        for c in [&mut cfg.a, &mut cfg.b] {
+            c.tcp.max_retries = 12;
+        }
+        cfg
+    }
+}
+
 /// Builds a pair in `mode`.
 pub fn pair(mode: Mode, cfg: PairConfig) -> Pair {
     let _ = env_logger::builder().is_test(true).try_init();

@@ -227,13 +227,27 @@ impl RegionLoan {
 }
 
 impl slimtcp::tcp::TxPayload for RegionLoan {
+    fn len(&self) -> usize {
+        self.len
+    }
+
+    fn copy_to(&self, offset: usize, dst: &mut [u8]) -> usize {
+        slimtcp::tcp::copy_from_slice_at(self.bytes(), offset, dst)
+    }
+
+    fn as_slice(&self) -> Option<&[u8]> {
+        Some(self.bytes())
+    }
+
+    fn external_addr(&self) -> Option<NonNull<u8>> {
+        Some(self.addr)
+    }
+}
+
+impl RegionLoan {
     fn bytes(&self) -> &[u8] {
         // SAFETY: the range lies in a live mapping (see `new`) that nobody writes while loaned.
         unsafe { std::slice::from_raw_parts(self.addr.as_ptr(), self.len) }
-    }
-
-    fn by_reference(&self) -> bool {
-        true
     }
 }
 

@@ -75,8 +75,16 @@ impl ZeroCopyTx for TxBuf {
 }
 
 impl TxPayload for TxBuf {
-    fn bytes(&self) -> &[u8] {
-        &self.data[..self.len]
+    fn len(&self) -> usize {
+        self.len
+    }
+
+    fn copy_to(&self, offset: usize, dst: &mut [u8]) -> usize {
+        crate::tcp::copy_from_slice_at(&self.data[..self.len], offset, dst)
+    }
+
+    fn as_slice(&self) -> Option<&[u8]> {
+        Some(&self.data[..self.len])
     }
 }
 

@@ -9,7 +9,7 @@ use rtrb::{Consumer, Producer};
 
 use super::buffers::{ReleaseQueue, TxBuf};
 use super::messages::{Event, Reply, Request};
-use crate::api::{Fd, SocketError};
+use crate::api::{Fd, SocketError, ZeroCopyTx};
 use crate::iface::{Activity, IfaceError, Interface, SocketHandle};
 use crate::nic::Nic;
 use crate::tcp::{Events, TxPayload};
@@ -179,7 +179,7 @@ impl<N: Nic> Worker<N> {
             }
             Request::UdpSend { fd, dst, buf } => {
                 if let Ok(h) = self.handle_of(fd) {
-                    if let Err(e) = self.iface.udp_send_to(now, h, buf.bytes(), Some(dst)) {
+                    if let Err(e) = self.iface.udp_send_to(now, h, buf.filled(), Some(dst)) {
                         log::debug!("{fd}: datagram to {dst} dropped: {e}");
                     }
                 }

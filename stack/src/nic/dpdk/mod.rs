@@ -421,8 +421,7 @@ impl DpdkNic {
             if len > 0 {
                 let Some(len16) = u16::try_from(len).ok() else { return give_back(head, payload) };
                 let Some(dst) = head.append(len16) else { return give_back(head, payload) };
-                // SAFETY: the payload's `len` bytes are readable (contract of ExternalPayload::new).
-                dst.copy_from_slice(unsafe { std::slice::from_raw_parts(addr, len) });
+                payload.copy_to(dst);
                 self.stats.tx_copied_bytes += len as u64;
             }
             Ok(Pending {

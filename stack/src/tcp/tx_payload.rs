@@ -1,0 +1,130 @@
+//! What an application loans the stack to send without a copy, and how the stack reads it.
+//!
+//! Two kinds of memory are loaned. The application's own buffers (`Vec<u8>`, the host
+//! runtime's `TxBuf`) are the stack's alone while it holds them: it may read them as a slice.
+//! A guest's memory is not: the guest may write it at any moment (a buggy or hostile guest
+//! does), so a `&[u8]` over it would be a data race. Such a payload offers no slice; the stack
+//! reads it only through [`TxPayload::copy_to`] (which the owner implements with volatile
+//! copies) and hands its address to a NIC that sends it in place. A guest that writes its bytes
+//! while they are sent changes only its own stream.
+
+use std::ptr::NonNull;
+
+use crate::wire::checksum;
+
+/// A buffer whose bytes the stack may transmit without copying; returned once acknowledged.
+pub trait TxPayload: std::any::Any + Send + std::fmt::Debug {
+    /// Length in bytes.
+    fn len(&self) -> usize;
+
+    /// True when there are no bytes.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Copies bytes `offset..` into `dst`, as many as both have; returns how many.
+    fn copy_to(&self, offset: usize, dst: &mut [u8]) -> usize;
+
+    /// The bytes as a slice, when nobody else reads or writes them while the stack holds the
+    /// payload. Default `None` (the stack then reads through `copy_to`).
+    fn as_slice(&self) -> Option<&[u8]> {
+        None
+    }
+
+    /// The address of the first byte when a NIC may transmit the bytes straight from where they
+    /// are (zero copy: external memory such as a registered guest-memory region). The
+    /// implementation promises that `len()` bytes from there stay mapped while the stack holds
+    /// the payload, i.e. until it is handed back by `take_completed` (or dropped by the stack).
+    /// Default `None` (the stack copies the bytes into its frames).
+    fn external_addr(&self) -> Option<NonNull<u8>> {
+        None
+    }
+}
+
+/// `slice[offset..]` into `dst`: the `copy_to` of payloads that are plain slices.
+pub fn copy_from_slice_at(slice: &[u8], offset: usize, dst: &mut [u8]) -> usize {
+    let Some(src) = slice.get(offset..) else { return 0 };
+    let n = src.len().min(dst.len());
+    dst[..n].copy_from_slice(&src[..n]);
+    n
+}
+
+impl TxPayload for Vec<u8> {
+    fn len(&self) -> usize {
+        self.as_slice().len()
+    }
+
+    fn copy_to(&self, offset: usize, dst: &mut [u8]) -> usize {
+        copy_from_slice_at(self, offset, dst)
+    }
+
+    fn as_slice(&self) -> Option<&[u8]> {
+        Some(self)
+    }
+}
+
+/// Bytes read per copy when summing a payload that offers no slice (even, so that only the last
+/// piece can end on an odd byte).
+const SUM_PIECE: usize = 1024;
+
+/// The ones-complement sum (`checksum::data`) of bytes `offset..offset + len` of `payload`, read
+/// in place when it is a plain slice, else through small copies.
+pub fn payload_sum(payload: &dyn TxPayload, offset: usize, len: usize) -> u16 {
+    if let Some(bytes) = payload.as_slice().and_then(|s| s.get(offset..offset + len)) {
+        return checksum::data(bytes);
+    }
+    let mut piece = [0u8; SUM_PIECE];
+    let mut sums = [0u16; 2];
+    let mut done = 0;
+    while done < len {
+        let want = (len - done).min(SUM_PIECE);
+        let got = payload.copy_to(offset + done, &mut piece[..want]);
+        if got == 0 {
+            break;
+        }
+        sums[1] = checksum::data(&piece[..got]);
+        sums[0] = checksum::combine(&sums);
+        done += got;
+    }
+    sums[0]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Like guest memory: no slice, bytes only through copies.
+    #[derive(Debug)]
+    struct CopyOnly(Vec<u8>);
+
+    impl TxPayload for CopyOnly {
+        fn len(&self) -> usize {
+            self.0.len()
+        }
+        fn copy_to(&self, offset: usize, dst: &mut [u8]) -> usize {
+            copy_from_slice_at(&self.0, offset, dst)
+        }
+    }
+
+    #[test]
+    fn sums_through_copies_match_sums_of_the_slice() {
+        let bytes: Vec<u8> = (0..5000u32).map(|i| (i * 7 + i / 13) as u8).collect();
+        let copy_only = CopyOnly(bytes.clone());
+        for (offset, len) in [(0, 5000), (1, 4999), (3, 1024), (1023, 2049), (4999, 1), (10, 0)] {
+            assert_eq!(
+                payload_sum(&copy_only, offset, len),
+                checksum::data(&bytes[offset..offset + len]),
+                "bytes {offset}+{len}"
+            );
+        }
+    }
+
+    #[test]
+    fn copies_stop_at_the_end_of_either_side() {
+        let v = vec![1u8, 2, 3, 4];
+        let mut dst = [0u8; 3];
+        assert_eq!(v.copy_to(2, &mut dst), 2);
+        assert_eq!(dst, [3, 4, 0]);
+        assert_eq!(v.copy_to(9, &mut dst), 0);
+    }
+}
