@@ -15,6 +15,8 @@
 #   FUZZ_MERGE=1         afterwards, merge what each run found into fuzz/corpus/<target>/,
 #                        minimised (libFuzzer -merge=1): the corpus to commit
 #   FUZZ_TIMEOUT=S       an input running longer than S seconds is a finding (default 20)
+#   FUZZ_FORK=N          N fuzzing processes at once (libFuzzer -fork=N; executions are summed;
+#                        a crash, timeout or OOM in any of them still stops the run)
 #
 # New inputs go to fuzz/target/corpus-work/<target>/ (not committed), so a short run (make
 # test) leaves the work tree clean. Long runs: see docs/operating.md, "Fuzzing".
@@ -48,9 +50,13 @@ limits=(-rss_limit_mb=4096 -timeout="$timeout" -max_len=4096 -detect_leaks=0 -pr
 export GLIBC_TUNABLES=${GLIBC_TUNABLES:-glibc.malloc.trim_threshold=268435456:glibc.malloc.mmap_threshold=268435456}
 [ -n "$secs" ] && limits+=(-max_total_time="$secs")
 [ -n "$runs" ] && limits+=(-runs="$runs")
+[ -n "${FUZZ_FORK:-}" ] && limits+=(-fork="$FUZZ_FORK" -ignore_crashes=0 -ignore_timeouts=0 -ignore_ooms=0)
 summary=()
 status=0
 stat() { grep -E "^stat::$1:" "$2" | tail -1 | awk '{print $2}'; }
+# Fork mode prints no final stats: its last progress line "#RUNS: cov: ..." has the
+# executions of all its processes.
+fork_runs() { grep -E '^#[0-9]+: cov:' "$1" | tail -1 | sed -E 's/^#([0-9]+):.*/\1/'; }
 for target in $targets; do
     work="target/corpus-work/$target"
     mkdir -p "corpus/$target" "$work"
@@ -76,9 +82,14 @@ for target in $targets; do
         rm -rf "corpus/$target" && mv "$merged" "corpus/$target"
     fi
     units=$(ls "corpus/$target" | wc -l)
+    executed=$(stat number_of_executed_units "$log")
+    rate=$(stat average_exec_per_sec "$log")
+    if [ -n "${FUZZ_FORK:-}" ]; then
+        executed=$(fork_runs "$log")
+        rate="$((${executed:-0} / (took > 0 ? took : 1))) (${FUZZ_FORK} procs)"
+    fi
     summary+=("$(printf '| %-16s | %14s | %9s | %8s | %6s | %-6s |' "$target" \
-        "$(stat number_of_executed_units "$log")" "$(stat average_exec_per_sec "$log")" \
-        "$took" "$units" "$result")")
+        "$executed" "$rate" "$took" "$units" "$result")")
     [ "$result" = ok ] || break
 done
 echo
