@@ -156,8 +156,10 @@ pub fn control() -> Result<Vec<Allowed>, SandboxError> {
     ]);
     // Threads only: a clone must share the address space and be a thread of this process.
     v.push(with_bits(libc::SYS_clone, 0, (libc::CLONE_THREAD | libc::CLONE_VM) as u64)?);
-    // Duplicating a socket (`try_clone`) and the relay's read timeout.
-    v.push(one_of(libc::SYS_fcntl, 1, &[libc::F_DUPFD_CLOEXEC as u64])?);
+    // Duplicating a socket (`try_clone`) and the relay's read timeout; F_GETFD (reads the
+    // close-on-exec flag only) because Rust's standard library, in debug builds, checks that a
+    // descriptor is open before it closes it.
+    v.push(one_of(libc::SYS_fcntl, 1, &[libc::F_DUPFD_CLOEXEC as u64, libc::F_GETFD as u64])?);
     v.push(one_of(libc::SYS_setsockopt, 2, &[libc::SO_RCVTIMEO as u64])?);
     v.push(prctl_names(true)?);
     v.push(sigbus_default()?);
