@@ -50,7 +50,7 @@ pub struct Liveness {
     /// Since when data has been waiting for the peer without `SND.UNA` moving.
     pub(super) stalled_since: Option<Instant>,
     /// `SND.UNA` when `stalled_since` was last updated.
-    pub(super) una_seen: Option<super::seq::SeqNumber>,
+    pub(super) una_seen: Option<super::SeqNumber>,
 }
 
 impl Liveness {

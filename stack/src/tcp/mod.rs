@@ -54,7 +54,6 @@ pub mod reorder;
 pub mod rtt;
 pub mod scoreboard;
 pub mod send_buffer;
-pub mod seq;
 pub mod state;
 pub mod syncookie;
 mod timers;
@@ -70,6 +69,7 @@ pub const DUP_ACKS_PER_BURST: u32 = 3;
 /// Duplicate ACKs that trigger a fast retransmit (RFC 5681 section 3.2).
 pub const DUP_ACK_THRESHOLD: u32 = 3;
 
+pub use crate::wire::SeqNumber;
 pub use config::TcpConfig;
 pub use connection::{ConnError, ConnStats, Connection, SendError, MIN_MSS};
 pub use events::Events;
@@ -78,7 +78,6 @@ pub use listen::{listen_input, reset_for_closed, ListenAction};
 pub use liveness::{KeepAlive, LivenessOpt, LivenessOptions};
 pub use output::{Payload, SegmentSink, SinkFull};
 pub use send_buffer::{Loan, LoanId, LoanedSlice};
-pub use seq::SeqNumber;
 pub use state::State;
 pub use syncookie::{cookie_syn_ack, CookieSyn, SynCookies};
 pub use tx_payload::{copy_from_slice_at, payload_sum, TxPayload};

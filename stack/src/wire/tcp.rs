@@ -5,8 +5,8 @@ use super::field::{get_u16, get_u32, set_u16, set_u32, sub, sub_mut};
 use super::tcp_option::kind;
 pub use super::tcp_option::{TcpOption, TcpOptionIter};
 pub use super::tcp_sack::TcpSack;
+use super::SeqNumber;
 use super::{checksum, ChecksumCapabilities, IpProtocol, Ipv4Addr, WireError};
-use crate::tcp::SeqNumber;
 
 /// Length of a TCP header without options (the minimum).
 pub const HEADER_LEN: usize = 20;

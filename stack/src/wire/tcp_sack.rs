@@ -2,7 +2,7 @@
 //! [`MAX_SACK_BLOCKS`] blocks in an ACK (SlimTCP sends them from its reorder queue, and feeds
 //! those it receives to its scoreboard).
 
-use crate::tcp::SeqNumber;
+use super::SeqNumber;
 
 /// Blocks in one segment at most: 4 fit the 40-byte option space without timestamps.
 pub const MAX_SACK_BLOCKS: usize = 4;

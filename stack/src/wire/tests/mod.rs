@@ -243,8 +243,8 @@ fn layered_frame_roundtrip() {
     let tcp = TcpRepr {
         src_port: 40000,
         dst_port: 80,
-        seq_number: crate::tcp::SeqNumber(1000),
-        ack_number: Some(crate::tcp::SeqNumber(2000)),
+        seq_number: crate::wire::SeqNumber(1000),
+        ack_number: Some(crate::wire::SeqNumber(2000)),
         flags: TcpFlags::PSH,
         window_len: 1024,
         max_seg_size: None,
@@ -295,8 +295,8 @@ fn random_reprs_roundtrip() {
         let repr = TcpRepr {
             src_port: 1 + rng.below(65535) as u16,
             dst_port: 1 + rng.below(65535) as u16,
-            seq_number: crate::tcp::SeqNumber(rng.next_u64() as u32),
-            ack_number: (rng.below(2) == 0).then(|| crate::tcp::SeqNumber(rng.next_u64() as u32)),
+            seq_number: crate::wire::SeqNumber(rng.next_u64() as u32),
+            ack_number: (rng.below(2) == 0).then(|| crate::wire::SeqNumber(rng.next_u64() as u32)),
             flags: if rng.below(2) == 0 { flags | TcpFlags::PSH } else { flags },
             window_len: rng.next_u64() as u16,
             max_seg_size: (rng.below(2) == 0).then(|| rng.next_u64() as u16),

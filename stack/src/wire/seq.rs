@@ -1,4 +1,5 @@
-//! TCP sequence numbers: 32-bit values compared modulo 2^32 (RFC 9293 section 3.4).
+//! TCP sequence numbers: 32-bit values compared modulo 2^32 (RFC 9293 section 3.4). They live
+//! with the wire formats that carry them; `tcp` re-exports them.
 
 use std::cmp::Ordering;
 use std::ops::{Add, AddAssign, Sub};
