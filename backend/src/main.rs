@@ -19,9 +19,8 @@ fn main() -> ExitCode {
             return ExitCode::SUCCESS;
         }
         Err(e) => {
-            let first =
-                e.to_string().lines().next().unwrap_or_default().trim_start_matches("error: ").to_owned();
-            eprintln!("slimtcp-vhost: error: {first} (see --help)");
+            let line = slimtcp::report::usage_error_line(&e.to_string());
+            eprintln!("slimtcp-vhost: error: {line} (see --help)");
             return ExitCode::from(EXIT_USAGE);
         }
     };

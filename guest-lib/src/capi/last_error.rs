@@ -4,7 +4,6 @@
 //! the message is formatted when `slim_last_error` asks for it.
 
 use std::cell::RefCell;
-use std::error::Error as _;
 use std::ffi::{c_char, CString};
 
 use super::error::CapiError;
@@ -32,13 +31,7 @@ pub(crate) fn set(call: &'static str, error: CapiError) {
 
 /// `call: error: cause: cause...`, without the NUL bytes a C string cannot hold.
 fn format(call: &str, error: &CapiError) -> CString {
-    let mut text = format!("{call}: {error}");
-    let mut cause = error.source();
-    while let Some(c) = cause {
-        text.push_str(": ");
-        text.push_str(&c.to_string());
-        cause = c.source();
-    }
+    let mut text = format!("{call}: {}", slimtcp::report::error_chain(error));
     text.retain(|ch| ch != '\0');
     CString::new(text).unwrap_or_default()
 }
