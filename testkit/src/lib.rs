@@ -15,6 +15,7 @@
 pub mod capture;
 pub mod check;
 pub mod data;
+pub mod hostile_vmm;
 pub mod linux_peer;
 pub mod lossnet;
 pub mod netns;

@@ -8,7 +8,7 @@ mod e2e;
 
 use std::fs::File;
 use std::io::{Read, Write};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::net::UnixStream;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -18,20 +18,20 @@ use slimtcp::iface::InterfaceConfig;
 use slimtcp::nic::memwire::{link, LinkConfig, MemwireNic};
 use slimtcp::wire::EthernetAddress;
 use slimtcp_guest::{GuestConfig, GuestSockets};
+use slimtcp_testkit::hostile_vmm::{
+    closed_within, memfd, message, negotiate, peer_closed, pipe, region, start_rings,
+};
 use slimtcp_testkit::netns::Netns;
 use slimtcp_testkit::require_netns;
 use slimtcp_vhost::relay::{MAX_DEFERRED_RINGS, MAX_MEM_REGIONS, MESSAGE_TIMEOUT};
 use slimtcp_vhost::sandbox::Sandbox;
 use slimtcp_vhost::server::{serve_tenant, StopHandle, TenantConfig};
-use vhost::vhost_user::message::VhostUserProtocolFeatures;
 use vhost::vhost_user::{Frontend, VhostUserFrontend};
-use vhost::{VhostBackend, VhostUserMemoryRegionInfo, VringConfigData};
+use vhost::VhostBackend;
 use vmm_sys_util::eventfd::EventFd;
 
 /// Bytes the good tenant moves each way during an attack.
 const VICTIM_BYTES: u64 = 20_000_000;
-/// Where the attacker says its memory is in its own address space (never dereferenced).
-const FAKE_HVA: u64 = 0x7f00_0000_0000;
 
 /// The hostile VMM's tenant: a memwire NIC, served until the test ends.
 struct Hostile {
@@ -139,77 +139,6 @@ fn under_attack(tag: &str, attack: impl FnOnce(&Hostile) + Send) {
     good.finish();
 }
 
-fn memfd(len: u64) -> File {
-    // SAFETY: memfd_create with a valid name; the descriptor is owned by the File.
-    let fd = unsafe { libc::memfd_create(c"hostile-vmm".as_ptr(), libc::MFD_CLOEXEC) };
-    assert!(fd >= 0, "memfd_create");
-    // SAFETY: a fresh descriptor.
-    let f = unsafe { File::from_raw_fd(fd) };
-    f.set_len(len).expect("size");
-    f
-}
-
-/// SET_OWNER, features with PROTOCOL_FEATURES, MQ | REPLY_ACK | CONFIGURE_MEM_SLOTS.
-fn negotiate(f: &mut Frontend) {
-    f.set_owner().expect("set_owner");
-    let features = f.get_features().expect("get_features");
-    let pf = f.get_protocol_features().expect("get_protocol_features");
-    f.set_protocol_features(
-        pf & (VhostUserProtocolFeatures::MQ
-            | VhostUserProtocolFeatures::REPLY_ACK
-            | VhostUserProtocolFeatures::CONFIGURE_MEM_SLOTS),
-    )
-    .expect("set_protocol_features");
-    f.set_features(features).expect("set_features");
-}
-
-/// Whether the backend closed the connection (a request gets no answer) within `wait`.
-fn closed_within(f: &mut Frontend, wait: Duration) -> bool {
-    let deadline = Instant::now() + wait;
-    while Instant::now() < deadline {
-        if f.get_features().is_err() {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    false
-}
-
-fn region(gpa: u64, size: u64, file: &File) -> VhostUserMemoryRegionInfo {
-    VhostUserMemoryRegionInfo {
-        guest_phys_addr: gpa,
-        memory_size: size,
-        userspace_addr: FAKE_HVA + gpa,
-        mmap_offset: 0,
-        mmap_handle: file.as_raw_fd(),
-    }
-}
-
-/// Rings 0 and 1 at the start of guest memory (zeroed: nothing posted), enabled and kicked, so
-/// that the backend's worker polls them.
-fn start_rings(f: &mut Frontend, events: &[EventFd]) -> Result<(), vhost::Error> {
-    for ring in 0..2usize {
-        let base = ring as u64 * 0x4000;
-        f.set_vring_num(ring, 256)?;
-        let cfg = VringConfigData {
-            queue_max_size: 1024,
-            queue_size: 256,
-            flags: 0,
-            desc_table_addr: FAKE_HVA + 0x1_0000 + base,
-            avail_ring_addr: FAKE_HVA + 0x1_1000 + base,
-            used_ring_addr: FAKE_HVA + 0x1_2000 + base,
-            log_addr: None,
-        };
-        f.set_vring_addr(ring, &cfg)?;
-        f.set_vring_base(ring, 0)?;
-        f.set_vring_call(ring, &events[2 * ring])?;
-        f.set_vring_kick(ring, &events[2 * ring + 1])?;
-        f.set_vring_enable(ring, true)?;
-        events[2 * ring + 1].write(1).expect("kick");
-    }
-    Ok(())
-}
-
 /// Finding 1, at mapping time: a 1 GiB region over a 4 KiB memfd, rings in the unbacked part.
 /// Without the size check the worker's first ring read raised SIGBUS and every tenant died.
 #[test]
@@ -217,8 +146,8 @@ fn a_region_larger_than_its_file_is_refused() {
     require_netns!();
     under_attack("big", |h| {
         let mut f = h.frontend();
-        negotiate(&mut f);
-        let file = memfd(4096);
+        negotiate(&mut f).expect("negotiate");
+        let file = memfd(4096).expect("memfd");
         // The daemon would map it; the relay must not let it.
         let _ = f.set_mem_table(&[region(0, 1 << 30, &file)]);
         let events: Vec<EventFd> = (0..4).map(|_| EventFd::new(0).expect("eventfd")).collect();
@@ -235,8 +164,8 @@ fn memory_truncated_under_the_mapping_ends_only_that_connection() {
     require_netns!();
     under_attack("trunc", |h| {
         let mut f = h.frontend();
-        negotiate(&mut f);
-        let file = memfd(1 << 20);
+        negotiate(&mut f).expect("negotiate");
+        let file = memfd(1 << 20).expect("memfd");
         f.set_mem_table(&[region(0, 1 << 20, &file)]).expect("a valid memory table is accepted");
         let events: Vec<EventFd> = (0..4).map(|_| EventFd::new(0).expect("eventfd")).collect();
         start_rings(&mut f, &events).expect("rings");
@@ -253,9 +182,9 @@ fn memory_regions_beyond_the_limit_are_refused() {
     require_netns!();
     under_attack("slots", |h| {
         let mut f = h.frontend();
-        negotiate(&mut f);
+        negotiate(&mut f).expect("negotiate");
         assert_eq!(f.get_max_mem_slots().expect("slots"), MAX_MEM_REGIONS as u64, "the limit is announced");
-        let file = memfd(4096);
+        let file = memfd(4096).expect("memfd");
         for i in 0..MAX_MEM_REGIONS as u64 {
             f.add_mem_region(&region(i * 0x10_0000, 4096, &file)).expect("a region within the limit");
         }
@@ -263,29 +192,6 @@ fn memory_regions_beyond_the_limit_are_refused() {
         let _ = f.add_mem_region(&region(1 << 40, 4096, &file));
         assert!(closed_within(&mut f, Duration::from_secs(10)), "one region too many closes the connection");
     });
-}
-
-/// A raw vhost-user message.
-fn message(request: u32, flags: u32, body: &[u8]) -> Vec<u8> {
-    let mut m = Vec::with_capacity(12 + body.len());
-    m.extend_from_slice(&request.to_le_bytes());
-    m.extend_from_slice(&flags.to_le_bytes());
-    m.extend_from_slice(&(body.len() as u32).to_le_bytes());
-    m.extend_from_slice(body);
-    m
-}
-
-/// Whether the peer closed `s` (end of stream or reset) within its read timeout.
-fn peer_closed(s: &mut UnixStream) -> bool {
-    let mut b = [0u8; 256];
-    loop {
-        match s.read(&mut b) {
-            Ok(0) => return true,
-            Ok(_) => continue,
-            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => return true,
-            Err(_) => return false,
-        }
-    }
 }
 
 /// Finding 2, first half: SET_VRING_ENABLE before SET_FEATURES for ever more rings (each used
@@ -317,7 +223,7 @@ fn a_partial_message_times_out_and_its_descriptors_are_closed() {
     require_netns!();
     under_attack("partial", |h| {
         let mut s = h.raw();
-        let (read_end, write_end) = pipe();
+        let (read_end, write_end) = pipe().expect("pipe");
         // GET_FEATURES header announcing an 8-byte body; 4 bytes come, with 8 copies of the
         // pipe's write end.
         let mut m = message(1, 1, &[0u8; 8]);
@@ -332,14 +238,6 @@ fn a_partial_message_times_out_and_its_descriptors_are_closed() {
         let mut b = [0u8; 1];
         assert_eq!(r.read(&mut b).expect("read"), 0, "every copy of the write end is closed");
     });
-}
-
-fn pipe() -> (OwnedFd, OwnedFd) {
-    let mut fds = [-1 as RawFd; 2];
-    // SAFETY: pipe2 fills the two-element array.
-    assert_eq!(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) }, 0, "pipe");
-    // SAFETY: fresh descriptors owned by nobody else.
-    unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) }
 }
 
 fn send_with_fds(s: &UnixStream, bytes: &[u8], fds: &[RawFd]) {

@@ -19,7 +19,7 @@
 
 use std::fs::File;
 use std::io::{Read, Write};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -30,17 +30,17 @@ use std::time::{Duration, Instant};
 use slimtcp_guest::ring::Segment;
 use slimtcp_guest::transport::Transport;
 use slimtcp_guest::{GuestConfig, GuestSockets, VhostUserTransport};
+use slimtcp_testkit::hostile_vmm::{
+    closed_within, memfd, message, negotiate, peer_closed, pipe, region, start_rings,
+};
 use slimtcp_vhost::relay::{MAX_DEFERRED_RINGS, MAX_MEM_REGIONS};
-use vhost::vhost_user::message::VhostUserProtocolFeatures;
 use vhost::vhost_user::{Frontend, VhostUserFrontend};
-use vhost::{VhostBackend, VhostUserMemoryRegionInfo, VringConfigData};
+use vhost::VhostBackend;
 use vmm_sys_util::eventfd::EventFd;
 use vmm_sys_util::sock_ctrl_msg::ScmSocket;
 
 use crate::error::SoakError;
 
-/// Where the attacker says its memory is (never dereferenced by anyone).
-const FAKE_HVA: u64 = 0x7f00_0000_0000;
 /// How long the backend may take to end an attacked connection.
 const CLOSE_WAIT: Duration = Duration::from_secs(15);
 /// How long the bad-chains guest floods.
@@ -168,77 +168,6 @@ fn raw(socket: &Path) -> Result<UnixStream, String> {
     Ok(s)
 }
 
-fn memfd(len: u64) -> Result<File, String> {
-    // SAFETY: memfd_create with a valid NUL-terminated name; the result is checked.
-    let fd = unsafe { libc::memfd_create(c"soak-hostile-vmm".as_ptr(), libc::MFD_CLOEXEC) };
-    if fd < 0 {
-        return Err(format!("memfd_create: {}", std::io::Error::last_os_error()));
-    }
-    // SAFETY: a fresh descriptor owned by nobody else.
-    let f = unsafe { File::from_raw_fd(fd) };
-    f.set_len(len).map_err(|e| format!("sizing the memfd: {e}"))?;
-    Ok(f)
-}
-
-fn negotiate(f: &mut Frontend) -> Result<(), String> {
-    f.set_owner().map_err(|e| format!("set_owner: {e}"))?;
-    let features = f.get_features().map_err(|e| format!("get_features: {e}"))?;
-    let pf = f.get_protocol_features().map_err(|e| format!("get_protocol_features: {e}"))?;
-    f.set_protocol_features(
-        pf & (VhostUserProtocolFeatures::MQ
-            | VhostUserProtocolFeatures::REPLY_ACK
-            | VhostUserProtocolFeatures::CONFIGURE_MEM_SLOTS),
-    )
-    .map_err(|e| format!("set_protocol_features: {e}"))?;
-    f.set_features(features).map_err(|e| format!("set_features: {e}"))
-}
-
-/// Whether the backend closed the connection (a request gets no answer) within [`CLOSE_WAIT`].
-fn closed_within(f: &mut Frontend, wait: Duration) -> bool {
-    let deadline = Instant::now() + wait;
-    while Instant::now() < deadline {
-        if f.get_features().is_err() {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    false
-}
-
-fn region(gpa: u64, size: u64, file: &File) -> VhostUserMemoryRegionInfo {
-    VhostUserMemoryRegionInfo {
-        guest_phys_addr: gpa,
-        memory_size: size,
-        userspace_addr: FAKE_HVA + gpa,
-        mmap_offset: 0,
-        mmap_handle: file.as_raw_fd(),
-    }
-}
-
-/// Rings 0 and 1 at the start of guest memory (zeroed: nothing posted), enabled and kicked.
-fn start_rings(f: &mut Frontend, events: &[EventFd]) -> Result<(), vhost::Error> {
-    for ring in 0..2usize {
-        let base = ring as u64 * 0x4000;
-        f.set_vring_num(ring, 256)?;
-        let cfg = VringConfigData {
-            queue_max_size: 1024,
-            queue_size: 256,
-            flags: 0,
-            desc_table_addr: FAKE_HVA + 0x1_0000 + base,
-            avail_ring_addr: FAKE_HVA + 0x1_1000 + base,
-            used_ring_addr: FAKE_HVA + 0x1_2000 + base,
-            log_addr: None,
-        };
-        f.set_vring_addr(ring, &cfg)?;
-        f.set_vring_base(ring, 0)?;
-        f.set_vring_call(ring, &events[2 * ring])?;
-        f.set_vring_kick(ring, &events[2 * ring + 1])?;
-        f.set_vring_enable(ring, true)?;
-        let _ = events[2 * ring + 1].write(1);
-    }
-    Ok(())
-}
-
 fn eventfds() -> Result<Vec<EventFd>, String> {
     (0..4).map(|_| EventFd::new(0).map_err(|e| format!("eventfd: {e}"))).collect()
 }
@@ -253,8 +182,8 @@ fn expect_closed(f: &mut Frontend) -> Result<(), String> {
 
 fn big_region(socket: &Path) -> Result<(), String> {
     let mut f = frontend(socket)?;
-    negotiate(&mut f)?;
-    let file = memfd(4096)?;
+    negotiate(&mut f).map_err(|e| format!("negotiating: {e}"))?;
+    let file = memfd(4096).map_err(|e| format!("memfd: {e}"))?;
     let _ = f.set_mem_table(&[region(0, 1 << 30, &file)]);
     let events = eventfds()?;
     let _ = start_rings(&mut f, &events);
@@ -263,8 +192,8 @@ fn big_region(socket: &Path) -> Result<(), String> {
 
 fn truncate(socket: &Path) -> Result<(), String> {
     let mut f = frontend(socket)?;
-    negotiate(&mut f)?;
-    let file = memfd(1 << 20)?;
+    negotiate(&mut f).map_err(|e| format!("negotiating: {e}"))?;
+    let file = memfd(1 << 20).map_err(|e| format!("memfd: {e}"))?;
     f.set_mem_table(&[region(0, 1 << 20, &file)])
         .map_err(|e| format!("a valid memory table was refused: {e}"))?;
     let events = eventfds()?;
@@ -278,36 +207,14 @@ fn truncate(socket: &Path) -> Result<(), String> {
 
 fn slots(socket: &Path) -> Result<(), String> {
     let mut f = frontend(socket)?;
-    negotiate(&mut f)?;
-    let file = memfd(4096)?;
+    negotiate(&mut f).map_err(|e| format!("negotiating: {e}"))?;
+    let file = memfd(4096).map_err(|e| format!("memfd: {e}"))?;
     for i in 0..MAX_MEM_REGIONS as u64 {
         f.add_mem_region(&region(i * 0x10_0000, 4096, &file))
             .map_err(|e| format!("region {i} refused: {e}"))?;
     }
     let _ = f.add_mem_region(&region(1 << 40, 4096, &file));
     expect_closed(&mut f)
-}
-
-fn message(request: u32, flags: u32, body: &[u8]) -> Vec<u8> {
-    let mut m = Vec::with_capacity(12 + body.len());
-    m.extend_from_slice(&request.to_le_bytes());
-    m.extend_from_slice(&flags.to_le_bytes());
-    m.extend_from_slice(&(body.len() as u32).to_le_bytes());
-    m.extend_from_slice(body);
-    m
-}
-
-/// Whether the peer closed `s` (end of stream or reset) within its read timeout.
-fn peer_closed(s: &mut UnixStream) -> bool {
-    let mut b = [0u8; 256];
-    loop {
-        match s.read(&mut b) {
-            Ok(0) => return true,
-            Ok(_) => continue,
-            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => return true,
-            Err(_) => return false,
-        }
-    }
 }
 
 fn early_enables(socket: &Path) -> Result<(), String> {
@@ -326,20 +233,10 @@ fn early_enables(socket: &Path) -> Result<(), String> {
     }
 }
 
-fn pipe() -> Result<(OwnedFd, OwnedFd), String> {
-    let mut fds = [-1 as RawFd; 2];
-    // SAFETY: pipe2 fills the two-element array it is given.
-    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-        return Err(format!("pipe2: {}", std::io::Error::last_os_error()));
-    }
-    // SAFETY: two fresh descriptors owned by nobody else.
-    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
-}
-
 fn partial(socket: &Path) -> Result<(), String> {
     const GET_FEATURES: u32 = 1;
     let mut s = raw(socket)?;
-    let (read_end, write_end) = pipe()?;
+    let (read_end, write_end) = pipe().map_err(|e| format!("pipe2: {e}"))?;
     let mut m = message(GET_FEATURES, 1, &[0u8; 8]);
     m.truncate(16);
     let fds = [write_end.as_raw_fd(); 8];
