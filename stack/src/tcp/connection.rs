@@ -400,11 +400,6 @@ impl Connection {
         self.rx.len()
     }
 
-    /// True when a read would return data or end of stream.
-    pub fn can_recv(&self) -> bool {
-        !self.rx.is_empty() || self.fin_received || self.error.is_some()
-    }
-
     /// True when a read returned everything and the peer closed (end of stream).
     pub fn at_eof(&self) -> bool {
         self.rx.is_empty() && self.fin_received
