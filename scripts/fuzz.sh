@@ -53,10 +53,10 @@ export GLIBC_TUNABLES=${GLIBC_TUNABLES:-glibc.malloc.trim_threshold=268435456:gl
 [ -n "${FUZZ_FORK:-}" ] && limits+=(-fork="$FUZZ_FORK" -ignore_crashes=0 -ignore_timeouts=0 -ignore_ooms=0)
 summary=()
 status=0
-stat() { grep -E "^stat::$1:" "$2" | tail -1 | awk '{print $2}'; }
+stat() { { grep -E "^stat::$1:" "$2" || true; } | tail -1 | awk '{print $2}'; }
 # Fork mode prints no final stats: its last progress line "#RUNS: cov: ..." has the
 # executions of all its processes.
-fork_runs() { grep -E '^#[0-9]+: cov:' "$1" | tail -1 | sed -E 's/^#([0-9]+):.*/\1/'; }
+fork_runs() { { grep -E '^#[0-9]+: cov:' "$1" || true; } | tail -1 | sed -E 's/^#([0-9]+):.*/\1/'; }
 for target in $targets; do
     work="target/corpus-work/$target"
     mkdir -p "corpus/$target" "$work"
