@@ -91,10 +91,8 @@ impl<N: Nic> Engine<N> {
         let Some(s) = self.sockets.get_mut(&id) else { return };
         let mut copied = 0u64;
         for b in s.backlog.iter_mut() {
-            let mut bytes = vec![0; b.len()];
-            let n = b.copy_to(0, &mut bytes);
-            bytes.truncate(n);
-            copied += n as u64;
+            let bytes = slimtcp::tcp::copy_all(b.as_ref());
+            copied += bytes.len() as u64;
             let copy: Box<dyn TxPayload> = Box::new(bytes);
             self.completed.push(std::mem::replace(b, copy));
         }

@@ -80,4 +80,4 @@ pub use output::{Payload, SegmentSink, SinkFull};
 pub use send_buffer::{Loan, LoanId, LoanedSlice};
 pub use state::State;
 pub use syncookie::{cookie_syn_ack, CookieSyn, SynCookies};
-pub use tx_payload::{copy_from_slice_at, payload_sum, TxPayload};
+pub use tx_payload::{copy_all, copy_from_slice_at, payload_sum, TxPayload};

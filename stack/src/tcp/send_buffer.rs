@@ -17,7 +17,7 @@ use std::collections::VecDeque;
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use super::tx_payload::{payload_sum, TxPayload};
+use super::tx_payload::{copy_all, payload_sum, TxPayload};
 
 /// Size of the chunks copied data is gathered into.
 const COPY_CHUNK: usize = 16 * 1024;
@@ -391,13 +391,9 @@ impl SendBuffer {
         let mut copied = 0;
         self.loans.clear();
         for chunk in self.chunks.iter_mut() {
-            if !matches!(chunk, Chunk::Loaned(_)) {
-                continue;
-            }
-            let mut bytes = vec![0; chunk.len()];
-            let n = chunk.copy_to(0, &mut bytes);
-            bytes.truncate(n);
-            copied += n;
+            let Chunk::Loaned(l) = chunk else { continue };
+            let bytes = copy_all(l.payload.as_ref());
+            copied += bytes.len();
             let copy = Chunk::Copied(bytes);
             if let Chunk::Loaned(l) = std::mem::replace(chunk, copy) {
                 if l.in_flight > 0 {

@@ -63,6 +63,15 @@ impl TxPayload for Vec<u8> {
     }
 }
 
+/// All of `payload`'s bytes copied into a new vector (taking a loan's bytes back into the
+/// stack's or the owner's own memory).
+pub fn copy_all(payload: &dyn TxPayload) -> Vec<u8> {
+    let mut bytes = vec![0; payload.len()];
+    let n = payload.copy_to(0, &mut bytes);
+    bytes.truncate(n);
+    bytes
+}
+
 /// Bytes read per copy when summing a payload that offers no slice (even, so that only the last
 /// piece can end on an odd byte).
 const SUM_PIECE: usize = 1024;
