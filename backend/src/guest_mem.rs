@@ -142,15 +142,6 @@ impl<'a> GuestWriter<'a> {
     }
 }
 
-/// Identifies the send request a payload piece belongs to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct SendTag {
-    /// The guest socket id.
-    pub socket: u32,
-    /// The request's sequence number on that socket.
-    pub seq: u64,
-}
-
 /// A piece of a `send` request's payload, transmitted by the stack straight from guest memory
 /// (by reference). It keeps the memory mapping it points into alive (`Arc` of the memory table
 /// at the time of the request), so a memory-table swap or a disconnect cannot unmap it.
@@ -158,8 +149,6 @@ pub struct GuestPayload {
     ptr: *const u8,
     len: usize,
     _mem: Arc<GuestMem>,
-    /// Which request it belongs to.
-    pub tag: SendTag,
 }
 
 // SAFETY: the payload is an address range in a mapping kept alive by the `Arc` it holds; it is
@@ -168,14 +157,14 @@ unsafe impl Send for GuestPayload {}
 
 impl GuestPayload {
     /// A payload of `slice`, a translation made from `mem`.
-    pub fn new(slice: HostSlice, mem: Arc<GuestMem>, tag: SendTag) -> Self {
-        GuestPayload { ptr: slice.ptr, len: slice.len, _mem: mem, tag }
+    pub fn new(slice: HostSlice, mem: Arc<GuestMem>) -> Self {
+        GuestPayload { ptr: slice.ptr, len: slice.len, _mem: mem }
     }
 }
 
 impl std::fmt::Debug for GuestPayload {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("GuestPayload").field("len", &self.len).field("tag", &self.tag).finish()
+        f.debug_struct("GuestPayload").field("len", &self.len).finish()
     }
 }
 
@@ -213,7 +202,7 @@ mod tests {
         mem.write_slice(&bytes, GuestAddress(0x1000)).expect("write");
         let mut slices = Vec::new();
         translate(&mem, 0x1000, 3000, &mut slices).expect("inside guest memory");
-        let payload = GuestPayload::new(slices[0], Arc::clone(&mem), SendTag { socket: 1, seq: 0 });
+        let payload = GuestPayload::new(slices[0], Arc::clone(&mem));
         assert_eq!(payload.len(), 3000);
         assert!(payload.as_slice().is_none(), "guest memory is never a slice");
         let mut out = vec![0u8; 1000];

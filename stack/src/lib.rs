@@ -12,6 +12,7 @@ pub mod iface;
 pub mod nic;
 pub mod report;
 pub mod rx_memory;
+pub mod server;
 pub mod sim;
 pub mod tcp;
 pub mod time;

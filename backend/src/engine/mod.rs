@@ -8,24 +8,25 @@
 
 mod chain;
 mod deliver;
+mod events;
 mod limits;
+mod options;
 mod requests;
 mod restart;
-mod sends;
 mod stop;
 
-use std::collections::{HashMap, VecDeque};
-use std::net::{Ipv4Addr, SocketAddrV4};
+use std::collections::VecDeque;
+use std::net::Ipv4Addr;
 use std::sync::Arc;
 
-use slimtcp::iface::{Activity, IfaceError, Interface, SocketHandle, FIRST_EPHEMERAL_PORT};
-use slimtcp::nic::{Nic, PacketBuf};
-use slimtcp::tcp::{LivenessOptions, TcpConfig, TxPayload};
+use slimtcp::iface::{IfaceError, Interface};
+use slimtcp::nic::Nic;
+use slimtcp::server::{ServerLimits, SocketServer, Transport};
 use slimtcp::time::Clock;
 use slimtcp_abi::{HelloInfo, RxMessage, SocketId};
 
 use crate::guest_dma::GuestDma;
-use crate::guest_mem::{GuestMem, HostSlice};
+use crate::guest_mem::{GuestMem, GuestPayload, HostSlice};
 use crate::queues::{self, Vrings};
 use chain::Walked;
 
@@ -192,89 +193,39 @@ struct Pair {
     readable: VecDeque<u32>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Kind {
-    Tcp,
-    Udp,
-}
+/// What the guest protocol brings to the socket server: a send is its chain (returned after
+/// its completion), a connect its cookie; payload is read in place from guest memory.
+#[derive(Debug)]
+struct GuestTransport;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Phase {
-    /// Created (maybe bound), neither listening nor connected.
-    Fresh,
-    Listening,
-    /// Connect in progress; the completion is sent once established.
-    Connecting {
-        cookie: u64,
-        quiet: bool,
-    },
-    Connected,
-    /// Closed by the guest, waiting for held sends to be acknowledged (invisible to the guest).
-    Zombie,
-}
-
+/// A send request whose chain is held until the server completes it.
 #[derive(Debug)]
 struct HeldSend {
     head: u16,
     cookie: u64,
     quiet: bool,
-    len: u32,
-    loans_left: usize,
 }
 
-#[derive(Debug, Clone, Copy)]
-struct Opts {
-    rcvbuf: u32,
-    sndbuf: u32,
-    mss: u16,
-    wscale: Option<u8>,
-    nodelay: bool,
-    burst: u32,
-    /// Keepalive and user timeout (`tcp/liveness.rs`).
-    live: LivenessOptions,
+/// A connect request, answered once the handshake ends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct ConnectCall {
+    cookie: u64,
+    quiet: bool,
 }
 
-#[derive(Debug)]
-struct GSock {
-    pair: usize,
-    kind: Kind,
-    phase: Phase,
-    handle: Option<SocketHandle>,
-    port: Option<u16>,
-    opts: Opts,
-    /// Send payload bytes whose chains are held.
-    in_flight: u64,
-    next_seq: u64,
-    sends: HashMap<u64, HeldSend>,
-    /// Loans the stack did not take yet (never expected with the in-flight bound).
-    backlog: VecDeque<Box<dyn TxPayload>>,
-    /// Bytes delivered in data events and not yet credited back.
-    outstanding_rx: u64,
-    /// Part of a segment that did not fit the last buffer.
-    rx_partial: Option<PacketBuf>,
-    in_readable: bool,
-    write_shut: bool,
-    writable_wanted: bool,
-    eof_sent: bool,
-    reset_sent: bool,
+impl Transport for GuestTransport {
+    type Send = HeldSend;
+    type Call = ConnectCall;
+    type Payload = GuestPayload;
 }
 
 /// The data path of one tenant (see the module documentation).
 #[derive(Debug)]
 pub struct Engine<N: Nic> {
-    iface: Interface<N>,
-    clock: Clock,
+    server: SocketServer<N, GuestTransport>,
     cfg: EngineConfig,
     pairs: Vec<Pair>,
-    sockets: HashMap<u32, GSock>,
-    by_handle: HashMap<SocketHandle, u32>,
-    /// Sockets holding send chains (checked for completed loans after each poll).
-    sending: Vec<u32>,
-    next_id: u32,
-    next_port: u16,
     counters: DeviceCounters,
-    activity: Vec<Activity>,
-    completed: Vec<Box<dyn TxPayload>>,
     walked: Walked,
     /// Message headers being emitted, and datagrams copied (so at most `max_datagram` bytes).
     scratch: Vec<u8>,
@@ -285,19 +236,20 @@ impl<N: Nic> Engine<N> {
     /// An engine over `iface` (which it owns from now on).
     pub fn new(iface: Interface<N>, clock: Clock, cfg: EngineConfig) -> Self {
         let pairs = (0..cfg.pairs).map(|_| Pair::default()).collect();
+        let l = &cfg.limits;
+        let limits = ServerLimits {
+            max_sockets: l.max_sockets as usize,
+            max_send_in_flight: l.max_send_in_flight as usize,
+            default_sndbuf: l.max_send_in_flight as usize,
+            default_rcvbuf: l.rx_buffer as usize,
+            max_backlog: l.max_backlog as usize,
+            max_datagram: usize::from(cfg.hello.max_datagram),
+        };
         Engine {
-            iface,
-            clock,
+            server: SocketServer::new(iface, clock, limits),
             pairs,
             cfg,
-            sockets: HashMap::new(),
-            by_handle: HashMap::new(),
-            sending: Vec::new(),
-            next_id: 1,
-            next_port: FIRST_EPHEMERAL_PORT,
             counters: DeviceCounters::default(),
-            activity: Vec::new(),
-            completed: Vec::new(),
             walked: Walked::default(),
             scratch: Vec::new(),
             dma: GuestDma::default(),
@@ -307,71 +259,58 @@ impl<N: Nic> Engine<N> {
     /// The device counters.
     pub fn counters(&self) -> DeviceCounters {
         let mut c = self.counters.clone();
-        c.sends_held = self.sockets.values().map(|s| s.sends.len() as u64).sum();
+        c.sends_held = self.server.sends_held() as u64;
         c
     }
 
     /// What the engine holds right now ([`crate::gauges`]); costs a walk over the sockets.
     pub fn gauges(&self) -> crate::gauges::GaugeReading {
+        let iface = self.server.iface();
         crate::gauges::GaugeReading {
-            guest_sockets: self.sockets.len() as u64,
-            stack_sockets: self.iface.socket_count() as u64,
-            sends_held: self.sockets.values().map(|s| s.sends.len() as u64).sum(),
-            external_in_flight: self.iface.external_in_flight() as u64,
+            guest_sockets: self.server.socket_count() as u64,
+            stack_sockets: iface.socket_count() as u64,
+            sends_held: self.server.sends_held() as u64,
+            external_in_flight: iface.external_in_flight() as u64,
             pending_messages: self.pairs.iter().map(|p| p.pending_msgs as u64).sum(),
-            rx_memory: self.iface.rx_memory().used as u64,
+            rx_memory: iface.rx_memory().used as u64,
             publications: 0,
         }
     }
 
     /// The session's report so far.
     pub fn report(&self) -> SessionReport {
+        let iface = self.server.iface();
         SessionReport {
             device: self.counters(),
-            stack_tx_payload_copied: self.iface.counters().tx_payload_copied_bytes,
-            nic_external_copied: self.iface.nic().external_copied_bytes(),
+            stack_tx_payload_copied: iface.counters().tx_payload_copied_bytes,
+            nic_external_copied: iface.nic().external_copied_bytes(),
             regions_attached: self.dma.attached(),
-            rx_memory: self.iface.rx_memory(),
+            rx_memory: iface.rx_memory(),
         }
     }
 
     /// The tenant's interface (its counters, its NIC).
     pub fn iface(&self) -> &Interface<N> {
-        &self.iface
+        self.server.iface()
     }
 
     /// Guest sockets open now (including closed ones still finishing their sends).
     pub fn socket_count(&self) -> usize {
-        self.sockets.len()
+        self.server.socket_count()
     }
 
     /// One round: requests from every transmit queue, the control queue, the stack's poll,
     /// socket activity, then completions, events and data into the receive queues. Returns
     /// true when anything happened.
     pub fn step<V: Vrings + ?Sized>(&mut self, rings: &V, mem: &Arc<GuestMem>) -> Result<bool, IfaceError> {
-        self.dma.sync(self.iface.nic_mut(), mem);
+        self.dma.sync(self.server.iface_mut().nic_mut(), mem);
         let mut work = false;
         for p in 0..self.pairs.len() {
             work |= self.take_requests(p, rings, mem);
         }
         work |= self.serve_ctrl(rings, mem);
-        let now = self.clock.now();
-        let polled = self.iface.poll(now)?;
-        work |= polled;
-        let mut activity = std::mem::take(&mut self.activity);
-        self.iface.take_activity(&mut activity);
-        for a in activity.drain(..) {
-            work = true;
-            if let Some(&id) = self.by_handle.get(&a.handle) {
-                self.on_activity(id, a.events);
-            }
-        }
-        self.activity = activity;
-        if polled && !self.sending.is_empty() {
-            for id in std::mem::take(&mut self.sending) {
-                self.collect_completed(id);
-            }
-        }
+        work |= self.server.poll()?;
+        self.drain_events();
         for p in 0..self.pairs.len() {
             work |= self.deliver(p, rings, mem);
         }
@@ -380,31 +319,19 @@ impl<N: Nic> Engine<N> {
 
     /// Ends the tenant's session: aborts every connection (the guest is gone), drops its held
     /// chains, and hands back the interface for the next connection.
-    pub fn into_interface(mut self) -> Interface<N> {
+    pub fn into_interface(self) -> Interface<N> {
         self.log_open_connections();
-        let ids: Vec<u32> = self.sockets.keys().copied().collect();
-        for id in ids {
-            if let Some(s) = self.sockets.remove(&id) {
-                self.release_stack_socket(&s, true);
-            }
-        }
-        // Let the stack send the resets.
-        for _ in 0..4 {
-            let now = self.clock.now();
-            if let Err(e) = self.iface.poll(now) {
-                log::warn!("poll while closing the tenant's sockets: {e}");
-                break;
-            }
-        }
-        self.dma.detach_all(self.iface.nic_mut());
-        self.iface
+        let mut dma = self.dma;
+        let mut iface = self.server.into_interface();
+        dma.detach_all(iface.nic_mut());
+        iface
     }
 
     /// Lists the stack's connections still open as the session ends (the first few at info,
     /// the rest at debug): a connection the guest closed long ago that is still here says why
     /// in its line.
     fn log_open_connections(&self) {
-        let open = self.iface.tcp_describe(self.clock.now());
+        let open = self.server.iface().tcp_describe(self.server.clock().now());
         if open.is_empty() {
             return;
         }
@@ -418,77 +345,12 @@ impl<N: Nic> Engine<N> {
         }
     }
 
-    fn release_stack_socket(&mut self, s: &GSock, abort: bool) {
-        let Some(h) = s.handle else { return };
-        self.by_handle.remove(&h);
-        let r = match (s.kind, s.phase, abort) {
-            (Kind::Tcp, Phase::Connected | Phase::Connecting { .. } | Phase::Zombie, true) => {
-                self.iface.tcp_abort(h)
-            }
-            _ => self.iface.tcp_close(h),
-        };
-        if let Err(e) = r {
-            log::debug!("closing stack socket: {e}");
-        }
-    }
-
-    fn new_id(&mut self) -> u32 {
-        loop {
-            let id = self.next_id;
-            self.next_id = self.next_id.checked_add(1).unwrap_or(1);
-            if id != 0 && !self.sockets.contains_key(&id) {
-                return id;
-            }
-        }
-    }
-
-    fn default_opts(&self) -> Opts {
-        let tcp = &self.iface.config().tcp;
-        Opts {
-            rcvbuf: self.cfg.limits.rx_buffer,
-            sndbuf: self.cfg.limits.max_send_in_flight,
-            mss: tcp.mss,
-            wscale: Some(TcpConfig::scale_for_buffer(self.cfg.limits.rx_buffer as usize)),
-            nodelay: tcp.nodelay,
-            burst: 0,
-            live: LivenessOptions::default(),
-        }
-    }
-
-    fn tcp_config(&self, o: &Opts) -> TcpConfig {
-        let mut c = self.iface.config().tcp.clone();
-        c.mss = o.mss;
-        c.rx_buffer = o.rcvbuf as usize;
-        // The backend bounds bytes in flight itself; the stack never refuses a loan below it.
-        c.tx_buffer = (self.cfg.limits.max_send_in_flight as usize).max(o.sndbuf as usize);
-        c.window_scale = o.wscale.map(|w| w.max(TcpConfig::scale_for_buffer(o.rcvbuf as usize)));
-        c.nodelay = o.nodelay;
-        c.keepalive = o.live.keepalive();
-        c.user_timeout = o.live.user_timeout();
-        c
-    }
-
     fn push(&mut self, pair: usize, out: Out) {
         let Some(p) = self.pairs.get_mut(pair) else { return };
         if matches!(out, Out::Msg(_)) {
             p.pending_msgs += 1;
         }
         p.pending.push_back(out);
-    }
-
-    fn mark_readable(&mut self, id: u32) {
-        if let Some(s) = self.sockets.get_mut(&id) {
-            if !s.in_readable && s.phase != Phase::Zombie {
-                s.in_readable = true;
-                if let Some(p) = self.pairs.get_mut(s.pair) {
-                    p.readable.push_back(id);
-                }
-            }
-        }
-    }
-
-    fn local_addr(&self, port: u16) -> SocketAddrV4 {
-        SocketAddrV4::new(self.iface.config().ip, port)
     }
 
     /// Answers the virtio-net control queue: every well-formed command gets VIRTIO_NET_OK (the

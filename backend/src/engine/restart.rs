@@ -10,15 +10,16 @@ impl<N: Nic> Engine<N> {
     /// go back as usual) and drops the messages the previous driver never received. Returns
     /// the sockets aborted.
     pub(super) fn restart_pair(&mut self, p: usize) -> usize {
-        let ids: Vec<u32> = self.sockets.iter().filter(|(_, s)| s.pair == p).map(|(&id, _)| id).collect();
+        let ids = self.server.sockets_of_lane(p);
         if ids.is_empty() {
             // Nothing of a previous driver's to clean up (or the same driver saying hello
             // again): its answers stay queued.
             return 0;
         }
         for &id in &ids {
-            let _ = self.close(id, true);
+            let _ = self.server.close(id, true);
         }
+        self.drain_events();
         let Some(pair) = self.pairs.get_mut(p) else { return ids.len() };
         pair.pending.retain(|o| matches!(o, Out::Return(_)));
         pair.pending_msgs = 0;

@@ -7,11 +7,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use slimtcp::nic::Nic;
-use slimtcp::tcp::TxPayload;
 use slimtcp::time::Clock;
-use slimtcp_abi::Done;
 
-use super::{Engine, Kind, Out};
+use super::{Engine, Out};
 use crate::guest_mem::GuestMem;
 use crate::queues::{self, Vrings};
 
@@ -34,24 +32,21 @@ impl<N: Nic> Engine<N> {
         if p >= self.pairs.len() {
             return 0;
         }
-        let ids: Vec<u32> = self
-            .sockets
-            .iter()
-            .filter(|(_, s)| s.pair == p && !s.sends.is_empty())
-            .map(|(&id, _)| id)
-            .collect();
+        let ids: Vec<u32> =
+            self.server.sockets_of_lane(p).into_iter().filter(|&id| self.server.held_sends(id) > 0).collect();
         for &id in &ids {
-            self.unloan(id);
+            self.counters.tx_payload_copied_at_stop += self.server.unloan(id) as u64;
         }
         // Loans come back at once, or once the NIC no longer reads them.
-        let deadline = self.clock.now() + NIC_DRAIN;
+        let virtual_clock = matches!(self.server.clock(), Clock::Virtual(_));
+        let deadline = self.server.clock().now() + NIC_DRAIN;
         let (mut least_held, mut stalled) = (usize::MAX, 0);
         loop {
             for &id in &ids {
-                self.collect_completed(id);
+                self.server.collect_completed(id);
             }
-            let held: usize = ids.iter().filter_map(|id| self.sockets.get(id)).map(|s| s.sends.len()).sum();
-            let now = self.clock.now();
+            let held: usize = ids.iter().map(|&id| self.server.held_sends(id)).sum();
+            let now = self.server.clock().now();
             if held == 0 || now >= deadline {
                 break;
             }
@@ -63,65 +58,35 @@ impl<N: Nic> Engine<N> {
             // A virtual clock (tests, simulations, fuzzing) never reaches the deadline by itself:
             // stop once polls have brought nothing back for a while (a connection that keeps
             // sending keeps every poll busy without returning a loan).
-            if stalled > STALLED_POLLS && matches!(self.clock, Clock::Virtual(_)) {
+            if stalled > STALLED_POLLS && virtual_clock {
                 break;
             }
-            let worked = match self.iface.poll(now) {
+            let worked = match self.server.iface_mut().poll(now) {
                 Ok(worked) => worked,
                 Err(e) => {
                     log::warn!("poll while stopping transmit queue {p}: {e}");
                     break;
                 }
             };
-            // A virtual clock (tests, simulations, fuzzing) moves only when its owner moves it:
-            // once a poll has nothing to do, waiting cannot bring anything more back.
-            if !worked && matches!(self.clock, Clock::Virtual(_)) {
+            // A virtual clock moves only when its owner moves it: once a poll has nothing to
+            // do, waiting cannot bring anything more back.
+            if !worked && virtual_clock {
                 break;
             }
         }
+        // Sends whose loans the NIC still reads after the drain time: their bytes are copied
+        // already, so they complete as sent; the late loans are ignored when they come.
         for &id in &ids {
-            self.complete_copied_sends(id);
-        }
-        self.flush_returns(p, rings, mem)
-    }
-
-    /// Replaces the socket's loans with copies: those the stack did not take yet here, the
-    /// queued ones in the stack.
-    fn unloan(&mut self, id: u32) {
-        let Some(s) = self.sockets.get_mut(&id) else { return };
-        let mut copied = 0u64;
-        for b in s.backlog.iter_mut() {
-            let bytes = slimtcp::tcp::copy_all(b.as_ref());
-            copied += bytes.len() as u64;
-            let copy: Box<dyn TxPayload> = Box::new(bytes);
-            self.completed.push(std::mem::replace(b, copy));
-        }
-        if let Some(h) = s.handle {
-            let unloaned = match s.kind {
-                Kind::Tcp => self.iface.tcp_unloan(h),
-                // Datagrams waiting for ARP; those the NIC reads come back within NIC_DRAIN.
-                Kind::Udp => self.iface.udp_unloan(h),
-            };
-            match unloaned {
-                Ok(n) => copied += n as u64,
-                Err(e) => log::debug!("socket {id}: nothing to unloan: {e}"),
+            let held = self.server.held_sends(id);
+            if held > 0 {
+                log::warn!(
+                    "socket {id}: {held} sends still read by the NIC; their chains are returned anyway"
+                );
+                self.server.complete_sends_as_sent(id);
             }
         }
-        self.counters.tx_payload_copied_at_stop += copied;
-    }
-
-    /// Completes the sends whose loans the NIC still reads after the drain time: their bytes
-    /// are copied already, so they complete as sent; the late loans are ignored when they come.
-    fn complete_copied_sends(&mut self, id: u32) {
-        let Some(s) = self.sockets.get_mut(&id) else { return };
-        if s.sends.is_empty() {
-            return;
-        }
-        log::warn!(
-            "socket {id}: {} sends still read by the NIC; their chains are returned anyway",
-            s.sends.len()
-        );
-        self.finish_all_sends(id, |send| Ok(Done::value(u64::from(send.len))));
+        self.drain_events();
+        self.flush_returns(p, rings, mem)
     }
 
     /// Puts every chain return queued for pair `p` on its transmit used ring now, ahead of the

@@ -170,14 +170,27 @@ impl<N: Nic> Interface<N> {
     }
 
     fn ephemeral_port(&mut self, remote: SocketAddrV4) -> Result<SocketAddrV4, SocketError> {
+        let ip = self.cfg.ip;
+        let port = self.next_free_ephemeral(|iface, port| {
+            iface.connections.contains_key(&FourTuple { local: SocketAddrV4::new(ip, port), remote })
+        })?;
+        Ok(SocketAddrV4::new(ip, port))
+    }
+
+    /// An ephemeral port for a TCP socket bound before it listens or connects: free of
+    /// listeners and of the ports the caller holds (`held`), from the interface's one cursor
+    /// over the ephemeral range.
+    pub fn tcp_ephemeral_port(&mut self, held: impl Fn(u16) -> bool) -> Result<u16, SocketError> {
+        self.next_free_ephemeral(|_, port| held(port))
+    }
+
+    /// The next port of the ephemeral range (round robin) that no listener and no `taken` use.
+    fn next_free_ephemeral(&mut self, taken: impl Fn(&Self, u16) -> bool) -> Result<u16, SocketError> {
         for _ in 0..EPHEMERAL_PORT_COUNT {
             let port = self.next_ephemeral;
             self.next_ephemeral = if port == u16::MAX { FIRST_EPHEMERAL_PORT } else { port + 1 };
-            let local = SocketAddrV4::new(self.cfg.ip, port);
-            if !self.connections.contains_key(&FourTuple { local, remote })
-                && !self.listeners.contains_key(&port)
-            {
-                return Ok(local);
+            if !self.listeners.contains_key(&port) && !taken(self, port) {
+                return Ok(port);
             }
         }
         Err(SocketError::AddrNotAvailable)

@@ -1,0 +1,370 @@
+//! The server side of the socket API: one executor of socket operations over an
+//! [`Interface`], for every transport that carries them (the guest protocol's virtqueues in the
+//! backend; the host runtime's rings next).
+//!
+//! ```text
+//!  transport (requests in, messages out)          SocketServer
+//!  ┌────────────────────────────────┐  open/bind/listen/connect/   ┌──────────────────────────┐
+//!  │ parse its wire form, name      │  send/shutdown/close/options │ ids <-> stack handles,   │
+//!  │ sockets by server id, keep its │ ───────────────────────────▶ │ phases, option rules,    │
+//!  │ own queues (lanes)             │                              │ ports, loans and held    │
+//!  │                                │ ◀─────────────────────────── │ sends, received segments │
+//!  └────────────────────────────────┘  ServerEvents, pulled data   │ held against the window  │
+//!                                                                  └────────────┬─────────────┘
+//!                                                                         Interface (stack)
+//! ```
+//!
+//! A transport names its per-socket queue with a *lane* (the guest's queue pair); events carry
+//! the lane of their socket, and an accepted connection inherits its listener's. Sends are
+//! loaned to the stack by reference and held until every byte is acknowledged (or, for UDP,
+//! until the NIC no longer reads it); each send carries the transport's token ([`Transport::Send`])
+//! and comes back in [`Event::SendDone`] with its result. Received data is pulled by the
+//! transport when it has room ([`SocketServer::stream_ready`], [`SocketServer::stream_read`],
+//! [`SocketServer::take_datagram`]); the bytes stay counted against the receive window until
+//! the transport releases them ([`SocketServer::release`]).
+
+mod activity;
+mod control;
+mod events;
+mod loans;
+pub mod options;
+mod receive;
+mod sends;
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::fmt::Debug;
+
+pub use control::Connecting;
+pub use events::{Event, ServerEvent};
+pub use receive::StreamReady;
+pub use sends::{DatagramPayload, DatagramSent};
+
+use crate::api::Proto;
+use crate::iface::{Activity, IfaceError, Interface, SocketHandle};
+use crate::nic::{Nic, PacketBuf};
+use crate::tcp::TxPayload;
+use crate::time::Clock;
+use options::{OptionBounds, SocketOptions};
+
+/// What a transport brings to the server: the types it names its sends and calls with.
+pub trait Transport {
+    /// Identifies one send until it completes (the guest's descriptor head and cookie).
+    type Send: Debug;
+    /// Identifies an operation whose result comes later (a connect's cookie).
+    type Call: Debug + Copy + PartialEq;
+    /// One piece of a send's payload, loaned to the stack and read in place.
+    type Payload: TxPayload;
+}
+
+/// The operator's bounds for one server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ServerLimits {
+    /// Sockets open at once (more: `EMFILE`).
+    pub max_sockets: usize,
+    /// Bytes in flight per socket, at most (the largest `SO_SNDBUF`).
+    pub max_send_in_flight: usize,
+    /// A new socket's send buffer.
+    pub default_sndbuf: usize,
+    /// A new socket's receive buffer.
+    pub default_rcvbuf: usize,
+    /// The largest listen backlog (a larger one is cut to it).
+    pub max_backlog: usize,
+    /// The largest datagram payload.
+    pub max_datagram: usize,
+}
+
+/// Where a socket is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase<C> {
+    /// Created (maybe bound), neither listening nor connected.
+    Fresh,
+    Listening,
+    /// Connect in progress; `call` completes once established or failed.
+    Connecting {
+        call: C,
+    },
+    Connected,
+    /// Closed by the transport, finishing its held sends (invisible to requests).
+    Zombie,
+}
+
+/// A send held until its loans come back.
+#[derive(Debug)]
+struct HeldSend<S> {
+    token: S,
+    len: usize,
+    loans_left: usize,
+}
+
+/// One socket of the server.
+#[derive(Debug)]
+struct ServerSocket<T: Transport> {
+    lane: usize,
+    proto: Proto,
+    phase: Phase<T::Call>,
+    handle: Option<SocketHandle>,
+    port: Option<u16>,
+    opts: SocketOptions,
+    /// Payload bytes of held sends.
+    in_flight: usize,
+    next_seq: u64,
+    /// Held sends by sequence number (in the order they were made).
+    sends: BTreeMap<u64, HeldSend<T::Send>>,
+    /// Loans the stack did not take yet (not expected: the stack's send buffer is at least the
+    /// largest send buffer).
+    backlog: VecDeque<Box<dyn TxPayload>>,
+    /// Bytes handed to the transport and not yet released.
+    outstanding_rx: usize,
+    /// The part of a segment that did not fit the transport's last buffer.
+    rx_partial: Option<PacketBuf>,
+    in_readable: bool,
+    write_shut: bool,
+    writable_wanted: bool,
+    eof_sent: bool,
+    reset_sent: bool,
+}
+
+impl<T: Transport> ServerSocket<T> {
+    fn new(lane: usize, proto: Proto, opts: SocketOptions) -> Self {
+        ServerSocket {
+            lane,
+            proto,
+            phase: Phase::Fresh,
+            handle: None,
+            port: None,
+            opts,
+            in_flight: 0,
+            next_seq: 0,
+            sends: BTreeMap::new(),
+            backlog: VecDeque::new(),
+            outstanding_rx: 0,
+            rx_partial: None,
+            in_readable: false,
+            write_shut: false,
+            writable_wanted: false,
+            eof_sent: false,
+            reset_sent: false,
+        }
+    }
+}
+
+/// The server (see the module documentation).
+#[derive(Debug)]
+pub struct SocketServer<N: Nic, T: Transport> {
+    iface: Interface<N>,
+    clock: Clock,
+    limits: ServerLimits,
+    bounds: OptionBounds,
+    sockets: HashMap<u32, ServerSocket<T>>,
+    by_handle: HashMap<SocketHandle, u32>,
+    /// Sockets that are not zombies.
+    visible: usize,
+    /// TCP ports held by the server's sockets (bound, listening or connected from), with how
+    /// many sockets hold each.
+    tcp_ports: HashMap<u16, usize>,
+    /// Sockets holding sends (checked for returned loans after each poll).
+    sending: Vec<u32>,
+    next_id: u32,
+    events: VecDeque<ServerEvent<T>>,
+    activity: Vec<Activity>,
+    completed: Vec<Box<dyn TxPayload>>,
+}
+
+impl<N: Nic, T: Transport> SocketServer<N, T>
+where
+    T::Payload: 'static,
+{
+    /// A server over `iface` (which it owns from now on).
+    pub fn new(iface: Interface<N>, clock: Clock, limits: ServerLimits) -> Self {
+        let mtu = iface.nic().capabilities().mtu;
+        let bounds = OptionBounds::new(mtu, limits.max_send_in_flight);
+        SocketServer {
+            iface,
+            clock,
+            limits,
+            bounds,
+            sockets: HashMap::new(),
+            by_handle: HashMap::new(),
+            visible: 0,
+            tcp_ports: HashMap::new(),
+            sending: Vec::new(),
+            next_id: 1,
+            events: VecDeque::new(),
+            activity: Vec::new(),
+            completed: Vec::new(),
+        }
+    }
+
+    /// The interface.
+    pub fn iface(&self) -> &Interface<N> {
+        &self.iface
+    }
+
+    /// The interface, mutable (its NIC's controls).
+    pub fn iface_mut(&mut self) -> &mut Interface<N> {
+        &mut self.iface
+    }
+
+    /// The clock.
+    pub fn clock(&self) -> &Clock {
+        &self.clock
+    }
+
+    /// The limits.
+    pub fn limits(&self) -> &ServerLimits {
+        &self.limits
+    }
+
+    /// The next event, oldest first.
+    pub fn next_event(&mut self) -> Option<ServerEvent<T>> {
+        self.events.pop_front()
+    }
+
+    /// Sockets open, zombies included.
+    pub fn socket_count(&self) -> usize {
+        self.sockets.len()
+    }
+
+    /// Sends held now, all sockets together.
+    pub fn sends_held(&self) -> usize {
+        self.sockets.values().map(|s| s.sends.len()).sum()
+    }
+
+    /// The sockets of `lane` (zombies included).
+    pub fn sockets_of_lane(&self, lane: usize) -> Vec<u32> {
+        self.sockets.iter().filter(|(_, s)| s.lane == lane).map(|(&id, _)| id).collect()
+    }
+
+    /// The lane of socket `id`.
+    pub fn lane_of(&self, id: u32) -> Option<usize> {
+        self.sockets.get(&id).map(|s| s.lane)
+    }
+
+    /// True when `id` names a socket requests may use (not closed, not a zombie) on `lane`.
+    pub fn is_open_on(&self, id: u32, lane: usize) -> bool {
+        self.sockets.get(&id).is_some_and(|s| s.lane == lane && s.phase != Phase::Zombie)
+    }
+
+    /// One poll of the interface (NIC, timers), then socket activity turned into events and
+    /// returned loans into completed sends. True when anything happened.
+    pub fn poll(&mut self) -> Result<bool, IfaceError> {
+        let now = self.clock.now();
+        let polled = self.iface.poll(now)?;
+        let mut work = polled;
+        let mut activity = std::mem::take(&mut self.activity);
+        self.iface.take_activity(&mut activity);
+        for a in activity.drain(..) {
+            work = true;
+            if let Some(&id) = self.by_handle.get(&a.handle) {
+                self.on_activity(id, a.events);
+            }
+        }
+        self.activity = activity;
+        if polled && !self.sending.is_empty() {
+            for id in std::mem::take(&mut self.sending) {
+                self.collect_completed(id);
+            }
+        }
+        Ok(work)
+    }
+
+    /// Ends the server: resets every connection (the transport is gone), drops held sends
+    /// without events, and hands back the interface.
+    pub fn into_interface(mut self) -> Interface<N> {
+        let ids: Vec<u32> = self.sockets.keys().copied().collect();
+        for id in ids {
+            self.remove(id, true);
+        }
+        // Let the stack send the resets.
+        for _ in 0..4 {
+            let now = self.clock.now();
+            if let Err(e) = self.iface.poll(now) {
+                log::warn!("poll while closing the server's sockets: {e}");
+                break;
+            }
+        }
+        self.iface
+    }
+
+    fn new_id(&mut self) -> u32 {
+        loop {
+            let id = self.next_id;
+            self.next_id = self.next_id.checked_add(1).unwrap_or(1);
+            if id != 0 && !self.sockets.contains_key(&id) {
+                return id;
+            }
+        }
+    }
+
+    fn insert(&mut self, id: u32, s: ServerSocket<T>) {
+        if let Some(h) = s.handle {
+            self.by_handle.insert(h, id);
+        }
+        if let (Proto::Tcp, Some(port)) = (s.proto, s.port) {
+            *self.tcp_ports.entry(port).or_insert(0) += 1;
+        }
+        self.visible += 1;
+        self.sockets.insert(id, s);
+    }
+
+    /// Gives socket `id` its stack handle.
+    fn attach(&mut self, id: u32, h: SocketHandle) {
+        self.by_handle.insert(h, id);
+        if let Some(s) = self.sockets.get_mut(&id) {
+            s.handle = Some(h);
+        }
+    }
+
+    /// Records that socket `id` holds `port` (TCP ports are counted for `bind`).
+    fn hold_port(&mut self, id: u32, port: u16) {
+        let Some(s) = self.sockets.get_mut(&id) else { return };
+        if s.port.is_some() {
+            return;
+        }
+        s.port = Some(port);
+        if s.proto == Proto::Tcp {
+            *self.tcp_ports.entry(port).or_insert(0) += 1;
+        }
+    }
+
+    fn drop_port(&mut self, proto: Proto, port: Option<u16>) {
+        let (Proto::Tcp, Some(port)) = (proto, port) else { return };
+        if let Some(n) = self.tcp_ports.get_mut(&port) {
+            *n -= 1;
+            if *n == 0 {
+                self.tcp_ports.remove(&port);
+            }
+        }
+    }
+
+    /// Takes socket `id` out of the server and closes its stack socket (`abort`: reset a
+    /// connection instead of closing it). Held sends are dropped without events.
+    fn remove(&mut self, id: u32, abort: bool) {
+        let Some(s) = self.sockets.remove(&id) else { return };
+        if s.phase != Phase::Zombie {
+            self.visible -= 1;
+        }
+        self.drop_port(s.proto, s.port);
+        let Some(h) = s.handle else { return };
+        self.by_handle.remove(&h);
+        let r = match (s.proto, s.phase, abort) {
+            (Proto::Tcp, Phase::Connected | Phase::Connecting { .. } | Phase::Zombie, true) => {
+                self.iface.tcp_abort(h)
+            }
+            _ => self.iface.tcp_close(h),
+        };
+        if let Err(e) = r {
+            log::debug!("socket {id}: closing its stack socket: {e}");
+        }
+    }
+
+    /// Makes socket `id` a zombie: gone for requests, finishing its held sends.
+    fn bury(&mut self, id: u32) {
+        let Some(s) = self.sockets.get_mut(&id) else { return };
+        if s.phase != Phase::Zombie {
+            s.phase = Phase::Zombie;
+            s.rx_partial = None;
+            self.visible -= 1;
+        }
+    }
+}
