@@ -5,16 +5,16 @@
 //! - [`app`]: the application side shared by every provider: [`AppSockets`](app::AppSockets)
 //!   implements [`SocketApi`] once over a narrow [`Link`](app::Link) (socket table,
 //!   readiness, credit, receive queues, blocking rules, epoll).
-//! - [`host`]: the host runtime (the shared application side over a `HostLink`): one worker owns the [`Interface`](crate::iface::Interface),
-//!   its NIC, sockets and timers; the application talks to it over lock-free SPSC rings, either
-//!   from another core (two-core mode) or by stepping the worker itself (single-thread mode).
+//! - The host runtime ([`crate::runtime`]) is the shared application side over a `HostLink`: one
+//!   worker owns the [`Interface`](crate::iface::Interface), its NIC, sockets and timers; the
+//!   application talks to it over lock-free SPSC rings, either from another core (two-core mode)
+//!   or by stepping the worker itself (single-thread mode).
 //! - The single-threaded operations on [`Interface`](crate::iface::Interface) (`tcp_*`,
 //!   `udp_*`) stay available for code that owns the loop itself.
 
 pub mod app;
 mod epoll;
 mod error;
-pub mod host;
 mod socket_api;
 mod types;
 

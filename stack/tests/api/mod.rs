@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use slimtcp::api::host::{HostSockets, IdlePolicy, RuntimeConfig, WorkerThread};
+use slimtcp::runtime::{HostSockets, IdlePolicy, RuntimeConfig, WorkerThread};
 use slimtcp::api::{Fd, Proto, SocketApi};
 use slimtcp::iface::{Interface, InterfaceConfig};
 use slimtcp::nic::memwire::{self, LinkConfig, MemwireNic};

@@ -24,7 +24,7 @@ use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, TcpListener};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use slimtcp::api::host::HostSockets;
+use slimtcp::runtime::HostSockets;
 use slimtcp::api::{Fd, Proto, SocketApi};
 use slimtcp::iface::{Interface, InterfaceConfig};
 use slimtcp::nic::memwire::{self, LinkConfig};

@@ -1,7 +1,7 @@
 //! The workload over SlimTCP's host runtime: builds the interface(s) on the chosen NIC, starts
 //! the runtime (two-core or single) and hands the resulting `HostSockets` to the workload.
 
-use slimtcp::api::host::{HostSockets, RuntimeConfig, RuntimeError};
+use slimtcp::runtime::{HostSockets, RuntimeConfig, RuntimeError};
 use slimtcp::iface::{Interface, InterfaceConfig};
 use slimtcp::nic::memwire::{self, LinkConfig, MemwireError};
 use slimtcp::nic::tap::{TapError, TapNic};

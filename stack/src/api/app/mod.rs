@@ -6,7 +6,7 @@
 //! received buffers and datagrams, runs the blocking and non-blocking rules (a non-blocking
 //! call applies the link's news once before answering `EAGAIN`), and owns the epoll sets.
 //! A [`Link`] only moves requests and events: the host runtime's rings and worker
-//! ([`HostSockets`](crate::api::host::HostSockets)) and the guest library's virtqueues.
+//! ([`HostSockets`](crate::runtime::HostSockets)) and the guest library's virtqueues.
 
 mod api_impl;
 mod control;
