@@ -8,8 +8,8 @@ mod api;
 use std::time::{Duration, Instant};
 
 use api::{pair, Mode, PairConfig};
-use slimtcp::runtime::HostSockets;
 use slimtcp::api::{EpollEvent, EpollOp, Fd, Ready, Shutdown, SockOpt, SocketApi, SocketError, ZeroCopyTx};
+use slimtcp::runtime::HostSockets;
 use slimtcp_testkit::data::{pattern, pattern_mismatch};
 use slimtcp_testkit::wait::wait_for;
 
