@@ -34,6 +34,8 @@ mod worker;
 
 use std::sync::{Arc, Mutex};
 
+use slimtcp_api::app::AppSockets;
+
 pub use buffers::{RxBuf, TxBuf, LARGE_TX, SMALL_TX};
 pub use driver::{IdlePolicy, RuntimeConfig, RuntimeError, WorkerThread};
 pub use link::HostLink;
@@ -42,7 +44,6 @@ use buffers::ReleaseQueue;
 use driver::{AppEnd, Driver, WorkerGroup};
 use worker::{Step, Worker};
 
-use crate::api::app::AppSockets;
 use crate::iface::Interface;
 use crate::nic::Nic;
 use crate::time::Clock;
