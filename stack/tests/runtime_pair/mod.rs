@@ -1,4 +1,4 @@
-//! Harness of the API tests: two SlimTCP stacks over memwire, each behind the host runtime in
+//! Harness of the host-runtime tests: two SlimTCP stacks over memwire, each behind the host runtime in
 //! either mode, so the same application code runs over both.
 
 #![allow(dead_code, unused_imports)]
@@ -184,10 +184,10 @@ impl Pair {
 macro_rules! both_modes {
     ($($name:ident => $body:ident;)*) => {
         mod single {
-            $(#[test] fn $name() { super::$body($crate::api::Mode::Single) })*
+            $(#[test] fn $name() { super::$body($crate::runtime_pair::Mode::Single) })*
         }
         mod two_core {
-            $(#[test] fn $name() { super::$body($crate::api::Mode::TwoCore) })*
+            $(#[test] fn $name() { super::$body($crate::runtime_pair::Mode::TwoCore) })*
         }
     };
 }
