@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use clap::Parser;
 use sha2::{Digest, Sha256};
-use slimtcp::api::{Fd, Proto, Shutdown, SocketApi, SocketError};
+use slimtcp_api::{Fd, Proto, Shutdown, SocketApi, SocketError};
 use slimtcp_guest::{GuestConfig, GuestSockets};
 
 const ECHO_PORT: u16 = 7000;

@@ -1,4 +1,4 @@
-//! `slimtcp-guest`: the SlimTCP socket API ([`slimtcp::api::SocketApi`]) for applications
+//! `slimtcp-guest`: the SlimTCP socket API ([`slimtcp_api::SocketApi`]) for applications
 //! whose network stack runs in a `slimtcp-vhost` backend, reached over the virtqueues of a
 //! vhost-user **net** device (`docs/protocol.md`).
 //!
@@ -18,7 +18,7 @@
 //! - [`capi`]: the C ABI (`slim_*` functions, header `include/slimtcp.h`).
 //!
 //! ```no_run
-//! use slimtcp::api::{Proto, SocketApi};
+//! use slimtcp_api::{Proto, SocketApi};
 //! use slimtcp_guest::{GuestConfig, GuestSockets};
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! let mut api = GuestSockets::connect_vhost_user("/run/slimtcp.sock", GuestConfig::default())?;
@@ -31,7 +31,7 @@
 //! One thread per queue pair, over one connection:
 //!
 //! ```no_run
-//! use slimtcp::api::{Proto, SocketApi};
+//! use slimtcp_api::{Proto, SocketApi};
 //! use slimtcp_guest::{GuestConfig, GuestDevice};
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! let cfg = GuestConfig { queue_pairs: 0, ..GuestConfig::default() }; // all the device has

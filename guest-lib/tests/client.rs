@@ -7,11 +7,10 @@ use std::net::{Ipv4Addr, SocketAddrV4};
 use std::time::Duration;
 
 use common::fake::{self, Answer, FakeDevice};
-use slimtcp::api::{
-    EpollEvent, EpollOp, Proto, Ready, SockOpt, SockOptName, SocketApi, SocketError, ZeroCopyTx,
-};
-use slimtcp::tcp::ConnError;
 use slimtcp_abi::{Done, HelloInfo, Op, Request, RequestBody, RxMessage, SocketId, Version};
+use slimtcp_api::{
+    ConnError, EpollEvent, EpollOp, Proto, Ready, SockOpt, SockOptName, SocketApi, SocketError, ZeroCopyTx,
+};
 use slimtcp_guest::{GuestConfig, GuestSockets};
 
 const SID: SocketId = SocketId(42);

@@ -8,8 +8,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use common::fake::{self, Alive, Answer, FakeDevice};
-use slimtcp::api::{Proto, SocketApi, SocketError};
 use slimtcp_abi::{Done, HelloInfo, Request, RequestBody, RxMessage, SocketId, Version};
+use slimtcp_api::{Proto, SocketApi, SocketError};
 use slimtcp_guest::transport::{Link, QueuePair, Transport};
 use slimtcp_guest::{GuestConfig, GuestDevice, GuestError};
 
@@ -148,7 +148,7 @@ fn a_dead_device_fails_every_pair_with_enetdown() {
 
 #[test]
 fn a_polling_application_also_sees_a_dead_device() {
-    use slimtcp::api::{EpollEvent, EpollOp, Ready, SockOpt};
+    use slimtcp_api::{EpollEvent, EpollOp, Ready, SockOpt};
     let (mut dev, link, _devs) = two_pair_device();
     let mut api = dev.take(1).expect("hello on pair 1");
     let fd = api.socket(Proto::Tcp).expect("socket");

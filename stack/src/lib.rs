@@ -2,15 +2,21 @@
 //!
 //! Layers, bottom up: [`wire`] (zero-copy packet views and `Repr` parse/emit), [`nic`] (the batched
 //! device interface and software NICs), [`tcp`] and [`udp`] (sans-IO protocol state), [`iface`]
-//! (the worker: rx burst, demux, one ACK per socket per burst, timers, tx burst) and [`api`]
-//! (sockets for applications); [`cpu`] and [`report`] are small helpers for the runtimes and
-//! binaries. See `docs/architecture.md`.
+//! (the worker: rx burst, demux, one ACK per socket per burst, timers, tx burst) and [`runtime`]
+//! (the host runtime: the socket API over a worker that owns an interface); [`cpu`] is a small
+//! helper for the runtimes and binaries. The application contract ([`api`]: `SocketApi`,
+//! `AppSockets`, errors, epoll; and [`report`]) is the crate `slimtcp-api`, which the stack builds
+//! on and the guest library shares. See `docs/architecture.md`.
 
-pub mod api;
+/// The application contract (the crate `slimtcp-api`).
+pub use slimtcp_api as api;
+/// Errors as one line of text (from `slimtcp-api`).
+pub use slimtcp_api::report;
+
 pub mod cpu;
 pub mod iface;
 pub mod nic;
-pub mod report;
+pub mod runtime;
 pub mod rx_memory;
 pub mod server;
 pub mod sim;

@@ -3,7 +3,7 @@
 macro_rules! errnos {
     ($($(#[$m:meta])* $name:ident = $val:literal,)*) => {
         /// The errors of the protocol, as Linux (x86-64 and aarch64) errno values. The set covers
-        /// every `slimtcp::api::SocketError` plus the protocol's own (EPROTO, EPROTONOSUPPORT,
+        /// every `slimtcp_api::SocketError` plus the protocol's own (EPROTO, EPROTONOSUPPORT,
         /// ENOPROTOOPT, ENOBUFS, EFAULT, EISCONN, EALREADY, EAFNOSUPPORT). The backend maps a
         /// `SocketError` with `Errno::from_errno(e.errno())`.
         #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -3,7 +3,7 @@
 
 use std::ffi::{c_char, c_int, CStr};
 
-use slimtcp::api::{EpollFd, Fd};
+use slimtcp_api::{EpollFd, Fd};
 
 use super::error::CapiError;
 
@@ -73,12 +73,12 @@ pub(crate) unsafe fn bytes_mut<'a>(
 
 /// A socket descriptor argument (a negative one is no socket: `EBADF`, as in POSIX).
 pub(crate) fn fd(fd: c_int, call: &'static str) -> Result<Fd, CapiError> {
-    u32::try_from(fd).map(Fd).map_err(|_| CapiError::socket(call)(slimtcp::api::SocketError::BadHandle))
+    u32::try_from(fd).map(Fd).map_err(|_| CapiError::socket(call)(slimtcp_api::SocketError::BadHandle))
 }
 
 /// An epoll descriptor argument.
 pub(crate) fn epoll_fd(ep: c_int, call: &'static str) -> Result<EpollFd, CapiError> {
-    u32::try_from(ep).map(EpollFd).map_err(|_| CapiError::socket(call)(slimtcp::api::SocketError::BadHandle))
+    u32::try_from(ep).map(EpollFd).map_err(|_| CapiError::socket(call)(slimtcp_api::SocketError::BadHandle))
 }
 
 /// A non-negative `int` argument as a count.
@@ -92,5 +92,5 @@ pub(crate) fn count(value: c_int, arg: &'static str) -> Result<usize, CapiError>
 
 /// A descriptor the library returned, as a C `int`.
 pub(crate) fn to_c(n: u32) -> Result<c_int, CapiError> {
-    c_int::try_from(n).map_err(|_| CapiError::socket("descriptor")(slimtcp::api::SocketError::TooManySockets))
+    c_int::try_from(n).map_err(|_| CapiError::socket("descriptor")(slimtcp_api::SocketError::TooManySockets))
 }

@@ -4,7 +4,7 @@
 
 use std::ffi::c_int;
 
-use slimtcp::api::{Proto, Shutdown, SockOpt, SocketApi};
+use slimtcp_api::{Proto, Shutdown, SockOpt, SocketApi};
 
 use super::device::{api, SlimCtx};
 use super::entry::guarded;

@@ -3,7 +3,7 @@
 
 use std::ffi::{c_int, c_void};
 
-use slimtcp::api::SocketApi;
+use slimtcp_api::SocketApi;
 
 use super::device::{api, SlimCtx};
 use super::entry::guarded;

@@ -4,7 +4,7 @@
 
 use std::ffi::c_int;
 
-use slimtcp::api::{EpollEvent, EpollOp, SocketApi};
+use slimtcp_api::{EpollEvent, EpollOp, SocketApi};
 
 use super::args;
 use super::device::{api, SlimCtx};

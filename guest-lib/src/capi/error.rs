@@ -2,7 +2,7 @@
 
 use std::ffi::c_int;
 
-use slimtcp::api::SocketError;
+use slimtcp_api::SocketError;
 
 use crate::GuestError;
 
@@ -133,7 +133,7 @@ mod tests {
 
     #[test]
     fn socket_errors_keep_their_errno() {
-        let e = CapiError::socket("connect")(SocketError::Connection(slimtcp::tcp::ConnError::Refused));
+        let e = CapiError::socket("connect")(SocketError::Connection(slimtcp_api::ConnError::Refused));
         assert_eq!(e.errno(), libc::ECONNREFUSED);
         assert_eq!(e.to_string(), "connect failed");
     }

@@ -31,7 +31,7 @@ pub(crate) fn set(call: &'static str, error: CapiError) {
 
 /// `call: error: cause: cause...`, without the NUL bytes a C string cannot hold.
 fn format(call: &str, error: &CapiError) -> CString {
-    let mut text = format!("{call}: {}", slimtcp::report::error_chain(error));
+    let mut text = format!("{call}: {}", slimtcp_api::report::error_chain(error));
     text.retain(|ch| ch != '\0');
     CString::new(text).unwrap_or_default()
 }

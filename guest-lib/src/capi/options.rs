@@ -3,7 +3,7 @@
 
 use std::ffi::c_int;
 
-use slimtcp::api::{SockOpt, SockOptName, SocketApi};
+use slimtcp_api::{SockOpt, SockOptName, SocketApi};
 
 use super::args;
 use super::device::{api, SlimCtx};
@@ -147,7 +147,7 @@ mod tests {
             assert_eq!(r.map_err(|e| e.errno()).err(), Some(libc::EINVAL), "{opt} = {v}");
         }
         let pending =
-            SockOpt::Error(Some(slimtcp::api::SocketError::Connection(slimtcp::tcp::ConnError::Refused)));
+            SockOpt::Error(Some(slimtcp_api::SocketError::Connection(slimtcp_api::ConnError::Refused)));
         assert_eq!(value(pending), i64::from(libc::ECONNREFUSED));
     }
 }

@@ -3,7 +3,7 @@
 use std::ffi::c_int;
 use std::time::Duration;
 
-use slimtcp::api::{EpollEvent, Ready};
+use slimtcp_api::{EpollEvent, Ready};
 
 use crate::GuestConfig;
 

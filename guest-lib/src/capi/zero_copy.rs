@@ -13,7 +13,7 @@
 
 use std::ffi::c_int;
 
-use slimtcp::api::{SocketApi, ZeroCopyTx};
+use slimtcp_api::{SocketApi, ZeroCopyTx};
 
 use super::args;
 use super::device::{api, SlimCtx};

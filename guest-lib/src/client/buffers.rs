@@ -9,7 +9,7 @@
 
 use std::sync::{Arc, Mutex, PoisonError};
 
-use slimtcp::api::{Fd, ZeroCopyTx};
+use slimtcp_api::{Fd, ZeroCopyTx};
 
 use crate::mem::DmaRegion;
 
@@ -236,7 +236,7 @@ impl std::fmt::Debug for RxBuf {
     }
 }
 
-impl slimtcp::api::app::RxPayload for RxBuf {
+impl slimtcp_api::app::RxPayload for RxBuf {
     fn consume(&mut self, n: usize) {
         RxBuf::consume(self, n);
     }

@@ -1,8 +1,7 @@
 //! Protocol errno values to the socket API's errors.
 
-use slimtcp::api::SocketError;
-use slimtcp::tcp::ConnError;
 use slimtcp_abi::Errno;
+use slimtcp_api::{ConnError, SocketError};
 
 /// The [`SocketError`] an application sees for an errno from the backend.
 pub fn to_socket_error(e: Errno) -> SocketError {

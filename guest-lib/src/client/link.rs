@@ -7,11 +7,11 @@ use std::net::Ipv4Addr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use slimtcp::api::app::{Event, Limits, Link, Reply, Request, Submitted};
-use slimtcp::api::{Fd, Proto, SockOpt, SockOptName, SocketError};
 use slimtcp_abi::{
     Done, Errno, HelloInfo, Request as Wire, RequestBody, ShutdownHow, SocketId, SocketKind, Version,
 };
+use slimtcp_api::app::{Event, Limits, Link, Reply, Request, Submitted};
+use slimtcp_api::{Fd, Proto, SockOpt, SockOptName, SocketError};
 
 use super::buffers::{ReleaseQueue, RxBuf, TxBuf, TxPool, LARGE_TX};
 use super::{HDR_SLOT, TAG_CALL, TAG_CLOSE, TAG_CONNECT, TAG_HELLO, TAG_QUIET_SEND};

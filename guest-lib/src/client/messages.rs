@@ -2,9 +2,9 @@
 
 use std::net::SocketAddrV4;
 
-use slimtcp::api::app::Event;
-use slimtcp::api::{Fd, SocketError};
 use slimtcp_abi::{Done, Errno, RxMessage, SocketId};
+use slimtcp_api::app::Event;
+use slimtcp_api::{Fd, SocketError};
 
 use super::buffers::{Release, RxBuf};
 use super::errno;

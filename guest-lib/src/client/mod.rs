@@ -22,11 +22,11 @@ mod rings;
 
 use std::net::SocketAddrV4;
 
-use slimtcp::api::app::AppSockets;
-use slimtcp::api::{
+use slimtcp_abi::{HelloInfo, Version};
+use slimtcp_api::app::AppSockets;
+use slimtcp_api::{
     EpollEvent, EpollFd, EpollOp, Fd, Proto, Shutdown, SockOpt, SockOptName, SocketApi, SocketError,
 };
-use slimtcp_abi::{HelloInfo, Version};
 
 pub use buffers::{RxBuf, TxBuf, LARGE_TX};
 pub use link::GuestLink;

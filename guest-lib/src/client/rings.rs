@@ -3,9 +3,9 @@
 
 use std::time::Duration;
 
-use slimtcp::api::app::Event;
-use slimtcp::api::{Fd, Proto, SocketError};
 use slimtcp_abi::{Request, RequestBody, RxMessage};
+use slimtcp_api::app::Event;
+use slimtcp_api::{Fd, Proto, SocketError};
 
 use super::buffers::{RxBuf, TxBuf};
 use super::link::{GuestLink, TxSlot};

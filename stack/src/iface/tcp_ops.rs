@@ -2,9 +2,10 @@
 
 use std::net::SocketAddrV4;
 
+use slimtcp_api::SocketError;
+
 use super::socket_set::{FourTuple, Socket, TcpListener, TcpSocket};
 use super::{Interface, SocketHandle, EPHEMERAL_PORT_COUNT, FIRST_EPHEMERAL_PORT};
-use crate::api::SocketError;
 use crate::nic::{Nic, PacketBuf};
 use crate::tcp::{ConnError, ConnStats, Connection, SendError, State, TcpConfig, TxPayload};
 use crate::time::Instant;

@@ -12,12 +12,13 @@
 
 use std::net::SocketAddrV4;
 
+use slimtcp_api::SocketError;
+
 use super::counters::DropReason;
 use super::neighbor::LoanedDatagram;
 use super::tx::emit_eth_ipv4;
 use super::udp_ops::{Route, ETH_IP_LEN, UDP_LEN};
 use super::{Interface, SocketHandle, TX_BACKLOG_BURSTS};
-use crate::api::SocketError;
 use crate::nic::{Nic, TxOffload};
 use crate::tcp::{payload_sum, TxPayload};
 use crate::time::Instant;

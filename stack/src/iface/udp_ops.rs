@@ -2,10 +2,11 @@
 
 use std::net::{Ipv4Addr, SocketAddrV4};
 
+use slimtcp_api::SocketError;
+
 use super::counters::DropReason;
 use super::socket_set::Socket;
 use super::{Interface, SocketHandle, FIRST_EPHEMERAL_PORT};
-use crate::api::SocketError;
 use crate::iface::arp_cache::Resolution;
 use crate::nic::{Nic, PacketBuf};
 use crate::time::Instant;

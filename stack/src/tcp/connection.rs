@@ -14,7 +14,7 @@ use super::rtt::RttEstimator;
 use super::send_buffer::SendBuffer;
 use super::state::State;
 use super::tx_payload::TxPayload;
-use super::SeqNumber;
+use super::{ConnError, SeqNumber};
 use crate::nic::PacketBuf;
 use crate::time::Instant;
 use crate::wire::tcp::TcpRepr;
@@ -31,26 +31,6 @@ pub(super) const DEFAULT_PEER_MSS: u16 = 536;
 /// smallest segment size of the benchmarks. The cost: a peer on a link whose MTU is below 104
 /// bytes cannot talk to us, which no Ethernet or data-center link has (IPv4 needs 576 end to end).
 pub const MIN_MSS: u16 = 64;
-
-/// Why a connection failed; the application sees it as an errno-like error.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, thiserror::Error)]
-pub enum ConnError {
-    /// The peer answered our SYN with a RST (ECONNREFUSED).
-    #[error("connection refused")]
-    Refused,
-    /// The peer reset an established connection (ECONNRESET).
-    #[error("connection reset by peer")]
-    Reset,
-    /// Retransmissions went unanswered past the retry limit (ETIMEDOUT).
-    #[error("connection timed out")]
-    TimedOut,
-    /// The next hop's link-layer address could not be resolved (EHOSTUNREACH).
-    #[error("no route to host")]
-    Unreachable,
-    /// The connection was aborted locally (ECONNABORTED).
-    #[error("connection aborted")]
-    Aborted,
-}
 
 /// Errors from application operations on a connection.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]

@@ -3,10 +3,11 @@
 //! buffer; a segment that starts beyond `rcv_nxt` is kept in the bounded reorder queue
 //! (`reorder.rs`) and answered at once with a duplicate ACK.
 
-use super::connection::{ConnError, Connection};
+use super::connection::Connection;
 use super::events::Events;
 use super::reorder::Insert;
 use super::state::State;
+use super::ConnError;
 use super::SeqNumber;
 use crate::nic::PacketBuf;
 use crate::time::Instant;

@@ -15,8 +15,9 @@
 
 use std::time::Duration;
 
-use super::connection::{ConnError, Connection};
+use super::connection::Connection;
 use super::state::State;
+use super::ConnError;
 use crate::time::Instant;
 
 /// Keepalive settings (Linux's defaults: 7200 s idle, 75 s interval, 9 probes).

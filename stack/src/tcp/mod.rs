@@ -71,13 +71,15 @@ pub const DUP_ACK_THRESHOLD: u32 = 3;
 
 pub use crate::wire::SeqNumber;
 pub use config::TcpConfig;
-pub use connection::{ConnError, ConnStats, Connection, SendError, MIN_MSS};
+pub use connection::{ConnStats, Connection, SendError, MIN_MSS};
 pub use events::Events;
 pub use isn::IsnGenerator;
 pub use listen::{listen_input, reset_for_closed, ListenAction};
 pub use liveness::{KeepAlive, LivenessOpt, LivenessOptions};
 pub use output::{Payload, SegmentSink, SinkFull};
 pub use send_buffer::{Loan, LoanId, LoanedSlice};
+/// Why a connection failed: part of the application contract, defined there.
+pub use slimtcp_api::ConnError;
 pub use state::State;
 pub use syncookie::{cookie_syn_ack, CookieSyn, SynCookies};
 pub use tx_payload::{copy_all, copy_from_slice_at, payload_sum, TxPayload};

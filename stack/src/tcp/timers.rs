@@ -2,8 +2,9 @@
 //! persist, and TIME-WAIT / orphaned FIN-WAIT-2 expiry. The owner asks `poll_at` when to come
 //! back and calls `on_timer` then.
 
-use super::connection::{ConnError, Connection};
+use super::connection::Connection;
 use super::state::State;
+use super::ConnError;
 use crate::time::Instant;
 
 /// Zero-window probes an orphaned connection sends before it gives up (see `on_persist_timeout`).

@@ -24,12 +24,12 @@ use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, TcpListener};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use slimtcp::api::host::HostSockets;
 use slimtcp::api::{Fd, Proto, SocketApi};
 use slimtcp::iface::{Interface, InterfaceConfig};
 use slimtcp::nic::memwire::{self, LinkConfig};
 use slimtcp::nic::tap::TapNic;
 use slimtcp::nic::Nic;
+use slimtcp::runtime::{self, HostSockets};
 use slimtcp::sim::default_configs;
 use slimtcp::time::Clock;
 use slimtcp::wire::EthernetAddress;
@@ -167,7 +167,7 @@ fn on_provider<N: Nic + Send + 'static, R>(
 ) -> R {
     match provider {
         Provider::Host => {
-            let mut api = HostSockets::single(Interface::new(nic, iface), Clock::real());
+            let mut api = runtime::single(Interface::new(nic, iface), Clock::real());
             app(&mut Runner(&mut api))
         }
         Provider::Guest => {
@@ -232,7 +232,7 @@ fn over_slimtcp_peer<N: Nic + Send + 'static, R>(
 ) -> R {
     let (ca, cb) = default_configs();
     let target_ip = cb.ip;
-    let mut peer_api = HostSockets::single(Interface::new(peer_nic, cb), Clock::real());
+    let mut peer_api = runtime::single(Interface::new(peer_nic, cb), Clock::real());
     let done = AtomicBool::new(false);
     let peer_done = AtomicBool::new(false);
     std::thread::scope(|s| {

@@ -1,11 +1,11 @@
 //! The workload over SlimTCP's host runtime: builds the interface(s) on the chosen NIC, starts
 //! the runtime (two-core or single) and hands the resulting `HostSockets` to the workload.
 
-use slimtcp::api::host::{HostSockets, RuntimeConfig, RuntimeError};
 use slimtcp::iface::{Interface, InterfaceConfig};
 use slimtcp::nic::memwire::{self, LinkConfig, MemwireError};
 use slimtcp::nic::tap::{TapError, TapNic};
 use slimtcp::nic::Nic;
+use slimtcp::runtime::{self, HostSockets, RuntimeConfig, RuntimeError};
 use slimtcp::time::Clock;
 use slimtcp::wire::EthernetAddress;
 use std::net::Ipv4Addr;
@@ -136,14 +136,14 @@ fn run_one<N: Nic + Send + 'static>(
 ) -> Result<Measurement, HostError> {
     match cfg.runtime {
         RuntimeMode::Single => {
-            let mut api = HostSockets::single(iface, Clock::real());
+            let mut api = runtime::single(iface, Clock::real());
             let result = one_role(&mut api, cfg, progress);
             linger(&mut api);
             Ok(result?)
         }
         RuntimeMode::TwoCore => {
             let (mut api, worker) =
-                HostSockets::two_core(iface, Clock::real(), &runtime_config()).map_err(HostError::Runtime)?;
+                runtime::two_core(iface, Clock::real(), &runtime_config()).map_err(HostError::Runtime)?;
             let result = one_role(&mut api, cfg, progress);
             linger(&mut api);
             drop(api);
@@ -217,11 +217,11 @@ fn run_memwire(cfg: &Config, progress: workload::Progress<'_>) -> Result<Measure
     };
     match cfg.runtime {
         RuntimeMode::Single => {
-            let mut apps = HostSockets::single_group(ifaces, Clock::real());
+            let mut apps = runtime::single_group(ifaces, Clock::real());
             Ok(run(&mut apps, progress)?)
         }
         RuntimeMode::TwoCore => {
-            let (mut apps, worker) = HostSockets::two_core_group(ifaces, Clock::real(), &runtime_config())
+            let (mut apps, worker) = runtime::two_core_group(ifaces, Clock::real(), &runtime_config())
                 .map_err(HostError::Runtime)?;
             let result = run(&mut apps, progress);
             drop(apps);

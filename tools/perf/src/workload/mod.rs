@@ -1,5 +1,5 @@
 //! The workload, written once against [`SocketApi`](slimtcp::api::SocketApi): it runs unchanged
-//! over the host runtime ([`slimtcp::api::host::HostSockets`]) and over any other provider (the
+//! over the host runtime ([`slimtcp::runtime::HostSockets`]) and over any other provider (the
 //! guest library).
 //!
 //! - [`Sender`]: N non-blocking connections, epoll-driven, each writing as fast as the stack

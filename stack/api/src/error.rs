@@ -1,6 +1,24 @@
 //! Errno-like socket errors with names, shared by every provider of the socket API.
 
-use crate::tcp::ConnError;
+/// Why a connection failed; the application sees it as an errno-like error.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, thiserror::Error)]
+pub enum ConnError {
+    /// The peer answered our SYN with a RST (ECONNREFUSED).
+    #[error("connection refused")]
+    Refused,
+    /// The peer reset an established connection (ECONNRESET).
+    #[error("connection reset by peer")]
+    Reset,
+    /// Retransmissions went unanswered past the retry limit (ETIMEDOUT).
+    #[error("connection timed out")]
+    TimedOut,
+    /// The next hop's link-layer address could not be resolved (EHOSTUNREACH).
+    #[error("no route to host")]
+    Unreachable,
+    /// The connection was aborted locally (ECONNABORTED).
+    #[error("connection aborted")]
+    Aborted,
+}
 
 /// Why a socket operation failed. Each variant maps to the POSIX errno an application expects.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, thiserror::Error)]

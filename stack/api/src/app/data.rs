@@ -4,7 +4,7 @@ use std::net::SocketAddrV4;
 
 use super::state::{Phase, SockEntry};
 use super::{AppSockets, Link, Request, RxPayload};
-use crate::api::{Fd, Proto, SocketError, ZeroCopyTx};
+use crate::{Fd, Proto, SocketError, ZeroCopyTx};
 
 /// Why a stream cannot send now, if it cannot.
 fn stream_send_check<R>(s: &SockEntry<R>) -> Result<(), SocketError> {

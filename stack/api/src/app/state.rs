@@ -5,7 +5,7 @@
 use std::collections::VecDeque;
 use std::net::{Ipv4Addr, SocketAddrV4};
 
-use crate::api::{EpollFd, Fd, Proto, Ready, SocketError};
+use crate::{EpollFd, Fd, Proto, Ready, SocketError};
 
 /// Datagrams kept per UDP socket; newer ones are dropped beyond it (UDP semantics).
 pub const DATAGRAM_QUEUE: usize = 1024;

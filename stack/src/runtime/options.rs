@@ -1,8 +1,9 @@
 //! Socket options of the host runtime: kept on the application side, validated here, and
 //! handed to the worker with `listen` and `connect`.
 
+use slimtcp_api::{Fd, SockOpt, SockOptName, SocketError};
+
 use super::link::{HostLink, HostSock};
-use crate::api::{Fd, SockOpt, SockOptName, SocketError};
 use crate::tcp::{LivenessOpt, TcpConfig};
 
 /// Smallest and largest socket buffers accepted by `setsockopt`.

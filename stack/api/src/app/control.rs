@@ -4,7 +4,7 @@ use std::net::{Ipv4Addr, SocketAddrV4};
 
 use super::state::{Phase, SockEntry};
 use super::{AppSockets, Link, Reply, Request, MAX_BACKLOG};
-use crate::api::{Fd, Proto, Shutdown, SockOpt, SockOptName, SocketError};
+use crate::{Fd, Proto, Shutdown, SockOpt, SockOptName, SocketError};
 
 impl<L: Link> AppSockets<L> {
     pub(super) fn do_socket(&mut self, proto: Proto) -> Result<Fd, SocketError> {

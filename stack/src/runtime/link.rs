@@ -6,12 +6,13 @@ use std::collections::{HashMap, VecDeque};
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::sync::Arc;
 
+use slimtcp_api::app::{Event, Limits, Link, Reply, Request, Submitted};
+use slimtcp_api::{Fd, Proto, SocketError, ZeroCopyTx};
+
 use super::buffers::{ReleaseQueue, RxBuf, TxBuf, TxPool, LARGE_TX};
 use super::driver::{self, AppEnd};
 use super::messages::{Event as WorkerEvent, Reply as WorkerReply, Request as WorkerRequest};
 use super::options::{effective_config, SetEffect};
-use crate::api::app::{Event, Limits, Link, Reply, Request, Submitted};
-use crate::api::{Fd, Proto, SocketError, ZeroCopyTx};
 use crate::tcp::TcpConfig;
 
 /// Largest UDP payload in one Ethernet frame of 1500 bytes.
@@ -226,7 +227,7 @@ impl HostLink {
                 self.socks.remove(&fd);
                 self.push(WorkerRequest::Close { fd, abort })
             }
-            Request::SetOption { opt: crate::api::SockOpt::Burst(burst), .. } => {
+            Request::SetOption { opt: slimtcp_api::SockOpt::Burst(burst), .. } => {
                 let done = self.push(WorkerRequest::SetBurst { burst });
                 if matches!(done, Submitted::Answered(Ok(_))) {
                     self.burst = burst;

@@ -1,5 +1,6 @@
 //! Errors as one line of text, for binaries' stderr and logs (the stack's examples, the backend
-//! daemon, the tools).
+//! daemon, the tools) and the guest library's C API (`slim_last_error`). Here, beside the
+//! contract, so that both sides share it without the guest library depending on the stack.
 
 /// `error: cause: cause...`: `e` and its chain of sources on one line.
 pub fn error_chain(e: &dyn std::error::Error) -> String {

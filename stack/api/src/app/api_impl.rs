@@ -4,7 +4,7 @@
 use std::net::SocketAddrV4;
 
 use super::{AppSockets, Link};
-use crate::api::{
+use crate::{
     EpollEvent, EpollFd, EpollOp, EpollSet, Fd, Proto, Shutdown, SockOpt, SockOptName, SocketApi, SocketError,
 };
 

@@ -6,10 +6,10 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use rtrb::{Consumer, Producer};
+use slimtcp_api::SocketError;
 
 use super::messages::{Event, Request};
 use super::worker::Step;
-use crate::api::SocketError;
 
 /// How an idle worker thread waits for work.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,4 +1,4 @@
-//! Harness of the API tests: two SlimTCP stacks over memwire, each behind the host runtime in
+//! Harness of the host-runtime tests: two SlimTCP stacks over memwire, each behind the host runtime in
 //! either mode, so the same application code runs over both.
 
 #![allow(dead_code, unused_imports)]
@@ -8,11 +8,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use slimtcp::api::host::{HostSockets, IdlePolicy, RuntimeConfig, WorkerThread};
 use slimtcp::api::{Fd, Proto, SocketApi};
 use slimtcp::iface::{Interface, InterfaceConfig};
 use slimtcp::nic::memwire::{self, LinkConfig, MemwireNic};
 use slimtcp::nic::{Nic, NicCapabilities, NicError, PacketBuf};
+use slimtcp::runtime::{self, HostSockets, IdlePolicy, RuntimeConfig, WorkerThread};
 use slimtcp::sim::default_configs;
 use slimtcp::time::{Clock, Instant};
 
@@ -141,7 +141,7 @@ pub fn pair(mode: Mode, cfg: PairConfig) -> Pair {
     ];
     let clock = Clock::real();
     let (mut apps, worker) = match mode {
-        Mode::Single => (HostSockets::single_group(ifaces, clock), None),
+        Mode::Single => (runtime::single_group(ifaces, clock), None),
         Mode::TwoCore => {
             let rc = RuntimeConfig {
                 ring_capacity: cfg.ring_capacity,
@@ -149,7 +149,7 @@ pub fn pair(mode: Mode, cfg: PairConfig) -> Pair {
                 idle: IdlePolicy::Backoff,
                 ..RuntimeConfig::default()
             };
-            let (apps, thread) = HostSockets::two_core_group(ifaces, clock, &rc).expect("worker thread");
+            let (apps, thread) = runtime::two_core_group(ifaces, clock, &rc).expect("worker thread");
             (apps, Some(thread))
         }
     };
@@ -184,10 +184,10 @@ impl Pair {
 macro_rules! both_modes {
     ($($name:ident => $body:ident;)*) => {
         mod single {
-            $(#[test] fn $name() { super::$body($crate::api::Mode::Single) })*
+            $(#[test] fn $name() { super::$body($crate::runtime_pair::Mode::Single) })*
         }
         mod two_core {
-            $(#[test] fn $name() { super::$body($crate::api::Mode::TwoCore) })*
+            $(#[test] fn $name() { super::$body($crate::runtime_pair::Mode::TwoCore) })*
         }
     };
 }

@@ -1,12 +1,12 @@
 //! The application side of the socket API, shared by every provider: [`AppSockets`]
-//! implements [`SocketApi`](crate::api::SocketApi) once over a [`Link`].
+//! implements [`SocketApi`](crate::SocketApi) once over a [`Link`].
 //!
 //! The core keeps the socket table (a mirror of what the link reported), computes readiness
 //! without asking the provider, counts send credit so `EAGAIN` needs no round trip, queues
 //! received buffers and datagrams, runs the blocking and non-blocking rules (a non-blocking
 //! call applies the link's news once before answering `EAGAIN`), and owns the epoll sets.
 //! A [`Link`] only moves requests and events: the host runtime's rings and worker
-//! ([`HostSockets`](crate::api::host::HostSockets)) and the guest library's virtqueues.
+//! (`slimtcp::runtime::HostSockets`) and the guest library's virtqueues.
 
 mod api_impl;
 mod control;
@@ -23,7 +23,7 @@ pub use state::DATAGRAM_QUEUE;
 
 use state::SockEntry;
 
-use crate::api::{EpollFd, EpollSet, Fd, SocketError};
+use crate::{EpollFd, EpollSet, Fd, SocketError};
 
 /// The largest `listen` backlog; a larger one is cut to it (Linux's default
 /// `net.core.somaxconn`). The backend's default per-tenant backlog limit too.

@@ -2,11 +2,11 @@
 //! application code: echo, bulk transfers with copy and zero-copy buffers, epoll with many
 //! sockets, non-blocking connect, UDP with addresses.
 
-mod api;
+mod runtime_pair;
 
 use std::net::{Ipv4Addr, SocketAddrV4};
 
-use api::{pair, Mode, PairConfig, A_IP, B_IP};
+use runtime_pair::{pair, Mode, PairConfig, A_IP, B_IP};
 use slimtcp::api::{
     EpollEvent, EpollOp, Fd, Proto, Ready, Shutdown, SockOpt, SockOptName, SocketApi, SocketError, ZeroCopyTx,
 };

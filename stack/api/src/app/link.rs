@@ -6,7 +6,7 @@
 
 use std::net::{Ipv4Addr, SocketAddrV4};
 
-use crate::api::{Fd, Proto, SockOpt, SockOptName, SocketError, ZeroCopyTx};
+use crate::{Fd, Proto, SockOpt, SockOptName, SocketError, ZeroCopyTx};
 
 /// A received payload buffer as the shared core handles it.
 pub trait RxPayload: AsRef<[u8]> {

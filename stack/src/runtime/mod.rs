@@ -15,9 +15,9 @@
 //! socket table, readiness, credit and blocking rules are the guest library's too; this module
 //! adds the rings, the worker, and socket options kept locally until `listen`/`connect`.
 //!
-//! - Two-core mode ([`HostSockets::two_core`]): the worker runs on a thread of its own, pinned
-//!   if asked; the rings are the only shared state (no socket locks).
-//! - Single-thread mode ([`HostSockets::single`]): the same worker and rings, but the
+//! - Two-core mode ([`two_core`], [`two_core_group`]): the worker runs on a thread of its own,
+//!   pinned if asked; the rings are the only shared state (no socket locks).
+//! - Single-thread mode ([`single`], [`single_group`]): the same worker and rings, but the
 //!   application thread steps the worker whenever it waits (run to completion on one core).
 //!
 //! Received data is pushed to the application side as it arrives (bounded by the receive
@@ -34,6 +34,8 @@ mod worker;
 
 use std::sync::{Arc, Mutex};
 
+use slimtcp_api::app::AppSockets;
+
 pub use buffers::{RxBuf, TxBuf, LARGE_TX, SMALL_TX};
 pub use driver::{IdlePolicy, RuntimeConfig, RuntimeError, WorkerThread};
 pub use link::HostLink;
@@ -42,7 +44,6 @@ use buffers::ReleaseQueue;
 use driver::{AppEnd, Driver, WorkerGroup};
 use worker::{Step, Worker};
 
-use crate::api::app::AppSockets;
 use crate::iface::Interface;
 use crate::nic::Nic;
 use crate::time::Clock;
@@ -74,63 +75,58 @@ fn pair<N: Nic + Send + 'static>(
     (app, worker)
 }
 
-impl AppSockets<HostLink> {
-    /// Single-thread mode over one interface: the calling thread runs everything.
-    pub fn single<N: Nic + Send + 'static>(iface: Interface<N>, clock: Clock) -> HostSockets {
-        let mut apps = Self::single_group(vec![iface], clock);
-        match apps.pop() {
-            Some(app) => app,
-            None => unreachable!("one interface gives one application side"),
-        }
+/// Single-thread mode over one interface: the calling thread runs everything.
+pub fn single<N: Nic + Send + 'static>(iface: Interface<N>, clock: Clock) -> HostSockets {
+    let mut apps = single_group(vec![iface], clock);
+    match apps.pop() {
+        Some(app) => app,
+        None => unreachable!("one interface gives one application side"),
     }
+}
 
-    /// Single-thread mode over several interfaces stepped together (e.g. both ends of a
-    /// memwire link in one thread): waiting on any of them runs all of them.
-    pub fn single_group<N: Nic + Send + 'static>(
-        ifaces: Vec<Interface<N>>,
-        clock: Clock,
-    ) -> Vec<HostSockets> {
-        let group = Arc::new(Mutex::new(WorkerGroup::new(Vec::new())));
-        let mut apps = Vec::new();
-        let mut workers = Vec::new();
-        for iface in ifaces {
-            let (app, worker) = pair(iface, clock.clone(), INLINE_RING, || Driver::Inline(group.clone()));
-            apps.push(app);
-            workers.push(worker);
-        }
-        if let Ok(mut g) = group.lock() {
-            *g = WorkerGroup::new(workers);
-        }
-        apps
+/// Single-thread mode over several interfaces stepped together (e.g. both ends of a memwire
+/// link in one thread): waiting on any of them runs all of them.
+pub fn single_group<N: Nic + Send + 'static>(ifaces: Vec<Interface<N>>, clock: Clock) -> Vec<HostSockets> {
+    let group = Arc::new(Mutex::new(WorkerGroup::new(Vec::new())));
+    let mut apps = Vec::new();
+    let mut workers = Vec::new();
+    for iface in ifaces {
+        let (app, worker) = pair(iface, clock.clone(), INLINE_RING, || Driver::Inline(group.clone()));
+        apps.push(app);
+        workers.push(worker);
     }
+    if let Ok(mut g) = group.lock() {
+        *g = WorkerGroup::new(workers);
+    }
+    apps
+}
 
-    /// Two-core mode: the worker runs on its own thread.
-    pub fn two_core<N: Nic + Send + 'static>(
-        iface: Interface<N>,
-        clock: Clock,
-        cfg: &RuntimeConfig,
-    ) -> Result<(HostSockets, WorkerThread), RuntimeError> {
-        let (mut apps, thread) = Self::two_core_group(vec![iface], clock, cfg)?;
-        match apps.pop() {
-            Some(app) => Ok((app, thread)),
-            None => unreachable!("one interface gives one application side"),
-        }
+/// Two-core mode: the worker runs on its own thread.
+pub fn two_core<N: Nic + Send + 'static>(
+    iface: Interface<N>,
+    clock: Clock,
+    cfg: &RuntimeConfig,
+) -> Result<(HostSockets, WorkerThread), RuntimeError> {
+    let (mut apps, thread) = two_core_group(vec![iface], clock, cfg)?;
+    match apps.pop() {
+        Some(app) => Ok((app, thread)),
+        None => unreachable!("one interface gives one application side"),
     }
+}
 
-    /// Two-core mode with one worker thread serving several interfaces.
-    pub fn two_core_group<N: Nic + Send + 'static>(
-        ifaces: Vec<Interface<N>>,
-        clock: Clock,
-        cfg: &RuntimeConfig,
-    ) -> Result<(Vec<HostSockets>, WorkerThread), RuntimeError> {
-        let mut apps = Vec::new();
-        let mut workers = Vec::new();
-        for iface in ifaces {
-            let (app, worker) = pair(iface, clock.clone(), cfg.ring_capacity.max(2), || Driver::Thread);
-            apps.push(app);
-            workers.push(worker);
-        }
-        let thread = driver::spawn_worker(WorkerGroup::new(workers), cfg)?;
-        Ok((apps, thread))
+/// Two-core mode with one worker thread serving several interfaces.
+pub fn two_core_group<N: Nic + Send + 'static>(
+    ifaces: Vec<Interface<N>>,
+    clock: Clock,
+    cfg: &RuntimeConfig,
+) -> Result<(Vec<HostSockets>, WorkerThread), RuntimeError> {
+    let mut apps = Vec::new();
+    let mut workers = Vec::new();
+    for iface in ifaces {
+        let (app, worker) = pair(iface, clock.clone(), cfg.ring_capacity.max(2), || Driver::Thread);
+        apps.push(app);
+        workers.push(worker);
     }
+    let thread = driver::spawn_worker(WorkerGroup::new(workers), cfg)?;
+    Ok((apps, thread))
 }

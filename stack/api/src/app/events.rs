@@ -2,7 +2,7 @@
 
 use super::state::{Phase, SockEntry, DATAGRAM_QUEUE};
 use super::{AppSockets, Event, Link, Request};
-use crate::api::{Fd, Proto};
+use crate::{Fd, Proto};
 
 impl<L: Link> AppSockets<L> {
     pub(super) fn on_event(&mut self, event: Event<L::RxBuf>) {

@@ -3,18 +3,18 @@
 //! is never reused (or changed) while the application holds it, and the bytes it holds keep
 //! occupying the receive window until it is dropped.
 
-mod api;
+mod runtime_pair;
 
 use std::time::{Duration, Instant};
 
-use api::{pair, Mode, PairConfig};
-use slimtcp::api::host::HostSockets;
+use runtime_pair::{pair, Mode, PairConfig};
 use slimtcp::api::{EpollEvent, EpollOp, Fd, Ready, Shutdown, SockOpt, SocketApi, SocketError, ZeroCopyTx};
+use slimtcp::runtime::HostSockets;
 use slimtcp_testkit::data::{pattern, pattern_mismatch};
 use slimtcp_testkit::wait::wait_for;
 
 /// Lets both sides run for `d`.
-fn run_for(p: &mut api::Pair, d: Duration) {
+fn run_for(p: &mut runtime_pair::Pair, d: Duration) {
     let end = Instant::now() + d;
     while Instant::now() < end {
         p.client.progress().expect("client");

@@ -2,12 +2,12 @@
 //! modes, and nothing waits forever: a refused or timed-out connection, a reset, a dead worker
 //! and a full ring all end with errors (or progress), never with a busy loop.
 
-mod api;
+mod runtime_pair;
 
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::time::Duration;
 
-use api::{pair, Mode, PairConfig, B_IP};
+use runtime_pair::{pair, Mode, PairConfig, B_IP};
 use slimtcp::api::{
     EpollEvent, EpollOp, Fd, Proto, Ready, Shutdown, SockOpt, SockOptName, SocketApi, SocketError,
 };

@@ -6,10 +6,10 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 
 use rtrb::{Consumer, Producer};
+use slimtcp_api::{Fd, SocketError, ZeroCopyTx};
 
 use super::buffers::{ReleaseQueue, TxBuf};
 use super::messages::{Event, Reply, Request};
-use crate::api::{Fd, SocketError, ZeroCopyTx};
 use crate::iface::{Activity, IfaceError, Interface, SocketHandle};
 use crate::nic::Nic;
 use crate::tcp::{Events, TxPayload};

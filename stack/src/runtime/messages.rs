@@ -5,8 +5,9 @@
 
 use std::net::SocketAddrV4;
 
+use slimtcp_api::{Fd, SocketError};
+
 use super::buffers::TxBuf;
-use crate::api::{Fd, SocketError};
 use crate::nic::PacketBuf;
 use crate::tcp::TcpConfig;
 

@@ -9,8 +9,8 @@
 use std::sync::Arc;
 
 use crossbeam_queue::SegQueue;
+use slimtcp_api::{Fd, ZeroCopyTx};
 
-use crate::api::{Fd, ZeroCopyTx};
 use crate::nic::PacketBuf;
 use crate::tcp::TxPayload;
 
@@ -172,7 +172,7 @@ impl RxBuf {
     }
 }
 
-impl crate::api::app::RxPayload for RxBuf {
+impl slimtcp_api::app::RxPayload for RxBuf {
     fn consume(&mut self, n: usize) {
         RxBuf::consume(self, n);
     }
