@@ -10,24 +10,18 @@ impl<N: Nic> Engine<N> {
     /// go back as usual) and drops the messages the previous driver never received. Returns
     /// the sockets aborted.
     pub(super) fn restart_pair(&mut self, p: usize) -> usize {
-        let ids = self.server.sockets_of_lane(p);
-        if ids.is_empty() {
+        let aborted = self.server.abort_lane(p);
+        if aborted == 0 {
             // Nothing of a previous driver's to clean up (or the same driver saying hello
             // again): its answers stay queued.
             return 0;
         }
-        for &id in &ids {
-            let _ = self.server.close(id, true);
-        }
         self.drain_events();
-        let Some(pair) = self.pairs.get_mut(p) else { return ids.len() };
+        let Some(pair) = self.pairs.get_mut(p) else { return aborted };
         pair.pending.retain(|o| matches!(o, Out::Return(_)));
         pair.pending_msgs = 0;
         pair.readable.clear();
-        log::info!(
-            "queue pair {p}: a new driver said hello; {} sockets of the previous one reset",
-            ids.len()
-        );
-        ids.len()
+        log::info!("queue pair {p}: a new driver said hello; {aborted} sockets of the previous one reset");
+        aborted
     }
 }

@@ -3,7 +3,7 @@
 use std::net::SocketAddrV4;
 
 use super::options::{OptionEffect, OptionStage, SocketOptions};
-use super::{Event, Phase, ServerSocket, SocketServer, Transport};
+use super::{open_in, Event, Phase, ServerSocket, SocketServer, Transport};
 use crate::api::{Proto, SockOpt, SockOptName, SocketError};
 use crate::iface::SocketHandle;
 use crate::nic::Nic;
@@ -40,7 +40,7 @@ impl<N: Nic, T: Transport> SocketServer<N, T> {
         if !local.ip().is_unspecified() && *local.ip() != ip {
             return Err(SocketError::AddrNotAvailable);
         }
-        let s = self.sockets.get_mut(&id).ok_or(SocketError::BadHandle)?;
+        let s = open_in(&mut self.sockets, id)?;
         if s.port.is_some() || s.phase != Phase::Fresh {
             return Err(SocketError::InvalidInput);
         }
@@ -69,7 +69,7 @@ impl<N: Nic, T: Transport> SocketServer<N, T> {
     /// Listens on the bound port with room for `backlog` connections (cut to the limit).
     pub fn listen(&mut self, id: u32, backlog: usize) -> Result<(), SocketError> {
         let tx_floor = self.limits.max_send_in_flight;
-        let s = self.sockets.get_mut(&id).ok_or(SocketError::BadHandle)?;
+        let s = open_in(&mut self.sockets, id)?;
         match (s.proto, s.phase, s.port) {
             (Proto::Udp, _, _) => Err(SocketError::NotSupported),
             (Proto::Tcp, Phase::Fresh, Some(port)) => {
@@ -77,7 +77,7 @@ impl<N: Nic, T: Transport> SocketServer<N, T> {
                 let backlog = backlog.clamp(1, self.limits.max_backlog);
                 let h = self.iface.tcp_listen_with(port, backlog, Some(cfg))?;
                 self.attach(id, h);
-                self.sockets.get_mut(&id).ok_or(SocketError::BadHandle)?.phase = Phase::Listening;
+                open_in(&mut self.sockets, id)?.phase = Phase::Listening;
                 Ok(())
             }
             (Proto::Tcp, Phase::Connected | Phase::Connecting { .. }, _) => Err(SocketError::IsConnected),
@@ -95,7 +95,7 @@ impl<N: Nic, T: Transport> SocketServer<N, T> {
     ) -> Result<Connecting, SocketError> {
         let now = self.clock.now();
         let tx_floor = self.limits.max_send_in_flight;
-        let s = self.sockets.get_mut(&id).ok_or(SocketError::BadHandle)?;
+        let s = open_in(&mut self.sockets, id)?;
         match (s.proto, s.phase) {
             (Proto::Tcp, Phase::Fresh) => {
                 let cfg = s.opts.tcp_config(&self.iface.config().tcp, tx_floor);
@@ -104,7 +104,7 @@ impl<N: Nic, T: Transport> SocketServer<N, T> {
                 if let Ok(info) = self.iface.tcp_info(h) {
                     self.hold_port(id, info.local.port());
                 }
-                self.sockets.get_mut(&id).ok_or(SocketError::BadHandle)?.phase = Phase::Connecting { call };
+                open_in(&mut self.sockets, id)?.phase = Phase::Connecting { call };
                 Ok(Connecting::Started)
             }
             (Proto::Tcp, Phase::Connecting { .. }) => Err(SocketError::Already),
@@ -113,7 +113,7 @@ impl<N: Nic, T: Transport> SocketServer<N, T> {
                 let h = self.udp_handle(id)?;
                 self.iface.udp_connect(h, remote)?;
                 let local = self.iface.udp_local(h)?;
-                self.sockets.get_mut(&id).ok_or(SocketError::BadHandle)?.phase = Phase::Connected;
+                open_in(&mut self.sockets, id)?.phase = Phase::Connected;
                 Ok(Connecting::Done(local))
             }
         }
@@ -121,7 +121,7 @@ impl<N: Nic, T: Transport> SocketServer<N, T> {
 
     /// The stack socket of UDP socket `id`, bound to an ephemeral port if it was not bound.
     pub(super) fn udp_handle(&mut self, id: u32) -> Result<SocketHandle, SocketError> {
-        if let Some(h) = self.sockets.get_mut(&id).ok_or(SocketError::BadHandle)?.handle {
+        if let Some(h) = open_in(&mut self.sockets, id)?.handle {
             return Ok(h);
         }
         let h = self.iface.udp_bind(0)?;
@@ -134,7 +134,7 @@ impl<N: Nic, T: Transport> SocketServer<N, T> {
     /// Shuts down reading (nothing to do: data still arrives and is delivered) and/or writing
     /// (FIN after the queued data).
     pub fn shutdown(&mut self, id: u32, write: bool) -> Result<(), SocketError> {
-        let s = self.sockets.get_mut(&id).ok_or(SocketError::BadHandle)?;
+        let s = open_in(&mut self.sockets, id)?;
         match (s.proto, s.phase, s.handle) {
             (Proto::Tcp, Phase::Connected, Some(h)) => {
                 if write && !s.write_shut {
@@ -153,12 +153,12 @@ impl<N: Nic, T: Transport> SocketServer<N, T> {
     /// data the transport never took is reset, as a kernel resets a connection closed with
     /// unread data (RFC 2525 2.17); `abort` resets it anyway.
     pub fn close(&mut self, id: u32, abort: bool) -> Result<(), SocketError> {
-        let s = self.sockets.get_mut(&id).ok_or(SocketError::BadHandle)?;
+        let s = open_in(&mut self.sockets, id)?;
         let in_stack = match (s.proto, s.handle) {
             (Proto::Tcp, Some(h)) => self.iface.tcp_info(h).map_or(0, |i| i.recv_queued),
             _ => 0,
         };
-        let s = self.sockets.get_mut(&id).ok_or(SocketError::BadHandle)?;
+        let s = open_in(&mut self.sockets, id)?;
         let abort = abort || in_stack > 0 || s.rx_partial.is_some();
         // No release comes after this: the window must not stay shut on bytes the transport
         // still held, or a peer with more to send would wait for ever.
@@ -166,7 +166,7 @@ impl<N: Nic, T: Transport> SocketServer<N, T> {
         if let (Proto::Tcp, Some(h)) = (s.proto, s.handle) {
             let _ = self.iface.tcp_recv_release(h, held);
         }
-        let s = self.sockets.get_mut(&id).ok_or(SocketError::BadHandle)?;
+        let s = open_in(&mut self.sockets, id)?;
         let finishing = !abort && !s.sends.is_empty();
         match (s.proto, s.phase) {
             // Datagrams the NIC still reads: the sends complete when it is done.
@@ -194,7 +194,7 @@ impl<N: Nic, T: Transport> SocketServer<N, T> {
     /// a live connection at once; the burst is the interface's.
     pub fn set_option(&mut self, id: u32, opt: SockOpt) -> Result<(), SocketError> {
         let bounds = self.bounds;
-        let s = self.sockets.get_mut(&id).ok_or(SocketError::BadHandle)?;
+        let s = open_in(&mut self.sockets, id)?;
         if s.proto == Proto::Udp && !matches!(opt, SockOpt::RecvBuffer(_) | SockOpt::SendBuffer(_)) {
             return Err(SocketError::NotSupported);
         }
@@ -219,20 +219,20 @@ impl<N: Nic, T: Transport> SocketServer<N, T> {
     /// An option's value.
     pub fn get_option(&mut self, id: u32, name: SockOptName) -> Result<SockOpt, SocketError> {
         let burst = self.iface.config().burst;
-        self.sockets.get_mut(&id).ok_or(SocketError::BadHandle)?.opts.get(name, burst)
+        open_in(&mut self.sockets, id)?.opts.get(name, burst)
     }
 
     /// The connection settings socket `id` would connect with now (for tests and reports).
     pub fn tcp_config_of(&mut self, id: u32) -> Result<TcpConfig, SocketError> {
         let tx_floor = self.limits.max_send_in_flight;
         let base = self.iface.config().tcp.clone();
-        Ok(self.sockets.get_mut(&id).ok_or(SocketError::BadHandle)?.opts.tcp_config(&base, tx_floor))
+        Ok(open_in(&mut self.sockets, id)?.opts.tcp_config(&base, tx_floor))
     }
 
     /// The transport is done with `bytes` of the data it took from stream `id`: they reopen the
     /// receive window. More than it holds: `InvalidInput`.
     pub fn release(&mut self, id: u32, bytes: usize) -> Result<(), SocketError> {
-        let s = self.sockets.get_mut(&id).ok_or(SocketError::BadHandle)?;
+        let s = open_in(&mut self.sockets, id)?;
         let Some(h) = s.handle.filter(|_| s.proto == Proto::Tcp) else {
             return Err(SocketError::NotSupported);
         };

@@ -39,7 +39,7 @@ pub use events::{Event, ServerEvent};
 pub use receive::StreamReady;
 pub use sends::{DatagramPayload, DatagramSent};
 
-use crate::api::Proto;
+use crate::api::{Proto, SocketError};
 use crate::iface::{Activity, IfaceError, Interface, SocketHandle};
 use crate::nic::{Nic, PacketBuf};
 use crate::tcp::TxPayload;
@@ -148,6 +148,15 @@ impl<T: Transport> ServerSocket<T> {
     }
 }
 
+/// Socket `id` as requests see it: a closed one, a zombie finishing its sends included, is
+/// `BadHandle`.
+fn open_in<T: Transport>(
+    sockets: &mut HashMap<u32, ServerSocket<T>>,
+    id: u32,
+) -> Result<&mut ServerSocket<T>, SocketError> {
+    sockets.get_mut(&id).filter(|s| s.phase != Phase::Zombie).ok_or(SocketError::BadHandle)
+}
+
 /// The server (see the module documentation).
 #[derive(Debug)]
 pub struct SocketServer<N: Nic, T: Transport> {
@@ -233,6 +242,17 @@ where
     /// The sockets of `lane` (zombies included).
     pub fn sockets_of_lane(&self, lane: usize) -> Vec<u32> {
         self.sockets.iter().filter(|(_, s)| s.lane == lane).map(|(&id, _)| id).collect()
+    }
+
+    /// Resets every socket of `lane`, zombies included (its transport starts over): their held
+    /// sends fail (`ECONNABORTED`) and connections are reset. Returns how many there were.
+    pub fn abort_lane(&mut self, lane: usize) -> usize {
+        let ids = self.sockets_of_lane(lane);
+        for &id in &ids {
+            self.fail_sends(id, SocketError::Connection(crate::tcp::ConnError::Aborted));
+            self.remove(id, true);
+        }
+        ids.len()
     }
 
     /// The lane of socket `id`.

@@ -3,7 +3,7 @@
 use std::net::SocketAddrV4;
 
 use super::loans::Loan;
-use super::{Event, HeldSend, Phase, SocketServer, Transport};
+use super::{open_in, Event, HeldSend, Phase, SocketServer, Transport};
 use crate::api::{Proto, SocketError};
 use crate::nic::Nic;
 use crate::tcp::{ConnError, TxPayload};
@@ -51,7 +51,7 @@ impl<N: Nic, T: Transport> SocketServer<N, T> {
         pieces: impl IntoIterator<Item = T::Payload>,
         token: T::Send,
     ) -> Result<(), SocketError> {
-        let s = self.sockets.get_mut(&id).ok_or(SocketError::BadHandle)?;
+        let s = open_in(&mut self.sockets, id)?;
         let h = match (s.proto, s.phase, s.handle) {
             (Proto::Tcp, Phase::Connected, Some(h)) => h,
             (Proto::Udp, _, _) => return Err(SocketError::NotSupported),
@@ -80,7 +80,7 @@ impl<N: Nic, T: Transport> SocketServer<N, T> {
                 Ok(Ok(())) => loaned += 1,
                 Ok(Err(back)) => {
                     loaned += 1;
-                    self.sockets.get_mut(&id).ok_or(SocketError::BadHandle)?.backlog.push_back(back);
+                    open_in(&mut self.sockets, id)?.backlog.push_back(back);
                 }
                 Err(e) if loaned == 0 => return Err(e),
                 Err(e) => {
@@ -103,7 +103,7 @@ impl<N: Nic, T: Transport> SocketServer<N, T> {
         dst: Option<SocketAddrV4>,
         payload: DatagramPayload<'_, T>,
     ) -> Result<DatagramSent, SocketError> {
-        if self.sockets.get_mut(&id).ok_or(SocketError::BadHandle)?.proto != Proto::Udp {
+        if open_in(&mut self.sockets, id)?.proto != Proto::Udp {
             return Err(SocketError::NotSupported);
         }
         let len = match &payload {
@@ -117,7 +117,7 @@ impl<N: Nic, T: Transport> SocketServer<N, T> {
         let now = self.clock.now();
         match payload {
             DatagramPayload::Loan { piece, token } => {
-                let s = self.sockets.get_mut(&id).ok_or(SocketError::BadHandle)?;
+                let s = open_in(&mut self.sockets, id)?;
                 let seq = s.next_seq;
                 s.next_seq += 1;
                 let loan = Box::new(Loan { socket: id, seq, payload: piece });
