@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 use clap::Parser;
 use sha2::{Digest, Sha256};
 use slimtcp::api::{Fd, Proto, Shutdown, SocketApi, SocketError};
+use slimtcp::nic::fault::Rng;
 use slimtcp_guest::{GuestConfig, GuestSockets};
 
 const ECHO_PORT: u16 = 7000;
@@ -96,16 +97,12 @@ fn bulk<A: SocketApi>(api: &mut A, server: Ipv4Addr, total: u64) -> Result<f64, 
     let fd = connect(api, SocketAddrV4::new(server, DISCARD_PORT))?;
     let mut block = vec![0u8; 256 * 1024];
     let mut hasher = Sha256::new();
-    let (mut sent, mut seed) = (0u64, 0x5eed_u64);
+    let (mut sent, mut rng) = (0u64, Rng::new(0x5eed));
     let start = Instant::now();
     let mut last = start;
     while sent < total {
         let n = block.len().min((total - sent) as usize);
-        for chunk in block[..n].chunks_mut(8) {
-            seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-            let bytes = seed.to_le_bytes();
-            chunk.copy_from_slice(&bytes[..chunk.len()]);
-        }
+        rng.fill_bytes(&mut block[..n]);
         hasher.update(&block[..n]);
         send_all(api, fd, &block[..n])?;
         sent += n as u64;
