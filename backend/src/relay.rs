@@ -24,6 +24,7 @@
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{self, Write};
+use std::mem::size_of;
 use std::os::fd::{AsRawFd, FromRawFd, RawFd};
 use std::os::unix::fs::FileTypeExt;
 use std::os::unix::net::UnixStream;
@@ -31,14 +32,21 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use vhost::vhost_user::message::{
+    FrontendReq, VhostUserHeaderFlag, VhostUserMemory, VhostUserMemoryRegion, VhostUserSingleMemoryRegion,
+    VhostUserU64, VhostUserVringState, MAX_ATTACHED_FD_ENTRIES,
+};
+use vhost::vhost_user::VhostUserVirtioFeatures;
+use vm_memory::ByteValued;
 use vmm_sys_util::sock_ctrl_msg::ScmSocket;
 
-/// Message header: request, flags, payload size (u32 each, little-endian).
+/// Message header: request, flags, payload size (u32 each, little-endian): the layout of the
+/// vhost crate's `VhostUserMsgHeader`, which it does not export.
 const HEADER: usize = 12;
 /// Largest payload accepted (vhost-user messages are at most a few KiB).
 const MAX_PAYLOAD: usize = 64 * 1024;
-/// File descriptors one message may carry (vhost's `MAX_ATTACHED_FD_ENTRIES`).
-pub const MAX_FDS: usize = 32;
+/// File descriptors one message may carry (vhost's own limit).
+pub const MAX_FDS: usize = MAX_ATTACHED_FD_ENTRIES;
 /// A message must be complete this long after its first byte arrived.
 pub const MESSAGE_TIMEOUT: Duration = Duration::from_secs(3);
 /// Memory regions one connection may have mapped at once (vhost-user-backend's own limit, 509,
@@ -46,20 +54,16 @@ pub const MESSAGE_TIMEOUT: Duration = Duration::from_secs(3);
 pub const MAX_MEM_REGIONS: usize = 64;
 /// Rings whose early enable may be deferred (the most a device of `MAX_PAIRS` pairs has).
 pub const MAX_DEFERRED_RINGS: usize = 2 * crate::ring_stop::MAX_PAIRS + 1;
-const SET_FEATURES: u32 = 2;
-const SET_MEM_TABLE: u32 = 5;
-const SET_VRING_ENABLE: u32 = 18;
-const GET_MAX_MEM_SLOTS: u32 = 36;
-const ADD_MEM_REG: u32 = 37;
-const REM_MEM_REG: u32 = 38;
-/// A memory region in SET_MEM_TABLE / ADD_MEM_REG: guest address, size, user address, offset.
-const REGION: usize = 32;
-/// Header flags.
+/// The protocol version in a header's [`VhostUserHeaderFlag::VERSION`] bits (there is only 1).
 const VERSION_1: u32 = 0x1;
-const REPLY: u32 = 0x4;
-const NEED_REPLY: u32 = 0x8;
-/// `VHOST_USER_F_PROTOCOL_FEATURES`.
-const PROTOCOL_FEATURES: u64 = 1 << 30;
+/// The header flag of a reply.
+const REPLY: u32 = VhostUserHeaderFlag::REPLY.bits();
+/// The header flag of a request that wants a reply.
+const NEED_REPLY: u32 = VhostUserHeaderFlag::NEED_REPLY.bits();
+/// SET_MEM_TABLE's payload: this header, then one region per descriptor.
+const MEM_TABLE_HEADER: usize = size_of::<VhostUserMemory>();
+/// A memory region in SET_MEM_TABLE: guest address, size, user address, mmap offset.
+const REGION: usize = size_of::<VhostUserMemoryRegion>();
 
 /// Errors starting a relay.
 #[derive(Debug, thiserror::Error)]
@@ -99,21 +103,30 @@ impl Message {
         ])
     }
 
-    fn request(&self) -> u32 {
-        self.field(0)
+    /// The request, `None` for a code the vhost crate does not know (forwarded all the same).
+    fn request(&self) -> Option<FrontendReq> {
+        FrontendReq::try_from(self.field(0)).ok()
     }
 
     fn flags(&self) -> u32 {
         self.field(1)
     }
 
-    fn new(request: u32, flags: u32, payload: &[u8]) -> Message {
+    fn new(request: FrontendReq, flags: u32, payload: &[u8]) -> Message {
         let mut header = [0u8; HEADER];
-        header[0..4].copy_from_slice(&request.to_le_bytes());
+        header[0..4].copy_from_slice(&(request as u32).to_le_bytes());
         header[4..8].copy_from_slice(&flags.to_le_bytes());
         header[8..12].copy_from_slice(&(payload.len() as u32).to_le_bytes());
         Message { header, payload: payload.to_vec(), fds: Vec::new() }
     }
+}
+
+/// A `T` copied from the start of `bytes`; `None` when they are too short. (Copied, so the
+/// payload needs no alignment; only its length is trusted, and it is checked.)
+fn read_obj<T: ByteValued + Default>(bytes: &[u8]) -> Option<T> {
+    let mut value = T::default();
+    value.as_mut_slice().copy_from_slice(bytes.get(..size_of::<T>())?);
+    Some(value)
 }
 
 /// Fills `buf` from `s`, collecting descriptors that arrive on the way. Returns false when the
@@ -219,11 +232,14 @@ impl EarlyEnables {
     /// enable that cannot be deferred.
     fn filter(&mut self, m: Message, reply: &mut Option<Message>) -> io::Result<Vec<Message>> {
         match m.request() {
-            SET_VRING_ENABLE if !self.features_set => {
-                let ring = match m.payload.as_slice() {
-                    [a, b, c, d, _, _, _, _] => u32::from_le_bytes([*a, *b, *c, *d]),
-                    p => {
-                        return Err(refused(format!("SET_VRING_ENABLE with a {}-byte payload", p.len())));
+            Some(FrontendReq::SET_VRING_ENABLE) if !self.features_set => {
+                let ring = match read_obj::<VhostUserVringState>(&m.payload) {
+                    Some(state) if m.payload.len() == size_of::<VhostUserVringState>() => state.index,
+                    _ => {
+                        return Err(refused(format!(
+                            "SET_VRING_ENABLE with a {}-byte payload",
+                            m.payload.len()
+                        )));
                     }
                 };
                 if !self.deferred.contains_key(&ring) && self.deferred.len() >= MAX_DEFERRED_RINGS {
@@ -233,21 +249,22 @@ impl EarlyEnables {
                 }
                 log::debug!("SET_VRING_ENABLE before SET_FEATURES: deferred until SET_FEATURES");
                 if m.flags() & NEED_REPLY != 0 {
-                    *reply = Some(Message::new(SET_VRING_ENABLE, VERSION_1 | REPLY, &0u64.to_le_bytes()));
+                    let ok = VhostUserU64::new(0);
+                    *reply =
+                        Some(Message::new(FrontendReq::SET_VRING_ENABLE, VERSION_1 | REPLY, ok.as_slice()));
                 }
                 self.deferred.insert(ring, m.payload);
                 Ok(Vec::new())
             }
-            SET_FEATURES => {
+            Some(FrontendReq::SET_FEATURES) => {
                 self.features_set = true;
-                let features = m
-                    .payload
-                    .get(..8)
-                    .map_or(0, |b| u64::from_le_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]]));
+                let features = read_obj::<VhostUserU64>(&m.payload).map_or(0, |f| f.value);
                 let mut out = vec![m];
                 let deferred = std::mem::take(&mut self.deferred);
-                if features & PROTOCOL_FEATURES != 0 {
-                    out.extend(deferred.values().map(|p| Message::new(SET_VRING_ENABLE, VERSION_1, p)));
+                if features & VhostUserVirtioFeatures::PROTOCOL_FEATURES.bits() != 0 {
+                    out.extend(
+                        deferred.values().map(|p| Message::new(FrontendReq::SET_VRING_ENABLE, VERSION_1, p)),
+                    );
                 }
                 Ok(out)
             }
@@ -268,10 +285,12 @@ impl MemoryRegions {
     /// Checks a memory message; fails (the connection ends) for a region the daemon must not map.
     fn check(&mut self, m: &Message) -> io::Result<()> {
         match m.request() {
-            SET_MEM_TABLE => {
-                let n =
-                    m.payload.get(..4).map_or(0, |b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize);
-                if n > MAX_MEM_REGIONS.min(MAX_FDS) || m.payload.len() < 8 + n * REGION || m.fds.len() != n {
+            Some(FrontendReq::SET_MEM_TABLE) => {
+                let n = read_obj::<VhostUserMemory>(&m.payload).map_or(0, |t| t.num_regions as usize);
+                if n > MAX_MEM_REGIONS.min(MAX_FDS)
+                    || m.payload.len() < MEM_TABLE_HEADER + n * REGION
+                    || m.fds.len() != n
+                {
                     return Err(refused(format!(
                         "SET_MEM_TABLE of {n} regions with {} descriptors in {} bytes",
                         m.fds.len(),
@@ -279,31 +298,35 @@ impl MemoryRegions {
                     )));
                 }
                 let mut regions = BTreeMap::new();
-                for (i, file) in m.fds.iter().enumerate() {
-                    let r = Region::parse(&m.payload[8 + i * REGION..8 + (i + 1) * REGION]);
+                // Checked above: the payload holds a region for every descriptor.
+                let table = m.payload[MEM_TABLE_HEADER..].chunks_exact(REGION);
+                for (file, r) in m.fds.iter().zip(table.filter_map(read_obj::<VhostUserMemoryRegion>)) {
+                    let r = Region::from(&r);
                     r.check_file(file)?;
                     regions.insert(r.gpa, r.size);
                 }
                 self.regions = regions;
             }
-            ADD_MEM_REG => {
-                let (Some(bytes), [file]) = (m.payload.get(8..8 + REGION), m.fds.as_slice()) else {
+            Some(FrontendReq::ADD_MEM_REG) => {
+                let (Some(region), [file]) =
+                    (read_obj::<VhostUserSingleMemoryRegion>(&m.payload), m.fds.as_slice())
+                else {
                     return Err(refused(format!(
                         "ADD_MEM_REG with {} descriptors in {} bytes",
                         m.fds.len(),
                         m.payload.len()
                     )));
                 };
-                let r = Region::parse(bytes);
+                let r = Region::from(&*region);
                 if self.regions.len() >= MAX_MEM_REGIONS && !self.regions.contains_key(&r.gpa) {
                     return Err(refused(format!("ADD_MEM_REG beyond {MAX_MEM_REGIONS} memory regions")));
                 }
                 r.check_file(file)?;
                 self.regions.insert(r.gpa, r.size);
             }
-            REM_MEM_REG => {
-                if let Some(bytes) = m.payload.get(8..8 + REGION) {
-                    self.regions.remove(&Region::parse(bytes).gpa);
+            Some(FrontendReq::REM_MEM_REG) => {
+                if let Some(region) = read_obj::<VhostUserSingleMemoryRegion>(&m.payload) {
+                    self.regions.remove(&Region::from(&*region).gpa);
                 }
             }
             _ => {}
@@ -312,7 +335,7 @@ impl MemoryRegions {
     }
 }
 
-/// One region of a memory message.
+/// What the relay checks of a memory message's region (unpacked from vhost's packed struct).
 #[derive(Debug, Clone, Copy)]
 struct Region {
     gpa: u64,
@@ -320,16 +343,13 @@ struct Region {
     offset: u64,
 }
 
-impl Region {
-    /// From its 32 bytes (guest address, size, user address, mmap offset).
-    fn parse(b: &[u8]) -> Region {
-        let u = |i: usize| {
-            b.get(8 * i..8 * i + 8)
-                .map_or(0, |w| u64::from_le_bytes([w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7]]))
-        };
-        Region { gpa: u(0), size: u(1), offset: u(3) }
+impl From<&VhostUserMemoryRegion> for Region {
+    fn from(r: &VhostUserMemoryRegion) -> Region {
+        Region { gpa: r.guest_phys_addr, size: r.memory_size, offset: r.mmap_offset }
     }
+}
 
+impl Region {
     /// The file must be a regular file (memfd, hugetlbfs, tmpfs) covering the mapped range:
     /// a mapping past its end raises SIGBUS on first touch.
     fn check_file(&self, file: &File) -> io::Result<()> {
@@ -428,10 +448,14 @@ impl Relay {
 
 /// The daemon announces vhost-user-backend's 509 memory slots; the relay allows fewer.
 fn lower_max_mem_slots(m: &mut Message) {
-    if m.request() == GET_MAX_MEM_SLOTS && m.flags() & REPLY != 0 && m.payload.len() == 8 {
-        let b = &m.payload;
-        let slots = u64::from_le_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]]);
-        m.payload = slots.min(MAX_MEM_REGIONS as u64).to_le_bytes().to_vec();
+    if m.request() != Some(FrontendReq::GET_MAX_MEM_SLOTS)
+        || m.flags() & REPLY == 0
+        || m.payload.len() != size_of::<VhostUserU64>()
+    {
+        return;
+    }
+    if let Some(slots) = read_obj::<VhostUserU64>(&m.payload) {
+        m.payload = VhostUserU64::new(slots.value.min(MAX_MEM_REGIONS as u64)).as_slice().to_vec();
     }
 }
 
@@ -460,30 +484,46 @@ mod tests {
     }
 
     #[test]
+    fn the_vhost_structs_have_the_sizes_of_the_wire_format() {
+        // vhost-user: a 12-byte header; SET_MEM_TABLE an 8-byte count then 32-byte regions;
+        // ADD_MEM_REG and REM_MEM_REG 8 bytes of padding then one region.
+        assert_eq!(HEADER, 3 * size_of::<u32>());
+        assert_eq!((MEM_TABLE_HEADER, REGION), (8, 32));
+        assert_eq!(size_of::<VhostUserSingleMemoryRegion>(), 8 + REGION);
+        assert_eq!(size_of::<VhostUserVringState>(), 8);
+        assert_eq!(size_of::<VhostUserU64>(), 8);
+    }
+
+    #[test]
     fn an_early_enable_is_acknowledged_and_replayed_after_set_features() {
         let (vmm, relay_vmm) = UnixStream::pair().expect("pair");
         let (relay_daemon, daemon) = UnixStream::pair().expect("pair");
         let relay = Relay::spawn("t", relay_vmm, relay_daemon).expect("relay");
         // Early enable with NEED_REPLY: the relay answers, the daemon sees nothing yet.
-        write_message(&vmm, &Message::new(SET_VRING_ENABLE, VERSION_1 | NEED_REPLY, &vring_state(0, 1)))
-            .expect("send");
+        write_message(
+            &vmm,
+            &Message::new(FrontendReq::SET_VRING_ENABLE, VERSION_1 | NEED_REPLY, &vring_state(0, 1)),
+        )
+        .expect("send");
         let ack = read_message(&vmm).expect("read").expect("ack");
         assert_eq!(
             (ack.request(), ack.flags() & REPLY, ack.payload),
-            (SET_VRING_ENABLE, REPLY, vec![0u8; 8])
+            (Some(FrontendReq::SET_VRING_ENABLE), REPLY, vec![0u8; 8])
         );
         // SET_FEATURES with PROTOCOL_FEATURES: forwarded, then the deferred enable.
-        write_message(&vmm, &Message::new(SET_FEATURES, VERSION_1, &(PROTOCOL_FEATURES | 1).to_le_bytes()))
+        let features = VhostUserVirtioFeatures::PROTOCOL_FEATURES.bits() | 1;
+        write_message(&vmm, &Message::new(FrontendReq::SET_FEATURES, VERSION_1, &features.to_le_bytes()))
             .expect("send");
         let first = read_message(&daemon).expect("read").expect("features");
-        assert_eq!(first.request(), SET_FEATURES);
+        assert_eq!(first.request(), Some(FrontendReq::SET_FEATURES));
         let second = read_message(&daemon).expect("read").expect("enable");
         assert_eq!(
             (second.request(), second.flags(), second.payload),
-            (SET_VRING_ENABLE, VERSION_1, vring_state(0, 1))
+            (Some(FrontendReq::SET_VRING_ENABLE), VERSION_1, vring_state(0, 1))
         );
         // Later enables pass straight through.
-        write_message(&vmm, &Message::new(SET_VRING_ENABLE, VERSION_1, &vring_state(1, 1))).expect("send");
+        write_message(&vmm, &Message::new(FrontendReq::SET_VRING_ENABLE, VERSION_1, &vring_state(1, 1)))
+            .expect("send");
         assert_eq!(read_message(&daemon).expect("read").expect("enable").payload, vring_state(1, 1));
         drop(vmm);
         let mut rest = Vec::new();
@@ -498,17 +538,24 @@ mod tests {
         let (relay_daemon, daemon) = UnixStream::pair().expect("pair");
         let relay = Relay::spawn("t", relay_vmm, relay_daemon).expect("relay");
         let call = EventFd::new(0).expect("eventfd");
-        let mut m = Message::new(13, VERSION_1, &1u64.to_le_bytes()); // SET_VRING_CALL, ring 1
-                                                                      // SAFETY: a duplicate of the eventfd's descriptor, owned by the message from now on.
+        let mut m = Message::new(FrontendReq::SET_VRING_CALL, VERSION_1, &1u64.to_le_bytes()); // ring 1
+                                                                                               // SAFETY: a duplicate of the eventfd's descriptor, owned by the message from now on.
         m.fds.push(unsafe { File::from_raw_fd(libc::dup(call.as_raw_fd())) });
         write_message(&vmm, &m).expect("send");
         let got = read_message(&daemon).expect("read").expect("message");
-        assert_eq!((got.request(), got.payload.as_slice(), got.fds.len()), (13, &1u64.to_le_bytes()[..], 1));
+        assert_eq!(
+            (got.request(), got.payload.as_slice(), got.fds.len()),
+            (Some(FrontendReq::SET_VRING_CALL), &1u64.to_le_bytes()[..], 1)
+        );
         // The descriptor that came through is the same eventfd.
         (&got.fds[0]).write_all(&1u64.to_le_bytes()).expect("signal through the relayed fd");
         assert_eq!(call.read().expect("eventfd"), 1);
         // A reply from the daemon reaches the VMM.
-        write_message(&daemon, &Message::new(1, VERSION_1 | REPLY, &7u64.to_le_bytes())).expect("reply");
+        write_message(
+            &daemon,
+            &Message::new(FrontendReq::GET_FEATURES, VERSION_1 | REPLY, &7u64.to_le_bytes()),
+        )
+        .expect("reply");
         assert_eq!(read_message(&vmm).expect("read").expect("reply").payload, 7u64.to_le_bytes());
         drop(daemon);
         assert!(read_message(&vmm).expect("read").is_none(), "the VMM's side is closed when the daemon goes");
@@ -520,7 +567,7 @@ mod tests {
         let (vmm, relay_vmm) = UnixStream::pair().expect("pair");
         let (relay_daemon, daemon) = UnixStream::pair().expect("pair");
         let relay = Relay::spawn("t", relay_vmm, relay_daemon).expect("relay");
-        let mut header = Message::new(5, VERSION_1, &[]).header;
+        let mut header = Message::new(FrontendReq::SET_MEM_TABLE, VERSION_1, &[]).header;
         header[8..12].copy_from_slice(&(1u32 << 30).to_le_bytes());
         (&vmm).write_all(&header).expect("send");
         assert!(read_message(&daemon).expect("read").is_none());

@@ -5,6 +5,7 @@
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
+use std::thread::JoinHandle;
 use std::time::Duration;
 
 use slimtcp::iface::{Interface, InterfaceConfig};
@@ -276,19 +277,8 @@ where
 {
     let path = cfg.socket.display().to_string();
     let device = NetDevice::new(cfg.pairs)?;
-    // The daemon's threads (its epoll threads now, its request thread at start) and the relay's
-    // are spawned under the control filter, which they inherit.
     let launcher = format!("{}-launch", cfg.name);
-    let mut daemon = cfg
-        .sandbox
-        .run_confined(ThreadKind::Control, &launcher, || {
-            VhostUserDaemon::new(
-                format!("{}-ctl", cfg.name),
-                device.clone(),
-                GuestMemoryAtomic::new(GuestMem::new()),
-            )
-        })?
-        .map_err(ServerError::Daemon)?;
+    let mut daemon = new_daemon(cfg, &device, &launcher)?;
     let (vmm, _) = listener.accept().map_err(|source| ServerError::Accept { path: path.clone(), source })?;
     // The NIC first: a VMM that cannot be served is turned away before the relay starts.
     let the_iface = match iface.take() {
@@ -306,41 +296,8 @@ where
     log::info!("{}: VMM connected (connection {connection})", cfg.name);
     let engine_cfg = EngineConfig::with_limits(&the_iface, cfg.pairs, MAX_QUEUE_SIZE as u16, &cfg.limits);
     let engine = Engine::new(the_iface, Clock::real(), engine_cfg);
-    let conn_stop = StopHandle::default();
-    let worker_ended = StopHandle::default();
-    // A worker that panics hands its engine back here before the panic goes on, so that the
-    // NIC is closed by this (unfiltered) thread, not by the worker's unwinding under its filter.
-    let handed_back: Arc<Mutex<Option<Engine<N>>>> = Arc::new(Mutex::new(None));
-    let worker = {
-        let device = device.clone();
-        let conn_stop = conn_stop.clone();
-        let tenant_stop = stop.clone();
-        let ended = EndGuard(worker_ended.clone());
-        let sandbox = cfg.sandbox;
-        let gauges = Arc::clone(gauges);
-        let handed_back = Arc::clone(&handed_back);
-        spawn_worker(&format!("{}-worker", cfg.name), cfg.core, move || {
-            let _ended = ended;
-            let mut engine = engine;
-            // Pinned, and the NIC open: the rest is the data path.
-            if let Err(e) = sandbox.confine(sandbox.worker_kind()) {
-                log::error!("{}; closing the connection", crate::error_chain(&e));
-                let report = engine.report();
-                return (engine.into_interface(), false, report);
-            }
-            let run = catch_unwind(AssertUnwindSafe(|| {
-                run_worker(&mut engine, &device, &conn_stop, &tenant_stop, &gauges)
-            }));
-            match run {
-                Ok((failed, report)) => (engine.into_interface(), failed, report),
-                Err(panic) => {
-                    *handed_back.lock().unwrap_or_else(PoisonError::into_inner) = Some(engine);
-                    resume_unwind(panic)
-                }
-            }
-        })
-    };
-    let worker = match worker {
+    let signals = ConnectionSignals::new();
+    let worker = match spawn_engine_worker(cfg, engine, &device, &signals, stop, gauges) {
         Ok(w) => w,
         Err(e) => {
             // The engine (and the interface) went with the closure: the NIC is opened anew.
@@ -348,32 +305,132 @@ where
             return Err(e.into());
         }
     };
-    // A worker that ends on its own (panic, NIC failure, poisoned memory) or a tenant stop
-    // resets the device: the connection is shut down, the VMM sees the backend go away and may
-    // reconnect.
-    let watchdog = {
-        let shutdown = daemon.shutdown_handle();
-        let conn_stop = conn_stop.clone();
-        let tenant_stop = stop.clone();
-        let worker_ended = worker_ended.clone();
-        let sandbox = cfg.sandbox;
-        std::thread::Builder::new().name(format!("{}-watch", cfg.name)).spawn(move || {
-            if let Err(e) = sandbox.confine(ThreadKind::Control) {
-                // Unfiltered, it still does its one job.
-                log::warn!("{}", crate::error_chain(&e));
+    let watchdog = spawn_watchdog(cfg, &daemon, &signals, stop);
+    log_connection_end(&cfg.name, daemon.wait());
+    signals.conn_stop.stop();
+    device.signal_exit();
+    if let Some(w) = watchdog {
+        let _ = w.join();
+    }
+    *iface = join_worker(&cfg.name, worker, &signals.handed_back, on_session);
+    drop(daemon);
+    relay.join();
+    crate::sigbus::release_unused();
+    Ok(())
+}
+
+/// What a connection's worker returns: the interface, whether it failed, the session's report.
+type WorkerResult<N> = (Interface<N>, bool, SessionReport);
+
+/// What the threads of one connection share.
+struct ConnectionSignals<N: Nic> {
+    /// Set when the connection is over (the daemon returned).
+    conn_stop: StopHandle,
+    /// Set when the worker ends, by returning or unwinding.
+    worker_ended: StopHandle,
+    /// A worker that panics hands its engine back here before the panic goes on, so that the
+    /// NIC is closed by the serving (unfiltered) thread, not by the worker's unwinding under its
+    /// filter.
+    handed_back: Arc<Mutex<Option<Engine<N>>>>,
+}
+
+impl<N: Nic> ConnectionSignals<N> {
+    fn new() -> Self {
+        ConnectionSignals {
+            conn_stop: StopHandle::default(),
+            worker_ended: StopHandle::default(),
+            handed_back: Arc::new(Mutex::new(None)),
+        }
+    }
+}
+
+/// A daemon for one connection. Its threads (its epoll threads now, its request thread at
+/// start) and the relay's are spawned under the control filter, which they inherit.
+fn new_daemon(
+    cfg: &TenantConfig,
+    device: &NetDevice,
+    launcher: &str,
+) -> Result<VhostUserDaemon<NetDevice>, ServerError> {
+    cfg.sandbox
+        .run_confined(ThreadKind::Control, launcher, || {
+            VhostUserDaemon::new(
+                format!("{}-ctl", cfg.name),
+                device.clone(),
+                GuestMemoryAtomic::new(GuestMem::new()),
+            )
+        })?
+        .map_err(ServerError::Daemon)
+}
+
+/// Starts the connection's worker: pinned, confined to the worker filter, then the data path
+/// ([`run_worker`]) until the connection or the tenant stops.
+fn spawn_engine_worker<N: Nic + Send + 'static>(
+    cfg: &TenantConfig,
+    engine: Engine<N>,
+    device: &NetDevice,
+    signals: &ConnectionSignals<N>,
+    tenant_stop: &StopHandle,
+    gauges: &Arc<TenantGauges>,
+) -> Result<JoinHandle<WorkerExit<WorkerResult<N>>>, WorkerError> {
+    let device = device.clone();
+    let conn_stop = signals.conn_stop.clone();
+    let tenant_stop = tenant_stop.clone();
+    let ended = EndGuard(signals.worker_ended.clone());
+    let sandbox = cfg.sandbox;
+    let gauges = Arc::clone(gauges);
+    let handed_back = Arc::clone(&signals.handed_back);
+    spawn_worker(&format!("{}-worker", cfg.name), cfg.core, move || {
+        let _ended = ended;
+        let mut engine = engine;
+        // Pinned, and the NIC open: the rest is the data path.
+        if let Err(e) = sandbox.confine(sandbox.worker_kind()) {
+            log::error!("{}; closing the connection", crate::error_chain(&e));
+            let report = engine.report();
+            return (engine.into_interface(), false, report);
+        }
+        let run = catch_unwind(AssertUnwindSafe(|| {
+            run_worker(&mut engine, &device, &conn_stop, &tenant_stop, &gauges)
+        }));
+        match run {
+            Ok((failed, report)) => (engine.into_interface(), failed, report),
+            Err(panic) => {
+                *handed_back.lock().unwrap_or_else(PoisonError::into_inner) = Some(engine);
+                resume_unwind(panic)
             }
-            while !conn_stop.is_stopped() {
-                if worker_ended.is_stopped() || tenant_stop.is_stopped() {
-                    if let Some(s) = &shutdown {
-                        s.shutdown();
-                    }
-                    break;
+        }
+    })
+}
+
+/// Starts the thread that resets the device when the worker ends on its own (panic, NIC
+/// failure, poisoned memory) or the tenant stops: the connection is shut down, the VMM sees the
+/// backend go away and may reconnect. Without that thread the connection is shut down at once.
+fn spawn_watchdog<N: Nic>(
+    cfg: &TenantConfig,
+    daemon: &VhostUserDaemon<NetDevice>,
+    signals: &ConnectionSignals<N>,
+    tenant_stop: &StopHandle,
+) -> Option<JoinHandle<()>> {
+    let shutdown = daemon.shutdown_handle();
+    let conn_stop = signals.conn_stop.clone();
+    let tenant_stop = tenant_stop.clone();
+    let worker_ended = signals.worker_ended.clone();
+    let sandbox = cfg.sandbox;
+    let watchdog = std::thread::Builder::new().name(format!("{}-watch", cfg.name)).spawn(move || {
+        if let Err(e) = sandbox.confine(ThreadKind::Control) {
+            // Unfiltered, it still does its one job.
+            log::warn!("{}", crate::error_chain(&e));
+        }
+        while !conn_stop.is_stopped() {
+            if worker_ended.is_stopped() || tenant_stop.is_stopped() {
+                if let Some(s) = &shutdown {
+                    s.shutdown();
                 }
-                std::thread::sleep(Duration::from_millis(5));
+                break;
             }
-        })
-    };
-    let watchdog = match watchdog {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    });
+    match watchdog {
         Ok(w) => Some(w),
         Err(source) => {
             log::warn!("{}: no watchdog thread ({source}); closing the connection", cfg.name);
@@ -382,21 +439,34 @@ where
             }
             None
         }
-    };
-    let result = daemon.wait();
+    }
+}
+
+/// Logs how the daemon's connection ended.
+fn log_connection_end(tenant: &str, result: Result<(), vhost_user_backend::Error>) {
     match result {
         // A hang-up is how a VMM (or guest library) normally leaves.
         Ok(())
         | Err(vhost_user_backend::Error::HandleRequest(
             vhost::vhost_user::Error::Disconnected | vhost::vhost_user::Error::PartialMessage,
-        )) => log::info!("{}: VMM disconnected", cfg.name),
-        Err(e) => log::warn!("{}: connection ended: {e}", cfg.name),
+        )) => log::info!("{tenant}: VMM disconnected"),
+        Err(e) => log::warn!("{tenant}: connection ended: {e}"),
     }
-    conn_stop.stop();
-    device.signal_exit();
-    if let Some(w) = watchdog {
-        let _ = w.join();
-    }
+}
+
+/// Waits for the worker and reports its session. Returns the interface for the next connection,
+/// or `None` when the NIC is to be opened anew: the interface failed, or the worker was lost
+/// (its engine, if it handed it back, and with it the NIC, is closed here).
+fn join_worker<N, R>(
+    tenant: &str,
+    worker: JoinHandle<WorkerExit<WorkerResult<N>>>,
+    handed_back: &Mutex<Option<Engine<N>>>,
+    on_session: &mut R,
+) -> Option<Interface<N>>
+where
+    N: Nic,
+    R: FnMut(&SessionReport),
+{
     match worker.join() {
         Ok(WorkerExit::Done((i, failed, report))) => {
             on_session(&report);
@@ -404,21 +474,18 @@ where
                 // Closed here rather than on the worker: closing a NIC (a DPDK port's stop and
                 // close) makes calls the worker's filter refuses.
                 drop(i);
-                log::warn!("{}: interface failed; reopening the NIC", cfg.name);
+                log::warn!("{tenant}: interface failed; reopening the NIC");
+                None
             } else {
-                *iface = Some(i);
+                Some(i)
             }
         }
         Ok(WorkerExit::Panicked(_)) | Err(_) => {
-            // Its engine, if it handed it back, and with it the NIC, is closed here.
             drop(handed_back.lock().unwrap_or_else(PoisonError::into_inner).take());
-            log::warn!("{}: worker lost; reopening the NIC", cfg.name)
+            log::warn!("{tenant}: worker lost; reopening the NIC");
+            None
         }
     }
-    drop(daemon);
-    relay.join();
-    crate::sigbus::release_unused();
-    Ok(())
 }
 
 /// Ends a connection whose worker never started.

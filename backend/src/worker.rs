@@ -5,7 +5,8 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::OnceLock;
 use std::thread::JoinHandle;
 
-use slimtcp::cpu::pin_current_thread;
+use slimtcp::cpu::{current_affinity, pin_current_thread, set_current_affinity, CpuSet};
+use slimtcp::report::error_chain;
 
 /// Errors starting a worker.
 #[derive(Debug, thiserror::Error)]
@@ -32,34 +33,26 @@ pub enum WorkerExit<R> {
 
 /// The CPU set the process started with, remembered before DPDK's EAL pins the thread that
 /// starts it to its main lcore (threads spawned from there would inherit that one core).
-static INITIAL_AFFINITY: OnceLock<libc::cpu_set_t> = OnceLock::new();
+static INITIAL_AFFINITY: OnceLock<CpuSet> = OnceLock::new();
 
 /// Remembers the calling thread's CPU set as the one unpinned workers run on (first call wins;
 /// call it before the EAL starts).
 pub fn remember_affinity() {
     INITIAL_AFFINITY.get_or_init(|| {
-        // SAFETY: cpu_set_t is plain data; zeroed is the empty set.
-        let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-        // SAFETY: pid 0 is the calling thread; `set` is a writable cpu_set_t of the given size.
-        let r = unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) };
-        if r != 0 {
-            // Unknown: every core this machine has (the kernel intersects with what is allowed).
-            for c in 0..std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1) {
-                // SAFETY: CPU_SET writes inside `set`; c < the number of CPUs < CPU_SETSIZE.
-                unsafe { libc::CPU_SET(c, &mut set) };
-            }
-        }
-        set
+        current_affinity().unwrap_or_else(|e| {
+            log::debug!("{}; unpinned workers may run on every core", error_chain(&e));
+            // Every core this machine has (the kernel intersects with what is allowed).
+            let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+            CpuSet::of(0..cores.min(libc::CPU_SETSIZE as usize)).unwrap_or_else(|_| CpuSet::empty())
+        })
     });
 }
 
 /// Gives the calling thread the remembered CPU set (no-op if none was remembered).
 fn unpin() {
     let Some(set) = INITIAL_AFFINITY.get() else { return };
-    // SAFETY: pid 0 is the calling thread; `set` is a valid cpu_set_t of the given size.
-    let r = unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), set) };
-    if r != 0 {
-        log::debug!("cannot widen the worker's CPU set: {}", std::io::Error::last_os_error());
+    if let Err(e) = set_current_affinity(set) {
+        log::debug!("widening the worker's CPU set: {}", error_chain(&e));
     }
 }
 
@@ -81,7 +74,7 @@ where
             match core {
                 Some(core) => match pin_current_thread(core) {
                     Ok(()) => log::info!("{thread_name}: pinned to core {core}"),
-                    Err(e) => log::warn!("{thread_name}: cannot pin to core {core}: {e}"),
+                    Err(e) => log::warn!("{thread_name}: cannot pin to core {core}: {}", error_chain(&e)),
                 },
                 None => unpin(),
             }
@@ -106,13 +99,7 @@ mod tests {
     use super::*;
 
     fn cpus_of_this_thread() -> usize {
-        // SAFETY: as in remember_affinity.
-        let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-        // SAFETY: pid 0 is the calling thread; `set` is writable and of the given size.
-        let r = unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) };
-        assert_eq!(r, 0);
-        // SAFETY: CPU_COUNT reads inside `set`.
-        usize::try_from(unsafe { libc::CPU_COUNT(&set) }).unwrap_or(0)
+        current_affinity().expect("getaffinity").count()
     }
 
     #[test]

@@ -167,39 +167,8 @@ impl VhostUserTransport {
         cfg.validate()?;
         let mut fe = Frontend::connect(path.as_ref(), 3).map_err(vhost_err("connect"))?;
         fe.set_owner().map_err(vhost_err("set_owner"))?;
-        let offered = fe.get_features().map_err(vhost_err("get_features"))?;
-        if offered & features::REQUIRED != features::REQUIRED {
-            return Err(GuestError::MissingFeatures { offered, required: features::REQUIRED });
-        }
-        let features = offered & features::WANTED;
-        let pf_offered = fe.get_protocol_features().map_err(vhost_err("get_protocol_features"))?;
-        let protocol_features = pf_offered
-            & (VhostUserProtocolFeatures::MQ
-                | VhostUserProtocolFeatures::REPLY_ACK
-                | VhostUserProtocolFeatures::CONFIGURE_MEM_SLOTS);
-        fe.set_protocol_features(protocol_features).map_err(vhost_err("set_protocol_features"))?;
-        if protocol_features.contains(VhostUserProtocolFeatures::REPLY_ACK) {
-            // From here on every message without a reply of its own is acknowledged.
-            fe.set_hdr_flags(VhostUserHeaderFlag::NEED_REPLY);
-        }
-        let vrings = if protocol_features.contains(VhostUserProtocolFeatures::MQ) {
-            fe.get_queue_num().map_err(vhost_err("get_queue_num"))?
-        } else {
-            2
-        };
-        let available = usize::try_from(vrings / 2).unwrap_or(usize::MAX).max(1);
-        let pairs = if cfg.queue_pairs == 0 { available } else { cfg.queue_pairs };
-        if pairs > available {
-            return Err(GuestError::TooManyQueuePairs { wanted: pairs, available });
-        }
-        fe.set_features(features).map_err(vhost_err("set_features"))?;
-
-        let mem = create_memory(cfg.memory_size)?;
-        let region = mem.iter().next().ok_or(GuestError::Config("no memory region"))?;
-        let info =
-            VhostUserMemoryRegionInfo::from_guest_region(region).map_err(vhost_err("memory region"))?;
-        fe.set_mem_table(&[info]).map_err(vhost_err("set_mem_table"))?;
-        let whole = memory_region(&mem).ok_or(GuestError::Config("no memory region"))?;
+        let Negotiated { features, protocol_features, pairs } = negotiate(&mut fe, cfg)?;
+        let whole = share_memory(&mut fe, cfg)?;
 
         let event_idx = features & features::EVENT_IDX != 0;
         let mut alloc = BumpAllocator::new(whole);
@@ -215,35 +184,9 @@ impl VhostUserTransport {
         let mut vqs = Vec::new();
         for (k, (rx, tx)) in rings.into_iter().enumerate() {
             let memory = alloc.alloc(per_pair, 4096).ok_or(GuestError::Config("memory_size too small"))?;
-            let mut qs = Vec::with_capacity(2);
-            for (q, ring) in [(2 * k, rx), (2 * k + 1, tx)] {
-                let kick = EventFd::new(EFD_NONBLOCK).map_err(GuestError::Notify)?;
-                let call = EventFd::new(EFD_NONBLOCK).map_err(GuestError::Notify)?;
-                let a = ring.addrs();
-                let size = ring.size();
-                fe.set_vring_num(q, size).map_err(vhost_err("set_vring_num"))?;
-                fe.set_vring_base(q, 0).map_err(vhost_err("set_vring_base"))?;
-                let cfgd = VringConfigData {
-                    queue_max_size: size,
-                    queue_size: size,
-                    flags: 0,
-                    desc_table_addr: a.desc_host,
-                    used_ring_addr: a.used_host,
-                    avail_ring_addr: a.avail_host,
-                    log_addr: None,
-                };
-                fe.set_vring_addr(q, &cfgd).map_err(vhost_err("set_vring_addr"))?;
-                fe.set_vring_kick(q, &kick).map_err(vhost_err("set_vring_kick"))?;
-                fe.set_vring_call(q, &call).map_err(vhost_err("set_vring_call"))?;
-                vqs.push(q);
-                qs.push(Virtqueue {
-                    ring,
-                    kick: Box::new(EventKick(kick)),
-                    call: Some(Box::new(EventCall(call))),
-                });
-            }
-            let tx = qs.pop().ok_or(GuestError::Config("queue pair"))?;
-            let rx = qs.pop().ok_or(GuestError::Config("queue pair"))?;
+            let rx = set_up_queue(&mut fe, 2 * k, rx)?;
+            let tx = set_up_queue(&mut fe, 2 * k + 1, tx)?;
+            vqs.extend([2 * k, 2 * k + 1]);
             out.push((k, rx, tx, memory));
         }
         for q in vqs {
@@ -269,6 +212,82 @@ impl VhostUserTransport {
     pub fn alive(&self) -> bool {
         self.conn.alive()
     }
+}
+
+/// What the frontend and the backend agreed on.
+struct Negotiated {
+    /// The virtio features acknowledged (SET_FEATURES).
+    features: u64,
+    /// The protocol features acknowledged.
+    protocol_features: VhostUserProtocolFeatures,
+    /// The queue pairs to set up.
+    pairs: usize,
+}
+
+/// Features, protocol features and the queue count, in the order VMMs ask: what the library
+/// needs and wants of what the backend offers, and `cfg.queue_pairs` (0: all) of its pairs.
+/// With REPLY_ACK, every later message waits for the backend's acknowledgement.
+fn negotiate(fe: &mut Frontend, cfg: &GuestConfig) -> Result<Negotiated, GuestError> {
+    let offered = fe.get_features().map_err(vhost_err("get_features"))?;
+    if offered & features::REQUIRED != features::REQUIRED {
+        return Err(GuestError::MissingFeatures { offered, required: features::REQUIRED });
+    }
+    let features = offered & features::WANTED;
+    let pf_offered = fe.get_protocol_features().map_err(vhost_err("get_protocol_features"))?;
+    let protocol_features = pf_offered
+        & (VhostUserProtocolFeatures::MQ
+            | VhostUserProtocolFeatures::REPLY_ACK
+            | VhostUserProtocolFeatures::CONFIGURE_MEM_SLOTS);
+    fe.set_protocol_features(protocol_features).map_err(vhost_err("set_protocol_features"))?;
+    if protocol_features.contains(VhostUserProtocolFeatures::REPLY_ACK) {
+        // From here on every message without a reply of its own is acknowledged.
+        fe.set_hdr_flags(VhostUserHeaderFlag::NEED_REPLY);
+    }
+    let vrings = if protocol_features.contains(VhostUserProtocolFeatures::MQ) {
+        fe.get_queue_num().map_err(vhost_err("get_queue_num"))?
+    } else {
+        2
+    };
+    let available = usize::try_from(vrings / 2).unwrap_or(usize::MAX).max(1);
+    let pairs = if cfg.queue_pairs == 0 { available } else { cfg.queue_pairs };
+    if pairs > available {
+        return Err(GuestError::TooManyQueuePairs { wanted: pairs, available });
+    }
+    fe.set_features(features).map_err(vhost_err("set_features"))?;
+    Ok(Negotiated { features, protocol_features, pairs })
+}
+
+/// Creates the guest memory (`cfg.memory_size`) and hands it to the backend (SET_MEM_TABLE);
+/// returns it as one region, which keeps it mapped.
+fn share_memory(fe: &mut Frontend, cfg: &GuestConfig) -> Result<DmaRegion, GuestError> {
+    let mem = create_memory(cfg.memory_size)?;
+    let region = mem.iter().next().ok_or(GuestError::Config("no memory region"))?;
+    let info = VhostUserMemoryRegionInfo::from_guest_region(region).map_err(vhost_err("memory region"))?;
+    fe.set_mem_table(&[info]).map_err(vhost_err("set_mem_table"))?;
+    memory_region(&mem).ok_or(GuestError::Config("no memory region"))
+}
+
+/// Announces `ring` as vring `q`: its size, base 0, addresses, and new kick and call eventfds.
+fn set_up_queue(fe: &mut Frontend, q: usize, ring: SplitRing) -> Result<Virtqueue, GuestError> {
+    let kick = EventFd::new(EFD_NONBLOCK).map_err(GuestError::Notify)?;
+    let call = EventFd::new(EFD_NONBLOCK).map_err(GuestError::Notify)?;
+    let a = ring.addrs();
+    let size = ring.size();
+    fe.set_vring_num(q, size).map_err(vhost_err("set_vring_num"))?;
+    fe.set_vring_base(q, 0).map_err(vhost_err("set_vring_base"))?;
+    let cfgd = VringConfigData {
+        queue_max_size: size,
+        queue_size: size,
+        flags: 0,
+        desc_table_addr: a.desc_host,
+        used_ring_addr: a.used_host,
+        avail_ring_addr: a.avail_host,
+        log_addr: None,
+    };
+    fe.set_vring_addr(q, &cfgd).map_err(vhost_err("set_vring_addr"))?;
+    fe.set_vring_kick(q, &kick).map_err(vhost_err("set_vring_kick"))?;
+    fe.set_vring_call(q, &call).map_err(vhost_err("set_vring_call"))?;
+    Ok(Virtqueue { ring, kick: Box::new(EventKick(kick)), call: Some(Box::new(EventCall(call))) })
 }
 
 impl Transport for VhostUserTransport {

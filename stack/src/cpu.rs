@@ -1,21 +1,100 @@
-//! Pinning threads to cores (the worker cores of both runtimes).
+//! Pinning threads to cores (the worker cores of both runtimes): the one place that calls
+//! `sched_setaffinity` and `sched_getaffinity`.
 
-/// Pins the calling thread to `core`. `EINVAL` when `core` is not below `CPU_SETSIZE`; whether
-/// the process may run there is the kernel's answer.
-pub fn pin_current_thread(core: usize) -> std::io::Result<()> {
-    if core >= libc::CPU_SETSIZE as usize {
-        return Err(std::io::Error::from_raw_os_error(libc::EINVAL));
+use std::fmt;
+
+/// Errors reading or setting a thread's CPU set.
+#[derive(Debug, thiserror::Error)]
+pub enum CpuError {
+    /// A core number a `cpu_set_t` cannot hold.
+    #[error("core {core} is past the {} cores a CPU set holds", libc::CPU_SETSIZE)]
+    CoreOutOfRange {
+        /// The core asked for.
+        core: usize,
+    },
+    /// `sched_setaffinity` failed (e.g. no core of the set is one the process may run on).
+    #[error("cannot set the thread's CPU set")]
+    SetAffinity(#[source] std::io::Error),
+    /// `sched_getaffinity` failed.
+    #[error("cannot read the thread's CPU set")]
+    GetAffinity(#[source] std::io::Error),
+}
+
+/// A set of cores (a `cpu_set_t`; every core in it is below `CPU_SETSIZE`).
+#[derive(Clone, Copy)]
+pub struct CpuSet(libc::cpu_set_t);
+
+impl CpuSet {
+    /// The empty set.
+    pub fn empty() -> CpuSet {
+        // SAFETY: cpu_set_t is a plain bit array; all-zero is the empty set.
+        CpuSet(unsafe { std::mem::zeroed() })
     }
-    // SAFETY: cpu_set_t is a plain bit array; all-zero is the empty set.
-    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    // SAFETY: `core` is below CPU_SETSIZE, checked above.
-    unsafe { libc::CPU_SET(core, &mut set) };
-    // SAFETY: pid 0 is the calling thread; `set` is a valid cpu_set_t of the size passed.
-    let rc = unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) };
+
+    /// The set of `cores`; fails for a core not below `CPU_SETSIZE`.
+    pub fn of(cores: impl IntoIterator<Item = usize>) -> Result<CpuSet, CpuError> {
+        let mut set = CpuSet::empty();
+        for core in cores {
+            set.insert(core)?;
+        }
+        Ok(set)
+    }
+
+    /// Adds `core`; fails (and leaves the set as it was) when it is not below `CPU_SETSIZE`.
+    pub fn insert(&mut self, core: usize) -> Result<(), CpuError> {
+        if core >= libc::CPU_SETSIZE as usize {
+            return Err(CpuError::CoreOutOfRange { core });
+        }
+        // SAFETY: `core` is below CPU_SETSIZE, checked above, so the bit is inside the set.
+        unsafe { libc::CPU_SET(core, &mut self.0) };
+        Ok(())
+    }
+
+    /// Whether `core` is in the set (false for a core past `CPU_SETSIZE`).
+    pub fn contains(&self, core: usize) -> bool {
+        // SAFETY: `core` is below CPU_SETSIZE (checked first), so the bit read is inside the set.
+        core < libc::CPU_SETSIZE as usize && unsafe { libc::CPU_ISSET(core, &self.0) }
+    }
+
+    /// How many cores the set holds.
+    pub fn count(&self) -> usize {
+        // SAFETY: CPU_COUNT reads only inside the set.
+        usize::try_from(unsafe { libc::CPU_COUNT(&self.0) }).unwrap_or(0)
+    }
+}
+
+impl fmt::Debug for CpuSet {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_set().entries((0..libc::CPU_SETSIZE as usize).filter(|&c| self.contains(c))).finish()
+    }
+}
+
+/// Pins the calling thread to `core`. Fails for a core past `CPU_SETSIZE`; whether the process
+/// may run there is the kernel's answer.
+pub fn pin_current_thread(core: usize) -> Result<(), CpuError> {
+    set_current_affinity(&CpuSet::of([core])?)
+}
+
+/// Lets the calling thread run on the cores of `set`.
+pub fn set_current_affinity(set: &CpuSet) -> Result<(), CpuError> {
+    // SAFETY: pid 0 is the calling thread; `set.0` is a valid cpu_set_t of the size passed.
+    let rc = unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set.0) };
     if rc == 0 {
         Ok(())
     } else {
-        Err(std::io::Error::last_os_error())
+        Err(CpuError::SetAffinity(std::io::Error::last_os_error()))
+    }
+}
+
+/// The cores the calling thread may run on.
+pub fn current_affinity() -> Result<CpuSet, CpuError> {
+    let mut set = CpuSet::empty();
+    // SAFETY: pid 0 is the calling thread; `set.0` is a writable cpu_set_t of the size passed.
+    let rc = unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set.0) };
+    if rc == 0 {
+        Ok(set)
+    } else {
+        Err(CpuError::GetAffinity(std::io::Error::last_os_error()))
     }
 }
 
@@ -25,7 +104,34 @@ mod tests {
 
     #[test]
     fn a_core_past_the_cpu_set_is_refused_not_set() {
-        let e = pin_current_thread(libc::CPU_SETSIZE as usize).expect_err("past CPU_SETSIZE");
-        assert_eq!(e.raw_os_error(), Some(libc::EINVAL));
+        let past = libc::CPU_SETSIZE as usize;
+        let e = pin_current_thread(past).expect_err("past CPU_SETSIZE");
+        assert!(matches!(e, CpuError::CoreOutOfRange { core } if core == past), "{e:?}");
+        let mut set = CpuSet::empty();
+        assert!(set.insert(past).is_err());
+        assert_eq!(set.count(), 0);
+        assert!(!set.contains(past));
+    }
+
+    #[test]
+    fn a_set_holds_the_cores_put_in_it() {
+        let set = CpuSet::of([0, 3, 5]).expect("cores below CPU_SETSIZE");
+        assert_eq!(set.count(), 3);
+        assert!(set.contains(3) && !set.contains(4));
+        assert_eq!(format!("{set:?}"), "{0, 3, 5}");
+    }
+
+    #[test]
+    fn a_pinned_thread_runs_on_one_core_of_its_former_set() {
+        let pinned = std::thread::spawn(|| {
+            let before = current_affinity().expect("getaffinity");
+            let core = (0..libc::CPU_SETSIZE as usize).find(|&c| before.contains(c)).expect("some core");
+            pin_current_thread(core).expect("pin to an allowed core");
+            let after = current_affinity().expect("getaffinity");
+            (after.count(), after.contains(core))
+        })
+        .join()
+        .expect("thread");
+        assert_eq!(pinned, (1, true));
     }
 }

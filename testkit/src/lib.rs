@@ -3,7 +3,6 @@
 //! - [`netns`]: throw-away network namespaces (`slimt-*`), threads and commands inside them.
 //! - [`skip`]: [`require_netns!`] for tests that need root and `/dev/net/tun`.
 //! - [`capture`]: packet captures inside a namespace; [`check`]: tshark well-formedness checks.
-//! - [`pcap`]: a minimal pcap writer (for hand-built captures).
 //! - [`data`]: deterministic byte streams and SHA-256 digests; [`wait`]: polling with a deadline.
 //! - [`linux_peer`]: Linux TCP senders and receivers running inside a namespace.
 //! - [`lossnet`]: a router namespace that drops forwarded frames with nftables (random loss,
@@ -19,7 +18,6 @@ pub mod hostile_vmm;
 pub mod linux_peer;
 pub mod lossnet;
 pub mod netns;
-pub mod pcap;
 pub mod skip;
 pub mod wait;
 

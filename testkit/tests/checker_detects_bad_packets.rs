@@ -2,10 +2,10 @@
 //! bad TCP checksum or a truncated header are reported, a correct capture reports nothing.
 
 use std::path::PathBuf;
-use std::time::Duration;
 
+use slimtcp::nic::pcap::PcapWriter;
+use slimtcp::time::Instant;
 use slimtcp_testkit::check::{check_wellformed, CaptureReport};
-use slimtcp_testkit::pcap::{PcapWriter, LINKTYPE_ETHERNET};
 
 const SRC_MAC: [u8; 6] = [0x02, 0, 0, 0, 0, 1];
 const DST_MAC: [u8; 6] = [0x02, 0, 0, 0, 0, 2];
@@ -58,12 +58,11 @@ const TCP_CSUM_AT: usize = 14 + 20 + 16;
 fn write_pcap(name: &str, frames: &[Vec<u8>]) -> PathBuf {
     let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
     let path = dir.join(format!("{name}-{}.pcap", std::process::id()));
-    let file = std::fs::File::create(&path).expect("create pcap in the target tmpdir");
-    let mut w = PcapWriter::new(std::io::BufWriter::new(file), LINKTYPE_ETHERNET).expect("pcap header");
+    let mut w = PcapWriter::create(&path).expect("create pcap in the target tmpdir");
     for (i, f) in frames.iter().enumerate() {
-        w.write_packet(Duration::from_millis(i as u64), f).expect("pcap record");
+        w.write_frame(Instant::from_millis(i as u64), f).expect("pcap record");
     }
-    w.into_inner().expect("flush pcap");
+    w.flush().expect("flush pcap");
     path
 }
 

@@ -305,6 +305,82 @@ pub struct Request {
 
 const CLOSE_ABORT: u32 = 0x1;
 
+/// The body of an `op` request: every op's fields checked (reserved bytes zero, known codes,
+/// non-zero lengths and ports where the protocol wants them).
+fn parse_body(op: Op, b: &Fields<'_>) -> Result<RequestBody, AbiError> {
+    let body = match op {
+        Op::Hello => {
+            use layout::hello as l;
+            b.reserved(l::RESERVED)?;
+            RequestBody::Hello { version: Version { major: b.u16(l::MAJOR), minor: b.u16(l::MINOR) } }
+        }
+        Op::Socket => {
+            use layout::socket as l;
+            b.reserved(l::RESERVED)?;
+            RequestBody::Socket { kind: SocketKind::parse(b.u8(l::KIND))? }
+        }
+        Op::Bind | Op::Connect => {
+            use layout::sockaddr as l;
+            b.reserved(l::RESERVED)?;
+            let a = sockaddr(b, l::ADDR, l::PORT);
+            if op == Op::Bind {
+                RequestBody::Bind { local: a }
+            } else {
+                RequestBody::Connect { remote: nonzero_port(a)? }
+            }
+        }
+        Op::Listen => {
+            use layout::listen as l;
+            b.reserved(l::RESERVED)?;
+            RequestBody::Listen { backlog: b.u32(l::BACKLOG) }
+        }
+        Op::Send => {
+            use layout::send as l;
+            b.reserved(l::RESERVED)?;
+            RequestBody::Send { len: nonzero_len("len", b.u32(l::LEN))? }
+        }
+        Op::SendTo => {
+            use layout::send_to as l;
+            b.reserved(l::RESERVED)?;
+            b.reserved(l::RESERVED2)?;
+            RequestBody::SendTo { remote: nonzero_port(sockaddr(b, l::ADDR, l::PORT))?, len: b.u32(l::LEN) }
+        }
+        Op::Shutdown => {
+            use layout::shutdown as l;
+            b.reserved(l::RESERVED)?;
+            RequestBody::Shutdown { how: ShutdownHow::parse(b.u8(l::HOW))? }
+        }
+        Op::Close => {
+            use layout::close as l;
+            b.reserved(l::RESERVED)?;
+            let flags = b.u32(l::FLAGS);
+            if flags & !CLOSE_ABORT != 0 {
+                return Err(AbiError::ReservedNonZero { offset: BODY + l::FLAGS.start });
+            }
+            RequestBody::Close { abort: flags & CLOSE_ABORT != 0 }
+        }
+        Op::SetSockOpt => {
+            use layout::setsockopt as l;
+            b.reserved(l::RESERVED)?;
+            let code = b.u32(l::OPTION);
+            let option = SockOpt::from_code(code).ok_or(AbiError::UnknownOption(code))?;
+            RequestBody::SetSockOpt { option, value: b.u64(l::VALUE) }
+        }
+        Op::GetSockOpt => {
+            use layout::getsockopt as l;
+            b.reserved(l::RESERVED)?;
+            let code = b.u32(l::OPTION);
+            RequestBody::GetSockOpt { option: SockOpt::from_code(code).ok_or(AbiError::UnknownOption(code))? }
+        }
+        Op::Credit => {
+            use layout::credit as l;
+            b.reserved(l::RESERVED)?;
+            RequestBody::Credit { bytes: nonzero_len("bytes", b.u32(l::BYTES))? }
+        }
+    };
+    Ok(body)
+}
+
 fn sockaddr(f: &Fields<'_>, addr: core::ops::Range<usize>, port: core::ops::Range<usize>) -> SocketAddrV4 {
     SocketAddrV4::new(f.ipv4(addr), f.u16(port))
 }
@@ -373,6 +449,15 @@ impl Request {
     /// ignored). `frame` must hold at least [`Request::wire_len`] bytes; any bytes beyond are
     /// payload, which the caller checks with [`Request::check_chain_len`]. Never panics.
     pub fn parse(frame: &[u8]) -> Result<Request, AbiError> {
+        let (hdr, op, flags) = Self::parse_header(frame)?;
+        let b = Fields::new(frame, BODY, op.body_len())?;
+        let body = parse_body(op, &b)?;
+        Ok(Request { cookie: hdr.cookie, socket: hdr.socket, flags, body })
+    }
+
+    /// Checks the request header: a known op, known flags, zero reserved bytes, no quiet hello,
+    /// and a socket exactly when the op acts on one.
+    fn parse_header(frame: &[u8]) -> Result<(RequestHeader, Op, RequestFlags), AbiError> {
         let hdr = RequestHeader::parse(frame)?;
         let f = Fields::new(frame, VIRTIO_NET_HDR_LEN, h::SIZE)?;
         let op = Op::from_code(hdr.op).ok_or(AbiError::UnknownOp(hdr.op))?;
@@ -385,83 +470,7 @@ impl Request {
         if op.takes_no_socket() != hdr.socket.is_none() {
             return Err(AbiError::BadValue { field: "socket", value: u64::from(hdr.socket.0) });
         }
-        let b = Fields::new(frame, BODY, op.body_len())?;
-        let body = match op {
-            Op::Hello => {
-                use layout::hello as l;
-                b.reserved(l::RESERVED)?;
-                RequestBody::Hello { version: Version { major: b.u16(l::MAJOR), minor: b.u16(l::MINOR) } }
-            }
-            Op::Socket => {
-                use layout::socket as l;
-                b.reserved(l::RESERVED)?;
-                RequestBody::Socket { kind: SocketKind::parse(b.u8(l::KIND))? }
-            }
-            Op::Bind | Op::Connect => {
-                use layout::sockaddr as l;
-                b.reserved(l::RESERVED)?;
-                let a = sockaddr(&b, l::ADDR, l::PORT);
-                if op == Op::Bind {
-                    RequestBody::Bind { local: a }
-                } else {
-                    RequestBody::Connect { remote: nonzero_port(a)? }
-                }
-            }
-            Op::Listen => {
-                use layout::listen as l;
-                b.reserved(l::RESERVED)?;
-                RequestBody::Listen { backlog: b.u32(l::BACKLOG) }
-            }
-            Op::Send => {
-                use layout::send as l;
-                b.reserved(l::RESERVED)?;
-                RequestBody::Send { len: nonzero_len("len", b.u32(l::LEN))? }
-            }
-            Op::SendTo => {
-                use layout::send_to as l;
-                b.reserved(l::RESERVED)?;
-                b.reserved(l::RESERVED2)?;
-                RequestBody::SendTo {
-                    remote: nonzero_port(sockaddr(&b, l::ADDR, l::PORT))?,
-                    len: b.u32(l::LEN),
-                }
-            }
-            Op::Shutdown => {
-                use layout::shutdown as l;
-                b.reserved(l::RESERVED)?;
-                RequestBody::Shutdown { how: ShutdownHow::parse(b.u8(l::HOW))? }
-            }
-            Op::Close => {
-                use layout::close as l;
-                b.reserved(l::RESERVED)?;
-                let flags = b.u32(l::FLAGS);
-                if flags & !CLOSE_ABORT != 0 {
-                    return Err(AbiError::ReservedNonZero { offset: BODY + l::FLAGS.start });
-                }
-                RequestBody::Close { abort: flags & CLOSE_ABORT != 0 }
-            }
-            Op::SetSockOpt => {
-                use layout::setsockopt as l;
-                b.reserved(l::RESERVED)?;
-                let code = b.u32(l::OPTION);
-                let option = SockOpt::from_code(code).ok_or(AbiError::UnknownOption(code))?;
-                RequestBody::SetSockOpt { option, value: b.u64(l::VALUE) }
-            }
-            Op::GetSockOpt => {
-                use layout::getsockopt as l;
-                b.reserved(l::RESERVED)?;
-                let code = b.u32(l::OPTION);
-                RequestBody::GetSockOpt {
-                    option: SockOpt::from_code(code).ok_or(AbiError::UnknownOption(code))?,
-                }
-            }
-            Op::Credit => {
-                use layout::credit as l;
-                b.reserved(l::RESERVED)?;
-                RequestBody::Credit { bytes: nonzero_len("bytes", b.u32(l::BYTES))? }
-            }
-        };
-        Ok(Request { cookie: hdr.cookie, socket: hdr.socket, flags, body })
+        Ok((hdr, op, flags))
     }
 
     /// Writes the virtio-net header (zeros), the request header and the body into the start of

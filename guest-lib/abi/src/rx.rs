@@ -270,79 +270,11 @@ impl RxMessage {
     /// virtio-net header included). The frame must be exactly [`RxMessage::total_len`] long; the
     /// payload is `&frame[msg.payload_range()]`. Never panics.
     pub fn parse(frame: &[u8]) -> Result<RxMessage, AbiError> {
-        VirtioNetHdr::check_rx(frame)?;
-        let f = Fields::new(frame, VIRTIO_NET_HDR_LEN, h::SIZE)?;
-        let magic = f.bytes::<4>(h::MAGIC);
-        if magic != MAGIC {
-            return Err(AbiError::BadMagic(magic));
-        }
-        let code = f.u8(h::KIND);
-        let kind = RxKind::from_code(code).ok_or(AbiError::UnknownKind(code))?;
-        f.reserved(h::FLAGS)?;
-        f.reserved(h::RESERVED)?;
-        let cookie = f.u64(h::COOKIE);
-        let socket = SocketId(f.u32(h::SOCKET));
-        if !matches!(kind, RxKind::Complete | RxKind::HelloDone) {
-            f.reserved(h::COOKIE)?;
-            nonzero_socket("socket", socket)?;
-        }
+        let (kind, cookie, socket) = Self::parse_header(frame)?;
         let b = Fields::new(frame, BODY, kind.body_len())?;
         let msg = match kind {
-            RxKind::Complete => {
-                use layout::complete as l;
-                b.reserved(l::RESERVED)?;
-                b.reserved(l::RESERVED2)?;
-                let result = match errno_field(&b, l::ERRNO)? {
-                    None => Ok(Done {
-                        value: b.u64(l::VALUE),
-                        addr: SocketAddrV4::new(b.ipv4(l::ADDR), b.u16(l::PORT)),
-                    }),
-                    Some(e) => {
-                        b.reserved(l::VALUE)?;
-                        b.reserved(l::ADDR)?;
-                        b.reserved(l::PORT)?;
-                        Err(e)
-                    }
-                };
-                RxMessage::Complete { cookie, socket, op: b.u8(l::OP), result }
-            }
-            RxKind::HelloDone => {
-                use layout::hello_done as l;
-                if !socket.is_none() {
-                    return Err(AbiError::BadValue { field: "socket", value: u64::from(socket.0) });
-                }
-                b.reserved(l::RESERVED)?;
-                let version = Version { major: b.u16(l::MAJOR), minor: b.u16(l::MINOR) };
-                let result = match errno_field(&b, l::ERRNO)? {
-                    None => {
-                        b.reserved(l::RESERVED2)?;
-                        let prefix_len = b.u8(l::PREFIX_LEN);
-                        if prefix_len > 32 {
-                            return Err(AbiError::BadValue {
-                                field: "prefix_len",
-                                value: u64::from(prefix_len),
-                            });
-                        }
-                        Ok(HelloInfo {
-                            addr: b.ipv4(l::ADDR),
-                            prefix_len,
-                            mac: b.bytes(l::MAC),
-                            gateway: b.ipv4(l::GATEWAY),
-                            mss: b.u16(l::MSS),
-                            max_datagram: b.u16(l::MAX_DATAGRAM),
-                            max_sockets: b.u32(l::MAX_SOCKETS),
-                            max_send_in_flight: b.u32(l::MAX_SEND_IN_FLIGHT),
-                            rx_buffer: b.u32(l::RX_BUFFER),
-                            max_requests: b.u32(l::MAX_REQUESTS),
-                        })
-                    }
-                    Some(e) => {
-                        b.reserved(l::RESERVED.end..l::SIZE)?;
-                        Err(e)
-                    }
-                };
-                RxMessage::HelloDone { cookie, version, result }
-            }
+            RxKind::Complete => Self::parse_complete(&b, cookie, socket)?,
+            RxKind::HelloDone => Self::parse_hello_done(&b, cookie, socket)?,
             RxKind::Data => {
                 use layout::data as l;
                 b.reserved(l::RESERVED)?;
@@ -352,23 +284,7 @@ impl RxMessage {
                 }
                 RxMessage::Data { socket, len }
             }
-            RxKind::Datagram => {
-                use layout::datagram as l;
-                let flags = b.u16(l::FLAGS);
-                if flags & !DATAGRAM_TRUNCATED != 0 {
-                    return Err(AbiError::ReservedNonZero { offset: BODY + l::FLAGS.start });
-                }
-                let (len, orig_len) = (b.u32(l::LEN), b.u32(l::ORIG_LEN));
-                if orig_len < len || (flags & DATAGRAM_TRUNCATED != 0) != (orig_len > len) {
-                    return Err(AbiError::BadValue { field: "orig_len", value: u64::from(orig_len) });
-                }
-                RxMessage::Datagram {
-                    socket,
-                    from: SocketAddrV4::new(b.ipv4(l::ADDR), b.u16(l::PORT)),
-                    len,
-                    orig_len,
-                }
-            }
+            RxKind::Datagram => Self::parse_datagram(&b, socket)?,
             RxKind::Accepted => {
                 use layout::accepted as l;
                 RxMessage::Accepted {
@@ -399,6 +315,103 @@ impl RxMessage {
             return Err(AbiError::LengthMismatch { expected: msg.total_len(), got: frame.len() });
         }
         Ok(msg)
+    }
+
+    /// Checks the virtio-net header and the message header: magic, a known kind, zero flags and
+    /// reserved bytes; events carry no cookie and a socket. Returns the kind, cookie and socket.
+    fn parse_header(frame: &[u8]) -> Result<(RxKind, u64, SocketId), AbiError> {
+        VirtioNetHdr::check_rx(frame)?;
+        let f = Fields::new(frame, VIRTIO_NET_HDR_LEN, h::SIZE)?;
+        let magic = f.bytes::<4>(h::MAGIC);
+        if magic != MAGIC {
+            return Err(AbiError::BadMagic(magic));
+        }
+        let code = f.u8(h::KIND);
+        let kind = RxKind::from_code(code).ok_or(AbiError::UnknownKind(code))?;
+        f.reserved(h::FLAGS)?;
+        f.reserved(h::RESERVED)?;
+        let cookie = f.u64(h::COOKIE);
+        let socket = SocketId(f.u32(h::SOCKET));
+        if !matches!(kind, RxKind::Complete | RxKind::HelloDone) {
+            f.reserved(h::COOKIE)?;
+            nonzero_socket("socket", socket)?;
+        }
+        Ok((kind, cookie, socket))
+    }
+
+    /// A completion's body: a result, or an errno with the result fields zero.
+    fn parse_complete(b: &Fields<'_>, cookie: u64, socket: SocketId) -> Result<RxMessage, AbiError> {
+        use layout::complete as l;
+        b.reserved(l::RESERVED)?;
+        b.reserved(l::RESERVED2)?;
+        let result = match errno_field(b, l::ERRNO)? {
+            None => {
+                Ok(Done { value: b.u64(l::VALUE), addr: SocketAddrV4::new(b.ipv4(l::ADDR), b.u16(l::PORT)) })
+            }
+            Some(e) => {
+                b.reserved(l::VALUE)?;
+                b.reserved(l::ADDR)?;
+                b.reserved(l::PORT)?;
+                Err(e)
+            }
+        };
+        Ok(RxMessage::Complete { cookie, socket, op: b.u8(l::OP), result })
+    }
+
+    /// Hello's completion (socket 0): the version, then the guest's parameters, or an errno with
+    /// everything after the version zero.
+    fn parse_hello_done(b: &Fields<'_>, cookie: u64, socket: SocketId) -> Result<RxMessage, AbiError> {
+        use layout::hello_done as l;
+        if !socket.is_none() {
+            return Err(AbiError::BadValue { field: "socket", value: u64::from(socket.0) });
+        }
+        b.reserved(l::RESERVED)?;
+        let version = Version { major: b.u16(l::MAJOR), minor: b.u16(l::MINOR) };
+        let result = match errno_field(b, l::ERRNO)? {
+            None => {
+                b.reserved(l::RESERVED2)?;
+                let prefix_len = b.u8(l::PREFIX_LEN);
+                if prefix_len > 32 {
+                    return Err(AbiError::BadValue { field: "prefix_len", value: u64::from(prefix_len) });
+                }
+                Ok(HelloInfo {
+                    addr: b.ipv4(l::ADDR),
+                    prefix_len,
+                    mac: b.bytes(l::MAC),
+                    gateway: b.ipv4(l::GATEWAY),
+                    mss: b.u16(l::MSS),
+                    max_datagram: b.u16(l::MAX_DATAGRAM),
+                    max_sockets: b.u32(l::MAX_SOCKETS),
+                    max_send_in_flight: b.u32(l::MAX_SEND_IN_FLIGHT),
+                    rx_buffer: b.u32(l::RX_BUFFER),
+                    max_requests: b.u32(l::MAX_REQUESTS),
+                })
+            }
+            Some(e) => {
+                b.reserved(l::RESERVED.end..l::SIZE)?;
+                Err(e)
+            }
+        };
+        Ok(RxMessage::HelloDone { cookie, version, result })
+    }
+
+    /// A datagram event's body: the truncated flag must agree with the two lengths.
+    fn parse_datagram(b: &Fields<'_>, socket: SocketId) -> Result<RxMessage, AbiError> {
+        use layout::datagram as l;
+        let flags = b.u16(l::FLAGS);
+        if flags & !DATAGRAM_TRUNCATED != 0 {
+            return Err(AbiError::ReservedNonZero { offset: BODY + l::FLAGS.start });
+        }
+        let (len, orig_len) = (b.u32(l::LEN), b.u32(l::ORIG_LEN));
+        if orig_len < len || (flags & DATAGRAM_TRUNCATED != 0) != (orig_len > len) {
+            return Err(AbiError::BadValue { field: "orig_len", value: u64::from(orig_len) });
+        }
+        Ok(RxMessage::Datagram {
+            socket,
+            from: SocketAddrV4::new(b.ipv4(l::ADDR), b.u16(l::PORT)),
+            len,
+            orig_len,
+        })
     }
 
     /// Writes the virtio-net header (`num_buffers` = 1), the message header and the body into the

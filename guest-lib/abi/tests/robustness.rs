@@ -115,7 +115,7 @@ fn random_buffers_never_panic_a_parser() {
     let mut buf = [0u8; 160];
     for i in 0..RANDOM_BUFFERS {
         let len = rng.below(buf.len() as u64 + 1) as usize;
-        rng.fill(&mut buf[..len]);
+        rng.fill_bytes(&mut buf[..len]);
         // Half of them get a valid magic (and rx header) so the parsers get past the first check.
         if i % 2 == 0 && len >= 16 {
             buf[12..16].copy_from_slice(b"STCP");
@@ -174,7 +174,7 @@ fn mutated_valid_messages_never_panic_a_parser() {
         };
         for _ in 0..=rng.below(3) {
             let at = rng.below(frame.len() as u64) as usize;
-            frame[at] = rng.next() as u8;
+            frame[at] = rng.next_u64() as u8;
         }
         let cut = frame.len() - rng.below(4).min(frame.len() as u64) as usize;
         let frame = &frame[..cut];

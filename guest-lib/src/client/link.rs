@@ -214,7 +214,6 @@ impl GuestLink {
 
     /// Translates a request (the queue has room for it).
     fn submit(&mut self, req: Request<TxBuf>) -> Result<Submitted, SocketError> {
-        use slimtcp_abi::SockOpt as W;
         let sid_of = |g: &Self, fd: Fd| g.socks.get(&fd).map(|s| s.sid).ok_or(SocketError::BadHandle);
         match req {
             Request::Open { fd, proto } => {
@@ -234,11 +233,7 @@ impl GuestLink {
             Request::Accept { .. } => Err(SocketError::NotSupported),
             Request::Adopt { conn, fd: None, .. } => self.refuse(SocketId(conn as u32)),
             Request::Adopt { conn, fd: Some(fd), listener } => {
-                let sid = SocketId(conn as u32);
-                let rcvbuf = self.socks.get(&listener).map_or(self.default_rcvbuf(), |l| l.rcvbuf);
-                self.socks.insert(fd, GuestSock { sid, proto: Proto::Tcp, rcvbuf, credit_pending: 0 });
-                self.by_sid.insert(sid, fd);
-                Ok(Submitted::Answered(Ok(Reply::Done)))
+                Ok(self.adopt(SocketId(conn as u32), fd, listener))
             }
             Request::Connect { fd, remote } => {
                 let cookie = self.next_cookie(TAG_CONNECT);
@@ -265,58 +260,47 @@ impl GuestLink {
                 };
                 self.call(sid_of(self, fd)?, RequestBody::Shutdown { how }, CallKind::Other)
             }
-            Request::Close { fd, abort } => {
-                let sid = sid_of(self, fd)?;
-                self.socks.remove(&fd);
-                self.by_sid.remove(&sid);
-                self.closing.insert(sid, ());
-                let cookie = self.next_cookie(TAG_CLOSE);
-                self.post(Wire::new(cookie, sid, RequestBody::Close { abort }), None, None)
-            }
+            Request::Close { fd, abort } => self.close(sid_of(self, fd)?, fd, abort),
             Request::SetOption { fd, opt } => {
-                let (option, value) = match opt {
-                    SockOpt::NonBlocking(_) | SockOpt::Error(_) => return Err(SocketError::InvalidInput),
-                    SockOpt::RecvBuffer(n) => (W::RcvBuf, n as u64),
-                    SockOpt::SendBuffer(n) => (W::SndBuf, n as u64),
-                    SockOpt::Mss(m) => (W::MaxSeg, u64::from(m)),
-                    SockOpt::WindowScale(Some(w)) => (W::WindowScale, u64::from(w)),
-                    // The protocol has no "offer no window scale"; shift 0 is the closest.
-                    SockOpt::WindowScale(None) => (W::WindowScale, 0),
-                    SockOpt::NoDelay(on) => (W::NoDelay, u64::from(on)),
-                    SockOpt::Burst(n) => (W::Burst, n as u64),
-                    SockOpt::KeepAlive(on) => (W::KeepAlive, u64::from(on)),
-                    SockOpt::KeepIdle(v) => (W::KeepIdle, u64::from(v)),
-                    SockOpt::KeepInterval(v) => (W::KeepInterval, u64::from(v)),
-                    SockOpt::KeepCount(v) => (W::KeepCount, u64::from(v)),
-                    SockOpt::UserTimeout(v) => (W::UserTimeout, u64::from(v)),
-                };
-                if option.is_liveness() && self.version.minor < 1 {
-                    // A 1.0 backend does not know them.
-                    return Err(SocketError::NotSupported);
-                }
+                let (option, value) = wire_option(opt).ok_or(SocketError::InvalidInput)?;
+                self.backend_knows(option)?;
                 let body = RequestBody::SetSockOpt { option, value };
                 self.call(sid_of(self, fd)?, body, CallKind::SetOption { fd, opt })
             }
             Request::GetOption { fd, name } => {
-                let option = match name {
-                    SockOptName::NonBlocking | SockOptName::Error => return Err(SocketError::InvalidInput),
-                    SockOptName::RecvBuffer => W::RcvBuf,
-                    SockOptName::SendBuffer => W::SndBuf,
-                    SockOptName::Mss => W::MaxSeg,
-                    SockOptName::WindowScale => W::WindowScale,
-                    SockOptName::NoDelay => W::NoDelay,
-                    SockOptName::Burst => W::Burst,
-                    SockOptName::KeepAlive => W::KeepAlive,
-                    SockOptName::KeepIdle => W::KeepIdle,
-                    SockOptName::KeepInterval => W::KeepInterval,
-                    SockOptName::KeepCount => W::KeepCount,
-                    SockOptName::UserTimeout => W::UserTimeout,
-                };
-                if option.is_liveness() && self.version.minor < 1 {
-                    return Err(SocketError::NotSupported);
-                }
+                let option = wire_option_name(name).ok_or(SocketError::InvalidInput)?;
+                self.backend_knows(option)?;
                 self.call(sid_of(self, fd)?, RequestBody::GetSockOpt { option }, CallKind::GetOption { name })
             }
+        }
+    }
+
+    /// Gives an accepted connection `sid` the descriptor `fd`, with its listener's receive
+    /// buffer size.
+    fn adopt(&mut self, sid: SocketId, fd: Fd, listener: Fd) -> Submitted {
+        let rcvbuf = self.socks.get(&listener).map_or(self.default_rcvbuf(), |l| l.rcvbuf);
+        self.socks.insert(fd, GuestSock { sid, proto: Proto::Tcp, rcvbuf, credit_pending: 0 });
+        self.by_sid.insert(sid, fd);
+        Submitted::Answered(Ok(Reply::Done))
+    }
+
+    /// Forgets `fd` (socket `sid`) and asks the backend to close it; its last events are
+    /// dropped while it closes.
+    fn close(&mut self, sid: SocketId, fd: Fd, abort: bool) -> Result<Submitted, SocketError> {
+        self.socks.remove(&fd);
+        self.by_sid.remove(&sid);
+        self.closing.insert(sid, ());
+        let cookie = self.next_cookie(TAG_CLOSE);
+        self.post(Wire::new(cookie, sid, RequestBody::Close { abort }), None, None)
+    }
+
+    /// The liveness options (keepalive, user timeout) came with protocol 1.1: a 1.0 backend
+    /// does not know them.
+    fn backend_knows(&self, option: slimtcp_abi::SockOpt) -> Result<(), SocketError> {
+        if option.is_liveness() && self.version.minor < 1 {
+            Err(SocketError::NotSupported)
+        } else {
+            Ok(())
         }
     }
 
@@ -414,4 +398,45 @@ impl Link for GuestLink {
     fn tx_outstanding(&self) -> usize {
         self.pool.outstanding()
     }
+}
+
+/// The protocol's option and value for `opt`; `None` for what the library answers itself
+/// (non-blocking mode, the pending error).
+fn wire_option(opt: SockOpt) -> Option<(slimtcp_abi::SockOpt, u64)> {
+    use slimtcp_abi::SockOpt as W;
+    Some(match opt {
+        SockOpt::NonBlocking(_) | SockOpt::Error(_) => return None,
+        SockOpt::RecvBuffer(n) => (W::RcvBuf, n as u64),
+        SockOpt::SendBuffer(n) => (W::SndBuf, n as u64),
+        SockOpt::Mss(m) => (W::MaxSeg, u64::from(m)),
+        SockOpt::WindowScale(Some(w)) => (W::WindowScale, u64::from(w)),
+        // The protocol has no "offer no window scale"; shift 0 is the closest.
+        SockOpt::WindowScale(None) => (W::WindowScale, 0),
+        SockOpt::NoDelay(on) => (W::NoDelay, u64::from(on)),
+        SockOpt::Burst(n) => (W::Burst, n as u64),
+        SockOpt::KeepAlive(on) => (W::KeepAlive, u64::from(on)),
+        SockOpt::KeepIdle(v) => (W::KeepIdle, u64::from(v)),
+        SockOpt::KeepInterval(v) => (W::KeepInterval, u64::from(v)),
+        SockOpt::KeepCount(v) => (W::KeepCount, u64::from(v)),
+        SockOpt::UserTimeout(v) => (W::UserTimeout, u64::from(v)),
+    })
+}
+
+/// The protocol's option for `name`; `None` for what the library answers itself.
+fn wire_option_name(name: SockOptName) -> Option<slimtcp_abi::SockOpt> {
+    use slimtcp_abi::SockOpt as W;
+    Some(match name {
+        SockOptName::NonBlocking | SockOptName::Error => return None,
+        SockOptName::RecvBuffer => W::RcvBuf,
+        SockOptName::SendBuffer => W::SndBuf,
+        SockOptName::Mss => W::MaxSeg,
+        SockOptName::WindowScale => W::WindowScale,
+        SockOptName::NoDelay => W::NoDelay,
+        SockOptName::Burst => W::Burst,
+        SockOptName::KeepAlive => W::KeepAlive,
+        SockOptName::KeepIdle => W::KeepIdle,
+        SockOptName::KeepInterval => W::KeepInterval,
+        SockOptName::KeepCount => W::KeepCount,
+        SockOptName::UserTimeout => W::UserTimeout,
+    })
 }

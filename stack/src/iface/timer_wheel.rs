@@ -274,13 +274,10 @@ mod tests {
     #[test]
     fn many_timers_all_fire_exactly_once_and_never_early() {
         let mut w: TimerWheel<u32> = TimerWheel::new(Duration::from_micros(250), 128);
-        let mut rng = 0x1234_5678_9abc_def0u64;
+        let mut rng = crate::nic::fault::Rng::new(0x1234_5678_9abc_def0);
         let mut deadlines = Vec::new();
         for key in 0..10_000u32 {
-            rng ^= rng << 13;
-            rng ^= rng >> 7;
-            rng ^= rng << 17;
-            let at = Instant::from_micros(rng % 2_000_000);
+            let at = Instant::from_micros(rng.gen_range(0..2_000_000));
             deadlines.push(at);
             w.schedule(key, at);
         }

@@ -93,73 +93,98 @@ impl Connection {
             }
             return;
         }
-
         if !self.acceptable(seg, payload.len()) {
-            self.stats.out_of_window += 1;
-            if !rst {
-                self.out_of_window_ack(now);
-                if self.state == State::TimeWait && fin {
-                    // The peer did not get our last ACK: acknowledge again, restart 2*MSL.
-                    self.enter_time_wait(now);
-                }
-            }
+            self.on_unacceptable(now, rst, fin);
             return;
         }
-
         if rst {
-            // RFC 5961 section 3.2: reset only on an exact match, challenge otherwise.
-            if seg.seq_number == self.rcv_nxt {
-                match self.state {
-                    State::Closing | State::LastAck | State::TimeWait => self.set_closed(),
-                    _ => self.fail(ConnError::Reset),
-                }
-            } else {
-                self.challenge_ack(now);
-            }
+            self.on_reset(now, seg);
             return;
         }
-
         if syn {
             // RFC 5961 section 4.2: any SYN in a synchronized state gets a challenge ACK.
             self.challenge_ack(now);
             return;
         }
-
         let Some(ack) = seg.ack_number else { return };
-
         let syn_outstanding = self.state == State::SynReceived;
-        if syn_outstanding {
+        if !self.ack_acceptable(now, seg, ack) {
+            return;
+        }
+        self.probes_unanswered = 0;
+        if self.sack_ok {
+            self.note_sack_blocks(seg, ack);
+        }
+        self.note_ack_for_recovery(seg, ack, payload.len());
+        let fin_acked = if ack > self.snd_una { self.ack_new_data(now, ack, syn_outstanding) } else { false };
+        self.update_send_window(seg, ack);
+        if fin_acked && self.on_fin_acked(now) {
+            return;
+        }
+        self.accept_payload(seg.seq_number, payload, fin, now);
+    }
+
+    /// A segment outside the receive window: acknowledged (unless it is a reset), and a FIN in
+    /// TIME-WAIT restarts 2*MSL (the peer did not get our last ACK).
+    fn on_unacceptable(&mut self, now: Instant, rst: bool, fin: bool) {
+        self.stats.out_of_window += 1;
+        if !rst {
+            self.out_of_window_ack(now);
+            if self.state == State::TimeWait && fin {
+                self.enter_time_wait(now);
+            }
+        }
+    }
+
+    /// RFC 5961 section 3.2: a reset in the window resets only on an exact match; otherwise it
+    /// gets a challenge ACK.
+    fn on_reset(&mut self, now: Instant, seg: &TcpRepr) {
+        if seg.seq_number == self.rcv_nxt {
+            match self.state {
+                State::Closing | State::LastAck | State::TimeWait => self.set_closed(),
+                _ => self.fail(ConnError::Reset),
+            }
+        } else {
+            self.challenge_ack(now);
+        }
+    }
+
+    /// Whether `ack` may be processed. In SYN-RECEIVED it must acknowledge our SYN (then the
+    /// connection is established; otherwise a reset is sent); then RFC 5961 section 5.2:
+    /// acceptable ACKs lie in [SND.UNA - MAX.SND.WND, SND.MAX], others are answered.
+    fn ack_acceptable(&mut self, now: Instant, seg: &TcpRepr, ack: SeqNumber) -> bool {
+        if self.state == State::SynReceived {
             if ack <= self.snd_una || ack > self.snd_max {
                 self.rst_pending = Some(reset_for_ack(seg, ack));
-                return;
+                return false;
             }
             self.state = self.synchronized_state();
             self.events.insert(Events::CONNECTED | Events::WRITABLE);
         }
-
-        // RFC 5961 section 5.2: acceptable ACKs lie in [SND.UNA - MAX.SND.WND, SND.MAX].
         if ack > self.snd_max {
             self.out_of_window_ack(now);
-            return;
+            return false;
         }
         if ack < self.snd_una - self.max_snd_wnd.max(1) {
             self.challenge_ack(now);
-            return;
+            return false;
         }
-        self.probes_unanswered = 0;
+        true
+    }
 
-        if self.sack_ok {
-            for &(left, right) in seg.sack.ranges() {
-                // Only blocks of data in flight above the ACK (D-SACK and stale blocks go).
-                if left > ack && left > self.snd_una && left < right && right <= self.snd_max {
-                    self.sacked.add(left, right);
-                }
+    /// Records the segment's SACK blocks: only blocks of data in flight above the ACK (D-SACK
+    /// and stale blocks go).
+    fn note_sack_blocks(&mut self, seg: &TcpRepr, ack: SeqNumber) {
+        for &(left, right) in seg.sack.ranges() {
+            if left > ack && left > self.snd_una && left < right && right <= self.snd_max {
+                self.sacked.add(left, right);
             }
         }
-        self.note_ack_for_recovery(seg, ack, payload.len());
-        let fin_acked = if ack > self.snd_una { self.ack_new_data(now, ack, syn_outstanding) } else { false };
+    }
 
-        // Window update (RFC 9293 3.10.7.4, fifth check): only from newer segments.
+    /// Window update (RFC 9293 3.10.7.4, fifth check): only from newer segments. A window that
+    /// opened far enough ends the zero-window probing.
+    fn update_send_window(&mut self, seg: &TcpRepr, ack: SeqNumber) {
         if self.snd_wl1 < seg.seq_number || (self.snd_wl1 == seg.seq_number && self.snd_wl2 <= ack) {
             self.snd_wnd = usize::from(seg.window_len) << self.snd_wscale;
             self.max_snd_wnd = self.max_snd_wnd.max(self.snd_wnd);
@@ -170,25 +195,26 @@ impl Connection {
                 self.persist_backoff = 0;
             }
         }
+    }
 
-        if fin_acked {
-            match self.state {
-                State::FinWait1 => {
-                    self.state = State::FinWait2;
-                    if self.orphaned {
-                        self.time_wait_deadline = Some(now + self.cfg.fin_wait2_timeout);
-                    }
+    /// Our FIN was acknowledged: FIN-WAIT-1 -> FIN-WAIT-2, CLOSING -> TIME-WAIT, LAST-ACK ->
+    /// closed. True when the connection is closed (nothing more to process).
+    fn on_fin_acked(&mut self, now: Instant) -> bool {
+        match self.state {
+            State::FinWait1 => {
+                self.state = State::FinWait2;
+                if self.orphaned {
+                    self.time_wait_deadline = Some(now + self.cfg.fin_wait2_timeout);
                 }
-                State::Closing => self.enter_time_wait(now),
-                State::LastAck => {
-                    self.set_closed();
-                    return;
-                }
-                _ => {}
             }
+            State::Closing => self.enter_time_wait(now),
+            State::LastAck => {
+                self.set_closed();
+                return true;
+            }
+            _ => {}
         }
-
-        self.accept_payload(seg.seq_number, payload, fin, now);
+        false
     }
 
     /// RFC 9293 3.10.7.4 first check: does any part of the segment fall in the receive window?

@@ -609,13 +609,8 @@ mod tests {
 
     #[test]
     fn copies_match_a_flat_model_through_pushes_acks_and_reads() {
-        let mut state = 0x2545_f491_4f6c_dd1du64;
-        let mut next = |m: usize| {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            (state % m as u64) as usize
-        };
+        let mut rng = crate::nic::fault::Rng::new(0x2545_f491_4f6c_dd1d);
+        let mut next = |m: usize| rng.gen_range(0..m as u64) as usize;
         let mut b = SendBuffer::new(1 << 20);
         let mut model: Vec<u8> = Vec::new();
         let mut byte = 0u8;

@@ -94,7 +94,7 @@ pub fn pseudo_header(src: Ipv4Addr, dst: Ipv4Addr, protocol: IpProtocol, length:
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-    use crate::wire::tests::XorShift;
+    use crate::nic::fault::Rng;
 
     /// Straightforward RFC 1071 reference: 16-bit words, 32-bit accumulator.
     fn reference(bytes: &[u8]) -> u16 {
@@ -129,15 +129,15 @@ mod tests {
 
     #[test]
     fn matches_reference_on_random_data() {
-        let mut rng = XorShift::new(0x5eed_c0de);
+        let mut rng = Rng::new(0x5eed_c0de);
         let mut buf = vec![0u8; 1600];
         for round in 0..400 {
-            rng.fill(&mut buf);
+            rng.fill_bytes(&mut buf);
             if round % 7 == 0 {
                 buf.iter_mut().for_each(|b| *b |= 0xf0); // lots of carries
             }
-            let len = rng.below(buf.len() + 1);
-            let start = rng.below(4).min(len); // unaligned starts too
+            let len = rng.gen_range(0..(buf.len() + 1) as u64) as usize;
+            let start = (rng.gen_range(0..4) as usize).min(len); // unaligned starts too
             let slice = &buf[start..len];
             assert_eq!(data(slice), reference(slice), "len {} start {}", len, start);
         }
@@ -145,9 +145,9 @@ mod tests {
 
     #[test]
     fn combine_is_split_invariant_at_even_offsets() {
-        let mut rng = XorShift::new(7);
+        let mut rng = Rng::new(7);
         let mut buf = vec![0u8; 301];
-        rng.fill(&mut buf);
+        rng.fill_bytes(&mut buf);
         for cut in (0..buf.len()).step_by(2) {
             let (a, b) = buf.split_at(cut);
             assert_eq!(combine(&[data(a), data(b)]), reference(&buf));

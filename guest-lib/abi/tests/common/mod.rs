@@ -1,5 +1,5 @@
-//! Shared by the test files: the example messages of `docs/protocol.md`, a hex renderer, a seeded
-//! xorshift generator and generators of random valid messages.
+//! Shared by the test files: the example messages of `docs/protocol.md`, a hex renderer, draws
+//! from the stack's seeded generator and generators of random valid messages.
 #![allow(dead_code)]
 
 use std::net::{Ipv4Addr, SocketAddrV4};
@@ -9,37 +9,37 @@ use slimtcp_abi::{
     SocketKind, Version,
 };
 
-/// xorshift64*: seeded, reproducible, no dependency.
-pub struct Rng(u64);
+/// The stack's seeded generator (xoshiro256**): the same seed gives the same messages.
+pub use slimtcp::nic::fault::Rng;
 
-impl Rng {
-    pub fn new(seed: u64) -> Rng {
-        Rng(seed.max(1))
+/// The draws the message generators make, on top of [`Rng`].
+pub trait Draw {
+    /// Uniform in `0..n` (0 when `n` is 0).
+    fn below(&mut self, n: u64) -> u64;
+    /// 32 random bits.
+    fn u32(&mut self) -> u32;
+    /// 16 random bits.
+    fn u16(&mut self) -> u16;
+    /// One of `items` (not empty).
+    fn pick<T: Copy>(&mut self, items: &[T]) -> T;
+    /// Any IPv4 socket address.
+    fn addr(&mut self) -> SocketAddrV4;
+}
+
+impl Draw for Rng {
+    fn below(&mut self, n: u64) -> u64 {
+        self.gen_range(0..n)
     }
-    pub fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    fn u32(&mut self) -> u32 {
+        self.next_u64() as u32
     }
-    pub fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
+    fn u16(&mut self) -> u16 {
+        self.next_u64() as u16
     }
-    pub fn u32(&mut self) -> u32 {
-        self.next() as u32
-    }
-    pub fn u16(&mut self) -> u16 {
-        self.next() as u16
-    }
-    pub fn fill(&mut self, buf: &mut [u8]) {
-        for b in buf {
-            *b = self.next() as u8;
-        }
-    }
-    pub fn pick<T: Copy>(&mut self, items: &[T]) -> T {
+    fn pick<T: Copy>(&mut self, items: &[T]) -> T {
         items[self.below(items.len() as u64) as usize]
     }
-    pub fn addr(&mut self) -> SocketAddrV4 {
+    fn addr(&mut self) -> SocketAddrV4 {
         SocketAddrV4::new(Ipv4Addr::from(self.u32()), self.u16())
     }
 }
@@ -190,14 +190,14 @@ pub fn random_request(rng: &mut Rng) -> Request {
         },
         7 => RequestBody::Shutdown { how: rng.pick(ShutdownHow::ALL) },
         8 => RequestBody::Close { abort: rng.below(2) == 1 },
-        9 => RequestBody::SetSockOpt { option: rng.pick(SockOpt::ALL), value: rng.next() },
+        9 => RequestBody::SetSockOpt { option: rng.pick(SockOpt::ALL), value: rng.next_u64() },
         10 => RequestBody::GetSockOpt { option: rng.pick(SockOpt::ALL) },
         _ => RequestBody::Credit { bytes: rng.u32().max(1) },
     };
     let socket = if body.op().takes_no_socket() { SocketId::NONE } else { nonzero(rng) };
     let quiet = body.op() != slimtcp_abi::Op::Hello && rng.below(2) == 1;
     let flags = if quiet { RequestFlags::QUIET } else { RequestFlags::empty() };
-    Request { cookie: rng.next(), socket, flags, body }
+    Request { cookie: rng.next_u64(), socket, flags, body }
 }
 
 pub fn random_rx(rng: &mut Rng) -> RxMessage {
@@ -205,21 +205,21 @@ pub fn random_rx(rng: &mut Rng) -> RxMessage {
     let errno = rng.pick(Errno::ALL);
     match rng.below(9) {
         0 => RxMessage::Complete {
-            cookie: rng.next(),
+            cookie: rng.next_u64(),
             socket: SocketId(rng.u32()),
-            op: rng.next() as u8,
+            op: rng.next_u64() as u8,
             result: if rng.below(2) == 0 {
-                Ok(Done { value: rng.next(), addr: rng.addr() })
+                Ok(Done { value: rng.next_u64(), addr: rng.addr() })
             } else {
                 Err(errno)
             },
         },
         1 => RxMessage::HelloDone {
-            cookie: rng.next(),
+            cookie: rng.next_u64(),
             version: Version { major: rng.u16(), minor: rng.u16() },
             result: if rng.below(2) == 0 {
                 let mut mac = [0u8; 6];
-                rng.fill(&mut mac);
+                rng.fill_bytes(&mut mac);
                 Ok(HelloInfo {
                     addr: Ipv4Addr::from(rng.u32()),
                     prefix_len: rng.below(33) as u8,

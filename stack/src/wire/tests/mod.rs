@@ -3,6 +3,7 @@
 #![allow(clippy::unwrap_used)]
 
 use super::*;
+use crate::nic::fault::Rng;
 
 /// Decodes whitespace-separated hex (any grouping) into bytes. Panics on bad input (tests only).
 pub(crate) fn hex(s: &str) -> Vec<u8> {
@@ -14,52 +15,19 @@ pub(crate) fn hex(s: &str) -> Vec<u8> {
         .collect()
 }
 
-/// A tiny deterministic xorshift64* PRNG for tests.
-pub(crate) struct XorShift(u64);
-
-impl XorShift {
-    /// Seeds the generator (a zero seed is replaced by a constant).
-    pub(crate) fn new(seed: u64) -> Self {
-        XorShift(if seed == 0 { 0x9e37_79b9_7f4a_7c15 } else { seed })
-    }
-
-    /// Next 64 random bits.
-    pub(crate) fn next_u64(&mut self) -> u64 {
-        let mut x = self.0;
-        x ^= x >> 12;
-        x ^= x << 25;
-        x ^= x >> 27;
-        self.0 = x;
-        x.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-
-    /// Uniform-ish value in `0..n` (n > 0).
-    pub(crate) fn below(&mut self, n: usize) -> usize {
-        (self.next_u64() % n as u64) as usize
-    }
-
-    /// Fills a buffer with random bytes.
-    pub(crate) fn fill(&mut self, buf: &mut [u8]) {
-        for chunk in buf.chunks_mut(8) {
-            let r = self.next_u64().to_le_bytes();
-            chunk.copy_from_slice(&r[..chunk.len()]);
-        }
-    }
-}
-
 const ROUNDS: usize = 20_000;
 
 /// Random buffers, biased towards plausible headers so deeper code paths are reached. Every
 /// parser must return (Ok or Err) without panicking, and accessors after `new_checked` must not
 /// panic either.
-fn fuzz(seed: u64, mut shape: impl FnMut(&mut XorShift, &mut Vec<u8>), mut check: impl FnMut(&[u8])) {
-    let mut rng = XorShift::new(seed);
+fn fuzz(seed: u64, mut shape: impl FnMut(&mut Rng, &mut Vec<u8>), mut check: impl FnMut(&[u8])) {
+    let mut rng = Rng::new(seed);
     let mut buf = Vec::with_capacity(128);
     for _ in 0..ROUNDS {
-        let len = rng.below(96);
+        let len = rng.gen_range(0..96) as usize;
         buf.resize(len, 0);
-        rng.fill(&mut buf);
-        if rng.below(4) != 0 {
+        rng.fill_bytes(&mut buf);
+        if rng.gen_range(0..4) != 0 {
             shape(&mut rng, &mut buf);
         }
         check(&buf);
@@ -91,13 +59,13 @@ fn random_bytes_never_panic_ipv4() {
         |rng, b| {
             if b.len() >= 20 {
                 b[0] = 0x40 | (b[0] & 0x0f);
-                let total = rng.below(b.len() + 8) as u16;
+                let total = rng.gen_range(0..(b.len() + 8) as u64) as u16;
                 b[2..4].copy_from_slice(&total.to_be_bytes());
-                if rng.below(2) == 0 {
+                if rng.gen_range(0..2) == 0 {
                     b[6] &= 0x40;
                     b[7] = 0;
                 }
-                if rng.below(2) == 0 {
+                if rng.gen_range(0..2) == 0 {
                     let hl = usize::from(b[0] & 0x0f) * 4;
                     if hl <= b.len() {
                         Ipv4Packet::new_unchecked(&mut b[..]).fill_checksum();
@@ -131,17 +99,17 @@ fn random_bytes_never_panic_tcp() {
         3,
         |rng, b| {
             if b.len() >= 20 {
-                let off = 5 + rng.below(11);
+                let off = 5 + rng.gen_range(0..11) as usize;
                 b[12] = (off as u8) << 4;
                 // Sprinkle plausible option kinds and lengths.
                 for i in 20..b.len().min(off * 4) {
-                    if rng.below(3) == 0 {
-                        b[i] = [0u8, 1, 2, 3, 4, 5, 8][rng.below(7)];
-                    } else if rng.below(2) == 0 {
-                        b[i] = rng.below(12) as u8;
+                    if rng.gen_range(0..3) == 0 {
+                        b[i] = [0u8, 1, 2, 3, 4, 5, 8][rng.gen_range(0..7) as usize];
+                    } else if rng.gen_range(0..2) == 0 {
+                        b[i] = rng.gen_range(0..12) as u8;
                     }
                 }
-                if rng.below(2) == 0 && off * 4 <= b.len() {
+                if rng.gen_range(0..2) == 0 && off * 4 <= b.len() {
                     TcpPacket::new_unchecked(&mut b[..]).fill_checksum(src, dst);
                 }
             }
@@ -191,8 +159,8 @@ fn random_bytes_never_panic_icmp() {
         5,
         |rng, b| {
             if b.len() >= 8 {
-                b[0] = [0u8, 8, 3, 11][rng.below(4)];
-                b[1] = if rng.below(4) == 0 { 1 } else { 0 };
+                b[0] = [0u8, 8, 3, 11][rng.gen_range(0..4) as usize];
+                b[1] = if rng.gen_range(0..4) == 0 { 1 } else { 0 };
                 Icmpv4Packet::new_unchecked(&mut b[..]).fill_checksum();
             }
         },
@@ -218,9 +186,9 @@ fn random_bytes_never_panic_udp() {
         6,
         |rng, b| {
             if b.len() >= 8 {
-                let len = rng.below(b.len() + 4) as u16;
+                let len = rng.gen_range(0..(b.len() + 4) as u64) as u16;
                 b[4..6].copy_from_slice(&len.to_be_bytes());
-                if rng.below(2) == 0 {
+                if rng.gen_range(0..2) == 0 {
                     UdpPacket::new_unchecked(&mut b[..]).fill_checksum(src, dst);
                 }
             }
@@ -286,25 +254,26 @@ fn layered_frame_roundtrip() {
 #[test]
 fn random_reprs_roundtrip() {
     let caps = ChecksumCapabilities::none();
-    let mut rng = XorShift::new(99);
+    let mut rng = Rng::new(99);
     let mut buf = vec![0u8; 128];
     for _ in 0..2000 {
         let src = Ipv4Addr::from(rng.next_u64() as u32);
         let dst = Ipv4Addr::from(rng.next_u64() as u32);
-        let flags = [TcpFlags::SYN, TcpFlags::FIN, TcpFlags::RST, TcpFlags::empty()][rng.below(4)];
+        let flags =
+            [TcpFlags::SYN, TcpFlags::FIN, TcpFlags::RST, TcpFlags::empty()][rng.gen_range(0..4) as usize];
         let repr = TcpRepr {
-            src_port: 1 + rng.below(65535) as u16,
-            dst_port: 1 + rng.below(65535) as u16,
+            src_port: 1 + rng.gen_range(0..65535) as u16,
+            dst_port: 1 + rng.gen_range(0..65535) as u16,
             seq_number: crate::wire::SeqNumber(rng.next_u64() as u32),
-            ack_number: (rng.below(2) == 0).then(|| crate::wire::SeqNumber(rng.next_u64() as u32)),
-            flags: if rng.below(2) == 0 { flags | TcpFlags::PSH } else { flags },
+            ack_number: (rng.gen_range(0..2) == 0).then(|| crate::wire::SeqNumber(rng.next_u64() as u32)),
+            flags: if rng.gen_range(0..2) == 0 { flags | TcpFlags::PSH } else { flags },
             window_len: rng.next_u64() as u16,
-            max_seg_size: (rng.below(2) == 0).then(|| rng.next_u64() as u16),
-            window_scale: (rng.below(2) == 0).then(|| rng.below(15) as u8),
+            max_seg_size: (rng.gen_range(0..2) == 0).then(|| rng.next_u64() as u16),
+            window_scale: (rng.gen_range(0..2) == 0).then(|| rng.gen_range(0..15) as u8),
             sack: crate::wire::TcpSack::NONE,
         };
-        let payload_len = rng.below(64);
-        rng.fill(&mut buf);
+        let payload_len = rng.gen_range(0..64) as usize;
+        rng.fill_bytes(&mut buf);
         let len = repr.buffer_len(payload_len);
         repr.emit(&mut TcpPacket::new_unchecked(&mut buf[..]), src, dst, payload_len, &caps);
         let p = TcpPacket::new_checked(&buf[..len]).unwrap();

@@ -3,6 +3,8 @@
 
 use std::time::{Duration, Instant};
 
+use slimtcp::nic::fault::Rng;
+
 use super::{Pair, PeerError, Side};
 
 /// Length of the repeating byte pattern of a bulk stream (a prime, so it never lines up with
@@ -20,15 +22,8 @@ pub const RTT_BYTES: usize = 64;
 /// The stream's bytes: `pattern()[offset % PERIOD ..]` holds the bytes from stream `offset` on,
 /// for at least `PERIOD` bytes.
 fn pattern() -> Vec<u8> {
-    let mut x: u32 = 0x9e37_79b9;
-    let one: Vec<u8> = (0..PERIOD)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 17;
-            x ^= x << 5;
-            x.to_le_bytes()[0]
-        })
-        .collect();
+    let mut one = vec![0u8; PERIOD];
+    Rng::new(0x9e37_79b9).fill_bytes(&mut one);
     [one.as_slice(), one.as_slice()].concat()
 }
 
