@@ -18,6 +18,9 @@ pub enum CpuError {
     /// `sched_getaffinity` failed.
     #[error("cannot read the thread's CPU set")]
     GetAffinity(#[source] std::io::Error),
+    /// A core the process may not run on (outside its affinity: `taskset`, cpusets).
+    #[error("core {0} is not among the cores this process may run on")]
+    NotAllowed(usize),
 }
 
 /// A set of cores (a `cpu_set_t`; every core in it is below `CPU_SETSIZE`).

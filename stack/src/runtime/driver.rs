@@ -8,6 +8,8 @@ use std::time::Duration;
 use rtrb::{Consumer, Producer};
 use slimtcp_api::SocketError;
 
+use crate::cpu::CpuError;
+
 use super::messages::{Event, Request};
 use super::worker::Step;
 
@@ -57,7 +59,7 @@ pub enum RuntimeError {
         core: usize,
         /// Why.
         #[source]
-        source: std::io::Error,
+        source: CpuError,
     },
 }
 
@@ -187,7 +189,7 @@ pub(super) fn spawn_worker(
         .spawn(move || {
             if let Some(core) = core {
                 if let Err(e) = crate::cpu::pin_current_thread(core) {
-                    log::warn!("worker not pinned to core {core}: {e}");
+                    log::warn!("worker not pinned to core {core}: {}", crate::report::error_chain(&e));
                 }
             }
             let mut idle_steps: u32 = 0;
@@ -222,17 +224,9 @@ pub(super) fn back_off(idle_steps: u32) {
 
 /// Fails when `core` is not among the cores this process may run on.
 fn pin_current_check(core: usize) -> Result<(), RuntimeError> {
-    // SAFETY: all-zero is a valid empty cpu_set_t.
-    let mut allowed: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    // SAFETY: pid 0 is the calling thread; `allowed` is writable and of the size passed.
-    let rc = unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut allowed) };
-    let ok = rc == 0 && core < libc::CPU_SETSIZE as usize && {
-        // SAFETY: `core` is below CPU_SETSIZE.
-        unsafe { libc::CPU_ISSET(core, &allowed) }
-    };
-    if ok {
-        Ok(())
-    } else {
-        Err(RuntimeError::Pin { core, source: std::io::Error::from_raw_os_error(libc::EINVAL) })
+    match crate::cpu::current_affinity() {
+        Ok(allowed) if allowed.contains(core) => Ok(()),
+        Ok(_) => Err(RuntimeError::Pin { core, source: CpuError::NotAllowed(core) }),
+        Err(source) => Err(RuntimeError::Pin { core, source }),
     }
 }
