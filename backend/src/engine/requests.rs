@@ -232,7 +232,7 @@ impl<N: Nic> Engine<N> {
     fn connect(&mut self, id: u32, req: &Request, remote: SocketAddrV4) -> Outcome {
         let call = ConnectCall { cookie: req.cookie, quiet: req.flags.is_quiet() };
         match self.server.connect(id, remote, call) {
-            Ok(slimtcp::server::Connecting::Started) => Outcome::Later,
+            Ok(slimtcp::server::Connecting::Started(_)) => Outcome::Later,
             Ok(slimtcp::server::Connecting::Done(addr)) => Outcome::Now(Ok(Done { value: 0, addr })),
             Err(e) => Outcome::Now(Err(errno_of(e))),
         }

@@ -1,15 +1,16 @@
 //! Zero-copy buffers of the host runtime.
 //!
-//! [`TxBuf`]: the application fills it in place; the stack sends straight from it and gives it
-//! back (for reuse) only after the peer acknowledged its bytes. [`RxBuf`]: a received packet
+//! [`TxBuf`]: the application fills it in place; the stack sends straight from it and drops it
+//! (back into its pool, for reuse) only after the peer acknowledged its bytes. [`RxBuf`]: a received packet
 //! buffer trimmed to its payload, owned by the application; dropping it tells the worker the
 //! bytes are consumed, which reopens the receive window (a lock-free queue, so it may be
 //! dropped on any thread).
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use crossbeam_queue::SegQueue;
-use slimtcp_api::{Fd, ZeroCopyTx};
+use slimtcp_api::ZeroCopyTx;
 
 use crate::nic::PacketBuf;
 use crate::tcp::TxPayload;
@@ -22,17 +23,15 @@ pub const LARGE_TX: usize = 64 * 1024;
 const SPARE_SMALL: usize = 4096;
 const SPARE_LARGE: usize = 64;
 
-/// A transmit buffer (see the module documentation).
+/// A transmit buffer (see the module documentation). Dropped anywhere (by the application, the
+/// worker, the stack), it goes back to its pool.
 pub struct TxBuf {
     data: Box<[u8]>,
     len: usize,
+    pool: Arc<PoolShared>,
 }
 
 impl TxBuf {
-    fn with_capacity(cap: usize) -> TxBuf {
-        TxBuf { data: vec![0; cap].into_boxed_slice(), len: 0 }
-    }
-
     /// Bytes that will be sent.
     pub fn len(&self) -> usize {
         self.len
@@ -88,67 +87,76 @@ impl TxPayload for TxBuf {
     }
 }
 
+impl Drop for TxBuf {
+    fn drop(&mut self) {
+        self.pool.give_back(std::mem::take(&mut self.data));
+    }
+}
+
+/// The storage of one pool, shared by its buffers (they go back from whichever thread drops
+/// them).
+#[derive(Debug, Default)]
+struct PoolShared {
+    small: SegQueue<Box<[u8]>>,
+    large: SegQueue<Box<[u8]>>,
+    /// Buffers handed out and not yet back.
+    outstanding: AtomicUsize,
+}
+
+impl PoolShared {
+    fn give_back(&self, data: Box<[u8]>) {
+        self.outstanding.fetch_sub(1, Ordering::Relaxed);
+        let (queue, spare) =
+            if data.len() == SMALL_TX { (&self.small, SPARE_SMALL) } else { (&self.large, SPARE_LARGE) };
+        if queue.len() < spare {
+            queue.push(data);
+        }
+    }
+}
+
 /// Recycled transmit buffers, in two size classes.
 #[derive(Debug, Default)]
-pub struct TxPool {
-    small: Vec<TxBuf>,
-    large: Vec<TxBuf>,
-    /// Buffers handed out and not yet back.
-    outstanding: usize,
-}
+pub struct TxPool(Arc<PoolShared>);
 
 impl TxPool {
     /// A buffer holding at least `len` bytes, with `len` set; `None` beyond [`LARGE_TX`].
-    pub fn alloc(&mut self, len: usize) -> Option<TxBuf> {
-        let mut buf = if len <= SMALL_TX {
-            self.small.pop().unwrap_or_else(|| TxBuf::with_capacity(SMALL_TX))
+    pub fn alloc(&self, len: usize) -> Option<TxBuf> {
+        let data = if len <= SMALL_TX {
+            self.0.small.pop().unwrap_or_else(|| vec![0; SMALL_TX].into_boxed_slice())
         } else if len <= LARGE_TX {
-            self.large.pop().unwrap_or_else(|| TxBuf::with_capacity(LARGE_TX))
+            self.0.large.pop().unwrap_or_else(|| vec![0; LARGE_TX].into_boxed_slice())
         } else {
             return None;
         };
-        buf.len = len;
-        self.outstanding += 1;
-        Some(buf)
+        self.0.outstanding.fetch_add(1, Ordering::Relaxed);
+        Some(TxBuf { data, len, pool: Arc::clone(&self.0) })
     }
 
-    /// Takes a buffer back.
-    pub fn recycle(&mut self, mut buf: TxBuf) {
-        self.outstanding = self.outstanding.saturating_sub(1);
-        buf.len = 0;
-        let (pool, spare) = if buf.capacity() == SMALL_TX {
-            (&mut self.small, SPARE_SMALL)
-        } else {
-            (&mut self.large, SPARE_LARGE)
-        };
-        if pool.len() < spare {
-            pool.push(buf);
-        }
-    }
-
-    /// Buffers handed out (to the application or the stack) and not yet recycled.
+    /// Buffers handed out (to the application or the stack) and not yet back.
     pub fn outstanding(&self) -> usize {
-        self.outstanding
+        self.0.outstanding.load(Ordering::Relaxed)
     }
 }
 
-/// Bytes of received buffers the application let go of, per socket, for the worker.
-pub type ReleaseQueue = SegQueue<(Fd, usize)>;
+/// Bytes of received buffers the application let go of, per socket (the server's id), for the
+/// worker.
+pub type ReleaseQueue = SegQueue<(u32, usize)>;
 
 /// A received payload buffer (see the module documentation).
 #[derive(Debug)]
 pub struct RxBuf {
     buf: PacketBuf,
-    fd: Fd,
+    /// The server's id of the socket.
+    id: u32,
     /// Window bytes this buffer holds (its length when delivered).
     held: usize,
     releases: Arc<ReleaseQueue>,
 }
 
 impl RxBuf {
-    pub(super) fn new(buf: PacketBuf, fd: Fd, releases: Arc<ReleaseQueue>) -> RxBuf {
+    pub(super) fn new(buf: PacketBuf, id: u32, releases: Arc<ReleaseQueue>) -> RxBuf {
         let held = buf.len();
-        RxBuf { buf, fd, held, releases }
+        RxBuf { buf, id, held, releases }
     }
 
     /// The payload bytes.
@@ -187,7 +195,7 @@ impl AsRef<[u8]> for RxBuf {
 impl Drop for RxBuf {
     fn drop(&mut self) {
         if self.held > 0 {
-            self.releases.push((self.fd, self.held));
+            self.releases.push((self.id, self.held));
         }
     }
 }

@@ -1,39 +1,40 @@
-//! What the application side and the worker tell each other over the rings.
+//! What the application side and the worker tell each other over the rings: the socket
+//! server's operations and events, typed (the guest protocol carries the same ones as bytes).
 //!
-//! Requests name sockets by the application's [`Fd`]; the worker keeps the map to its own
-//! handles, so events carry the `Fd` back and the application never sees worker handles.
+//! Sockets are named by the server's ids; the application side keeps the map to its `Fd`s.
 
 use std::net::SocketAddrV4;
 
-use slimtcp_api::{Fd, SocketError};
+use slimtcp_api::{Proto, SockOpt, SockOptName, SocketError};
 
 use super::buffers::TxBuf;
 use crate::nic::PacketBuf;
-use crate::tcp::TcpConfig;
 
-/// Application -> worker.
+/// Application -> worker. Those that reply do so in order, with one [`Event::Reply`] each.
 #[derive(Debug)]
 pub enum Request {
-    /// Listen on `port`; accepted connections get `config`. Replies `Done`.
-    Listen { fd: Fd, port: u16, backlog: usize, config: Box<TcpConfig> },
-    /// Take one established connection from listener `fd` as `new_fd`. Replies `Accepted`.
-    Accept { fd: Fd, new_fd: Fd },
-    /// Start connecting. Replies `Bound` (the local address), then `Connected` or `Failed`.
-    Connect { fd: Fd, local_port: Option<u16>, remote: SocketAddrV4, config: Box<TcpConfig> },
-    /// Queue `buf` on the stream (zero copy: the stack sends from it). Returned in `SendDone`.
-    Send { fd: Fd, buf: TxBuf },
+    /// A new socket. Replies `Opened`.
+    Open { proto: Proto },
+    /// Bind to `addr`. Replies `Addr`.
+    Bind { id: u32, addr: SocketAddrV4 },
+    /// Listen. Replies `Done`.
+    Listen { id: u32, backlog: usize },
+    /// Connect (TCP: the handshake starts; [`Event::Connected`] or [`Event::Failed`] follows;
+    /// UDP: the default peer). Replies `Addr` (the local address).
+    Connect { id: u32, remote: SocketAddrV4 },
+    /// Set an option. Replies `Done`.
+    SetOption { id: u32, opt: SockOpt },
+    /// Read an option. Replies `Option`.
+    GetOption { id: u32, name: SockOptName },
+    /// Queue `buf` on the stream (zero copy: the stack sends from it). [`Event::SendDone`]
+    /// follows, once acknowledged or refused.
+    Send { id: u32, buf: TxBuf },
+    /// Send one datagram (to its peer when `dst` is `None`). [`Event::SendDone`] follows.
+    SendTo { id: u32, dst: Option<SocketAddrV4>, buf: TxBuf },
     /// FIN after the queued data.
-    Shutdown { fd: Fd },
+    Shutdown { id: u32 },
     /// Release the socket; `abort` resets a connection instead of closing it.
-    Close { fd: Fd, abort: bool },
-    /// Bind a UDP socket to `port` (0: any). Replies `Bound`.
-    UdpBind { fd: Fd, port: u16 },
-    /// Accept datagrams only from `peer`. Replies `Done`.
-    UdpConnect { fd: Fd, peer: SocketAddrV4 },
-    /// Send one datagram. The buffer comes back in `SendDone`.
-    UdpSend { fd: Fd, dst: SocketAddrV4, buf: TxBuf },
-    /// Frames per burst for the whole interface.
-    SetBurst { burst: usize },
+    Close { id: u32, abort: bool },
 }
 
 /// The successful result of a request that replies.
@@ -41,29 +42,33 @@ pub enum Request {
 pub enum Reply {
     /// Done.
     Done,
-    /// Bound to this local address.
-    Bound { local: SocketAddrV4 },
-    /// A connection was accepted.
-    Accepted { local: SocketAddrV4, peer: SocketAddrV4, more: bool },
+    /// The new socket's id.
+    Opened(u32),
+    /// A local address.
+    Addr(SocketAddrV4),
+    /// An option's value.
+    Option(SockOpt),
 }
 
 /// Worker -> application.
 #[derive(Debug)]
 pub enum Event {
-    /// The answer to the last replying request on `fd`.
-    Reply { fd: Fd, result: Result<Reply, SocketError> },
+    /// The answer to the oldest replying request.
+    Reply(Result<Reply, SocketError>),
     /// The handshake completed.
-    Connected { fd: Fd },
+    Connected { id: u32, local: SocketAddrV4 },
     /// In-order payload; its bytes occupy the receive window until the buffer is released.
-    Data { fd: Fd, buf: PacketBuf },
+    Data { id: u32, buf: PacketBuf },
     /// The peer closed its side: everything was delivered.
-    Eof { fd: Fd },
-    /// The connection failed.
-    Failed { fd: Fd, error: SocketError },
-    /// A listener has a connection to accept.
-    Acceptable { fd: Fd },
-    /// Transmit buffers the stack is done with (acknowledged, or never sendable).
-    SendDone { fd: Fd, bufs: Vec<TxBuf> },
+    Eof { id: u32 },
+    /// The connection (or the connect) failed.
+    Failed { id: u32, error: SocketError },
+    /// Listener `listener` got connection `id`.
+    Accepted { listener: u32, id: u32, local: SocketAddrV4, remote: SocketAddrV4 },
+    /// A send of this many bytes is done with (acknowledged, sent, or refused).
+    SendDone { id: u32, bytes: usize },
+    /// A socket that found no room to send has some now.
+    Writable { id: u32 },
     /// A datagram and its source.
-    Datagram { fd: Fd, from: SocketAddrV4, buf: PacketBuf },
+    Datagram { id: u32, from: SocketAddrV4, buf: PacketBuf },
 }

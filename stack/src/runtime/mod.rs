@@ -4,16 +4,17 @@
 //! ```text
 //!  application thread                         worker (its own pinned thread, or inline)
 //!  ┌──────────────┐  Request ring (SPSC)   ┌───────────────────────────────┐
-//!  │ AppSockets   │ ─────────────────────▶ │ Worker: execute requests,     │
-//!  │  (shared     │                        │  Interface::poll (NIC, timers)│
-//!  │   core) over │ ◀───────────────────── │  activity -> events           │
+//!  │ AppSockets   │ ─────────────────────▶ │ Worker: the socket server     │
+//!  │  (shared     │                        │  (crate::server) over the     │
+//!  │   core) over │ ◀───────────────────── │  Interface (NIC, timers)      │
 //!  │ HostLink     │  Event ring (SPSC)     └───────────────────────────────┘
 //!  └──────────────┘ ◀── RxBuf drops (lock-free queue: window credit) ──┘
 //! ```
 //!
 //! [`HostSockets`] is the shared application side ([`AppSockets`]) over [`HostLink`]: the
-//! socket table, readiness, credit and blocking rules are the guest library's too; this module
-//! adds the rings, the worker, and socket options kept locally until `listen`/`connect`.
+//! socket table, readiness, credit and blocking rules are the guest library's too. The worker
+//! is the [socket server](crate::server) the backend runs for guests, with these rings as its
+//! transport: ids, options, ports, loans and windows follow the same rules on both.
 //!
 //! - Two-core mode ([`two_core`], [`two_core_group`]): the worker runs on a thread of its own,
 //!   pinned if asked; the rings are the only shared state (no socket locks).
@@ -22,14 +23,13 @@
 //!
 //! Received data is pushed to the application side as it arrives (bounded by the receive
 //! window, which counts buffers until the application drops them); sends hand zero-copy
-//! [`TxBuf`]s to the stack, which returns them once acknowledged, and the application side
-//! tracks send-buffer credit so `EAGAIN` needs no round trip.
+//! [`TxBuf`]s to the stack, which drops them back into their pool once acknowledged, and the
+//! application side tracks send-buffer credit so `EAGAIN` needs no round trip.
 
 mod buffers;
 mod driver;
 mod link;
 mod messages;
-mod options;
 mod worker;
 
 use std::sync::{Arc, Mutex};
@@ -46,6 +46,7 @@ use worker::{Step, Worker};
 
 use crate::iface::Interface;
 use crate::nic::Nic;
+use crate::server::ServerLimits;
 use crate::time::Clock;
 
 /// Ring slots in single-thread mode (the worker is stepped often, so rings stay short).
@@ -53,6 +54,21 @@ const INLINE_RING: usize = 8192;
 
 /// The socket API of the host runtime (see the module documentation).
 pub type HostSockets = AppSockets<HostLink>;
+
+/// The server limits of the host runtime over `iface`: its socket limit and TCP buffers, send
+/// buffers up to the largest `SO_SNDBUF`, the application side's backlog bound.
+fn server_limits<N: Nic>(iface: &Interface<N>) -> ServerLimits {
+    let cfg = iface.config();
+    let mtu = iface.nic().capabilities().mtu;
+    ServerLimits {
+        max_sockets: cfg.max_sockets,
+        max_send_in_flight: crate::server::options::MAX_BUFFER,
+        default_sndbuf: cfg.tcp.tx_buffer,
+        default_rcvbuf: cfg.tcp.rx_buffer,
+        max_backlog: slimtcp_api::app::MAX_BACKLOG,
+        max_datagram: mtu.saturating_sub(28),
+    }
+}
 
 /// Builds one application side and its worker.
 fn pair<N: Nic + Send + 'static>(
@@ -64,14 +80,11 @@ fn pair<N: Nic + Send + 'static>(
     let (req_tx, req_rx) = rtrb::RingBuffer::new(ring);
     let (ev_tx, ev_rx) = rtrb::RingBuffer::new(ring);
     let releases = Arc::new(ReleaseQueue::new());
-    let cfg = iface.config().clone();
-    let mtu = iface.nic().capabilities().mtu;
-    let max_mss = u16::try_from(mtu.saturating_sub(40)).unwrap_or(u16::MAX).max(64);
+    let limits = server_limits(&iface);
     let end = AppEnd { requests: req_tx, events: ev_rx, driver: driver() };
-    let link =
-        HostLink::new(end, releases.clone(), cfg.ip, cfg.tcp.clone(), max_mss, cfg.burst, cfg.max_sockets);
+    let link = HostLink::new(end, releases.clone(), link::app_limits(&limits));
     let app = AppSockets::with_link(link);
-    let worker: Box<dyn Step> = Box::new(Worker::new(iface, clock, req_rx, ev_tx, releases));
+    let worker: Box<dyn Step> = Box::new(Worker::new(iface, clock, limits, req_rx, ev_tx, releases));
     (app, worker)
 }
 

@@ -12,8 +12,8 @@ use crate::tcp::TcpConfig;
 /// What a connect leads to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Connecting {
-    /// A TCP handshake started: [`Event::ConnectDone`] follows.
-    Started,
+    /// A TCP handshake started from this local address: [`Event::ConnectDone`] follows.
+    Started(SocketAddrV4),
     /// A UDP socket now sends to and receives from the peer only; bound to this address.
     Done(SocketAddrV4),
 }
@@ -101,11 +101,10 @@ impl<N: Nic, T: Transport> SocketServer<N, T> {
                 let cfg = s.opts.tcp_config(&self.iface.config().tcp, tx_floor);
                 let h = self.iface.tcp_connect_with(now, s.port, remote, Some(cfg))?;
                 self.attach(id, h);
-                if let Ok(info) = self.iface.tcp_info(h) {
-                    self.hold_port(id, info.local.port());
-                }
+                let local = self.iface.tcp_info(h)?.local;
+                self.hold_port(id, local.port());
                 open_in(&mut self.sockets, id)?.phase = Phase::Connecting { call };
-                Ok(Connecting::Started)
+                Ok(Connecting::Started(local))
             }
             (Proto::Tcp, Phase::Connecting { .. }) => Err(SocketError::Already),
             (Proto::Tcp, _) => Err(SocketError::IsConnected),

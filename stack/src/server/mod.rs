@@ -118,6 +118,8 @@ struct ServerSocket<T: Transport> {
     /// The part of a segment that did not fit the transport's last buffer.
     rx_partial: Option<PacketBuf>,
     in_readable: bool,
+    /// In the server's `sending` list.
+    in_sending: bool,
     write_shut: bool,
     writable_wanted: bool,
     eof_sent: bool,
@@ -140,6 +142,7 @@ impl<T: Transport> ServerSocket<T> {
             outstanding_rx: 0,
             rx_partial: None,
             in_readable: false,
+            in_sending: false,
             write_shut: false,
             writable_wanted: false,
             eof_sent: false,
@@ -282,6 +285,9 @@ where
         self.activity = activity;
         if polled && !self.sending.is_empty() {
             for id in std::mem::take(&mut self.sending) {
+                if let Some(s) = self.sockets.get_mut(&id) {
+                    s.in_sending = false;
+                }
                 self.collect_completed(id);
             }
         }
@@ -375,6 +381,16 @@ where
         };
         if let Err(e) = r {
             log::debug!("socket {id}: closing its stack socket: {e}");
+        }
+    }
+
+    /// Puts socket `id` on the list of sockets checked for returned loans after each poll.
+    fn mark_sending(&mut self, id: u32) {
+        if let Some(s) = self.sockets.get_mut(&id) {
+            if !s.in_sending {
+                s.in_sending = true;
+                self.sending.push(id);
+            }
         }
     }
 

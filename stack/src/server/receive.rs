@@ -88,6 +88,21 @@ impl<N: Nic, T: Transport> SocketServer<N, T> {
         total
     }
 
+    /// The next received segment of stream `id`, whole (or what is left of a segment
+    /// [`stream_read`](Self::stream_read) took part of): for a transport that hands the stack's
+    /// buffers to its application as they are. Its bytes count against the receive window
+    /// until [`release`](Self::release)d.
+    pub fn take_segment(&mut self, id: u32) -> Option<PacketBuf> {
+        let s = self.sockets.get_mut(&id)?;
+        let h = s.handle.filter(|_| s.proto == Proto::Tcp)?;
+        let seg = match s.rx_partial.take() {
+            Some(seg) => seg,
+            None => self.iface.tcp_recv_segment_held(h).ok()??,
+        };
+        s.outstanding_rx += seg.len();
+        Some(seg)
+    }
+
     /// The next datagram of UDP socket `id` and its source.
     pub fn take_datagram(&mut self, id: u32) -> Option<(SocketAddrV4, PacketBuf)> {
         let s = self.sockets.get(&id)?;

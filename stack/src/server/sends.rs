@@ -145,9 +145,7 @@ impl<N: Nic, T: Transport> SocketServer<N, T> {
         }
         s.in_flight += send.len;
         s.sends.insert(seq, send);
-        if !self.sending.contains(&id) {
-            self.sending.push(id);
-        }
+        self.mark_sending(id);
     }
 
     /// Completes the sends of `id` whose loans came back: bytes the peer acknowledged (TCP), or
@@ -182,9 +180,7 @@ impl<N: Nic, T: Transport> SocketServer<N, T> {
         self.wake_writer(id);
         let Some(s) = self.sockets.get(&id) else { return };
         if !s.sends.is_empty() {
-            if !self.sending.contains(&id) {
-                self.sending.push(id);
-            }
+            self.mark_sending(id);
         } else if s.phase == Phase::Zombie {
             self.remove(id, false);
         }
