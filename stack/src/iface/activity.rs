@@ -43,6 +43,25 @@ impl<N: Nic> Interface<N> {
         }
     }
 
+    /// Notes news on any socket: a connection with pending events, or a UDP socket.
+    pub(super) fn note_news(&mut self, h: SocketHandle) {
+        match self.sockets.get_mut(h) {
+            Some(Socket::Tcp(t)) => {
+                if self.track_activity
+                    && !t.in_activity
+                    && !t.released
+                    && t.listener.is_none()
+                    && !t.conn.pending_events().is_empty()
+                {
+                    t.in_activity = true;
+                    self.activity.push(h);
+                }
+            }
+            Some(Socket::Udp(_)) => self.note_activity(h),
+            Some(Socket::Listener(_)) | None => {}
+        }
+    }
+
     /// Notes news on a socket that has no event flags of its own (UDP).
     pub(super) fn note_activity(&mut self, h: SocketHandle) {
         if self.track_activity && !self.activity.contains(&h) {

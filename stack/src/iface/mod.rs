@@ -106,6 +106,8 @@ pub struct Interface<N: Nic> {
     /// Sockets with news for the application (see [`Interface::take_activity`]).
     activity: Vec<SocketHandle>,
     track_activity: bool,
+    /// Scratch: sockets whose loaned payloads' transmissions completed in this poll.
+    credited: Vec<SocketHandle>,
 }
 
 impl<N: Nic> Interface<N> {
@@ -147,6 +149,7 @@ impl<N: Nic> Interface<N> {
             retransmits_freed: 0,
             activity: Vec::new(),
             track_activity: false,
+            credited: Vec::new(),
             rx_budget: RxBudget::new(cfg.rx_memory),
             rx_room_low: None,
             cfg,
@@ -211,7 +214,12 @@ impl<N: Nic> Interface<N> {
     /// anything happened (frames in or out, timers, socket work, transmissions of loaned
     /// payloads completed), so callers can idle otherwise.
     pub fn poll(&mut self, now: Instant) -> Result<bool, IfaceError> {
-        let completed = self.ext.poll_completions(&mut self.nic, &mut self.sockets);
+        let mut credited = std::mem::take(&mut self.credited);
+        let completed = self.ext.poll_completions(&mut self.nic, &mut self.sockets, &mut credited);
+        for h in credited.drain(..) {
+            self.note_news(h);
+        }
+        self.credited = credited;
         let mut burst = std::mem::take(&mut self.rx_burst);
         let received = self.nic.receive(now, &mut burst, self.cfg.burst)?;
         for frame in burst.drain(..) {

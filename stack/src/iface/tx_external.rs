@@ -108,9 +108,14 @@ impl ExternalTx {
         Ok(sent)
     }
 
-    /// Collects the NIC's completions and credits them to the loans they referenced; returns
-    /// how many there were.
-    pub(super) fn poll_completions<N: Nic>(&mut self, nic: &mut N, sockets: &mut SocketSet) -> usize {
+    /// Collects the NIC's completions and credits them to the loans they referenced, noting in
+    /// `credited` the sockets that may have a loan to hand back now; returns how many there were.
+    pub(super) fn poll_completions<N: Nic>(
+        &mut self,
+        nic: &mut N,
+        sockets: &mut SocketSet,
+        credited: &mut Vec<SocketHandle>,
+    ) -> usize {
         if self.tokens.is_empty() {
             return 0;
         }
@@ -122,6 +127,7 @@ impl ExternalTx {
                     // A socket closed meanwhile drops the payload: the NIC no longer reads it.
                     if let Some(u) = sockets.udp_mut(h) {
                         u.loan_returned(payload);
+                        credited.push(h);
                     }
                     continue;
                 }
@@ -137,8 +143,9 @@ impl ExternalTx {
                 }
                 continue;
             }
-            let credited = sockets.tcp_mut(h).is_some_and(|s| s.conn.transmission_completed(loan));
-            if !credited {
+            if sockets.tcp_mut(h).is_some_and(|s| s.conn.transmission_completed(loan)) {
+                credited.push(h);
+            } else {
                 log::error!("external transmission {token} completed for a loan nobody holds");
             }
         }

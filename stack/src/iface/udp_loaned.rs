@@ -143,6 +143,7 @@ impl<N: Nic> Interface<N> {
         // A socket closed meanwhile: nothing reads the payload, so dropping it is the release.
         if let Some(u) = self.sockets.udp_mut(h) {
             u.loan_returned(payload);
+            self.note_activity(h);
         }
     }
 }

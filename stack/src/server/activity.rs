@@ -26,7 +26,11 @@ impl<N: Nic, T: Transport> SocketServer<N, T> {
         let Some(s) = self.sockets.get(&id) else { return };
         let Some(h) = s.handle else { return };
         match (s.proto, s.phase) {
-            (Proto::Udp, _) => self.mark_readable(id),
+            (Proto::Udp, _) => {
+                // A datagram to read, or a loaned one the NIC is done with.
+                self.mark_readable(id);
+                self.collect_completed(id);
+            }
             (Proto::Tcp, Phase::Listening) => self.accept_all(id, h),
             (Proto::Tcp, Phase::Connecting { call }) => self.connect_progress(id, h, call, events),
             (Proto::Tcp, _) => {

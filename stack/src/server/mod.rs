@@ -118,8 +118,6 @@ struct ServerSocket<T: Transport> {
     /// The part of a segment that did not fit the transport's last buffer.
     rx_partial: Option<PacketBuf>,
     in_readable: bool,
-    /// In the server's `sending` list.
-    in_sending: bool,
     write_shut: bool,
     writable_wanted: bool,
     eof_sent: bool,
@@ -142,7 +140,6 @@ impl<T: Transport> ServerSocket<T> {
             outstanding_rx: 0,
             rx_partial: None,
             in_readable: false,
-            in_sending: false,
             write_shut: false,
             writable_wanted: false,
             eof_sent: false,
@@ -174,8 +171,6 @@ pub struct SocketServer<N: Nic, T: Transport> {
     /// TCP ports held by the server's sockets (bound, listening or connected from), with how
     /// many sockets hold each.
     tcp_ports: HashMap<u16, usize>,
-    /// Sockets holding sends (checked for returned loans after each poll).
-    sending: Vec<u32>,
     next_id: u32,
     events: VecDeque<ServerEvent<T>>,
     activity: Vec<Activity>,
@@ -199,7 +194,6 @@ where
             by_handle: HashMap::new(),
             visible: 0,
             tcp_ports: HashMap::new(),
-            sending: Vec::new(),
             next_id: 1,
             events: VecDeque::new(),
             activity: Vec::new(),
@@ -269,11 +263,11 @@ where
     }
 
     /// One poll of the interface (NIC, timers), then socket activity turned into events and
-    /// returned loans into completed sends. True when anything happened.
+    /// returned loans into completed sends (the stack reports a socket with a loan to hand back
+    /// as activity, so no socket is visited without news). True when anything happened.
     pub fn poll(&mut self) -> Result<bool, IfaceError> {
         let now = self.clock.now();
-        let polled = self.iface.poll(now)?;
-        let mut work = polled;
+        let mut work = self.iface.poll(now)?;
         let mut activity = std::mem::take(&mut self.activity);
         self.iface.take_activity(&mut activity);
         for a in activity.drain(..) {
@@ -283,14 +277,6 @@ where
             }
         }
         self.activity = activity;
-        if polled && !self.sending.is_empty() {
-            for id in std::mem::take(&mut self.sending) {
-                if let Some(s) = self.sockets.get_mut(&id) {
-                    s.in_sending = false;
-                }
-                self.collect_completed(id);
-            }
-        }
         Ok(work)
     }
 
@@ -381,16 +367,6 @@ where
         };
         if let Err(e) = r {
             log::debug!("socket {id}: closing its stack socket: {e}");
-        }
-    }
-
-    /// Puts socket `id` on the list of sockets checked for returned loans after each poll.
-    fn mark_sending(&mut self, id: u32) {
-        if let Some(s) = self.sockets.get_mut(&id) {
-            if !s.in_sending {
-                s.in_sending = true;
-                self.sending.push(id);
-            }
         }
     }
 

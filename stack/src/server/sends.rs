@@ -123,6 +123,8 @@ impl<N: Nic, T: Transport> SocketServer<N, T> {
                 let loan = Box::new(Loan { socket: id, seq, payload: piece });
                 self.iface.udp_send_loaned(now, h, loan, dst)?;
                 self.hold(id, seq, HeldSend { token, len, loans_left: 1 });
+                // A NIC that copies it hands the loan back at once.
+                self.collect_completed(id);
                 Ok(DatagramSent::Held)
             }
             DatagramPayload::Copy(bytes) => match self.iface.udp_send_to(now, h, bytes, dst) {
@@ -145,7 +147,6 @@ impl<N: Nic, T: Transport> SocketServer<N, T> {
         }
         s.in_flight += send.len;
         s.sends.insert(seq, send);
-        self.mark_sending(id);
     }
 
     /// Completes the sends of `id` whose loans came back: bytes the peer acknowledged (TCP), or
@@ -179,9 +180,7 @@ impl<N: Nic, T: Transport> SocketServer<N, T> {
         self.completed = completed;
         self.wake_writer(id);
         let Some(s) = self.sockets.get(&id) else { return };
-        if !s.sends.is_empty() {
-            self.mark_sending(id);
-        } else if s.phase == Phase::Zombie {
+        if s.sends.is_empty() && s.phase == Phase::Zombie {
             self.remove(id, false);
         }
     }

@@ -442,9 +442,14 @@ impl Connection {
     }
 
     /// A NIC transmission referencing loan `id` completed: the loan is handed back once it is
-    /// also fully acknowledged. False when this connection holds no such loan.
+    /// also fully acknowledged (then `WRITABLE`). False when this connection holds no such loan.
     pub fn transmission_completed(&mut self, id: super::send_buffer::LoanId) -> bool {
-        self.tx.transmission_completed(id)
+        let held = self.tx.transmission_completed(id);
+        if self.tx.has_completed() {
+            // A loan to hand back: the owner learns it as it learns of acknowledged ones.
+            self.events.insert(Events::WRITABLE);
+        }
+        held
     }
 
     /// Loans still referenced by NIC transmissions, taken out before the connection is freed.
