@@ -3,7 +3,7 @@
 //! maps the application's `Fd`s to the server's ids and the server's replies to tickets; every
 //! socket rule is the server's.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::sync::Arc;
 
 use slimtcp_api::app::{Event, Limits, Link, Reply, Request, Submitted};
@@ -12,6 +12,7 @@ use slimtcp_api::{Fd, SocketError};
 use super::buffers::{ReleaseQueue, RxBuf, TxBuf, TxPool, LARGE_TX};
 use super::driver::{self, AppEnd};
 use super::messages::{Event as WorkerEvent, Reply as WorkerReply, Request as WorkerRequest};
+use crate::server::IdMap;
 
 /// Zero-copy transmit buffers the application may hold or have in flight at once.
 const MAX_TX_BUFFERS: usize = 1 << 20;
@@ -40,9 +41,9 @@ pub struct HostLink {
     pool: TxPool,
     limits: Limits,
     /// The server's id of each socket.
-    ids: HashMap<Fd, u32>,
+    ids: IdMap<Fd, u32>,
     /// The application's descriptor of each server id.
-    fds: HashMap<u32, Fd>,
+    fds: IdMap<u32, Fd>,
     pending: VecDeque<Pending>,
     next_ticket: u64,
 }
@@ -55,8 +56,8 @@ impl HostLink {
             releases,
             pool: TxPool::default(),
             limits,
-            ids: HashMap::new(),
-            fds: HashMap::new(),
+            ids: IdMap::default(),
+            fds: IdMap::default(),
             pending: VecDeque::new(),
             next_ticket: 0,
         }

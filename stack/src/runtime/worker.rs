@@ -2,7 +2,7 @@
 //! request ring, its events pushed onto the event ring. Nothing else touches socket state, so
 //! there are no locks.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::sync::Arc;
 
 use rtrb::{Consumer, Producer};
@@ -13,7 +13,7 @@ use super::messages::{Event, Reply, Request};
 use crate::iface::{IfaceError, Interface};
 use crate::nic::Nic;
 use crate::server::{
-    self, Connecting, DatagramPayload, ServerEvent, ServerLimits, SocketServer, StreamReady,
+    self, Connecting, DatagramPayload, IdMap, ServerEvent, ServerLimits, SocketServer, StreamReady,
 };
 use crate::time::Clock;
 
@@ -42,7 +42,7 @@ pub struct Worker<N: Nic> {
     overflow: VecDeque<Event>,
     releases: Arc<ReleaseQueue>,
     /// Scratch: bytes released per socket in one step.
-    released: HashMap<u32, usize>,
+    released: IdMap<u32, usize>,
 }
 
 /// One unit of worker work, as the thread or the inline driver sees it.
@@ -69,7 +69,7 @@ impl<N: Nic> Worker<N> {
             events,
             overflow: VecDeque::new(),
             releases,
-            released: HashMap::new(),
+            released: IdMap::default(),
         }
     }
 

@@ -26,16 +26,19 @@
 mod activity;
 mod control;
 mod events;
+mod held;
+mod id_map;
 mod loans;
 pub mod options;
 mod receive;
 mod sends;
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::fmt::Debug;
 
 pub use control::Connecting;
 pub use events::{Event, ServerEvent};
+pub use id_map::{IdHasher, IdMap};
 pub use receive::StreamReady;
 pub use sends::{DatagramPayload, DatagramSent};
 
@@ -44,6 +47,7 @@ use crate::iface::{Activity, IfaceError, Interface, SocketHandle};
 use crate::nic::{Nic, PacketBuf};
 use crate::tcp::TxPayload;
 use crate::time::Clock;
+use held::HeldSends;
 use options::{OptionBounds, SocketOptions};
 
 /// What a transport brings to the server: the types it names its sends and calls with.
@@ -109,7 +113,7 @@ struct ServerSocket<T: Transport> {
     in_flight: usize,
     next_seq: u64,
     /// Held sends by sequence number (in the order they were made).
-    sends: BTreeMap<u64, HeldSend<T::Send>>,
+    sends: HeldSends<T::Send>,
     /// Loans the stack did not take yet (not expected: the stack's send buffer is at least the
     /// largest send buffer).
     backlog: VecDeque<Box<dyn TxPayload>>,
@@ -135,7 +139,7 @@ impl<T: Transport> ServerSocket<T> {
             opts,
             in_flight: 0,
             next_seq: 0,
-            sends: BTreeMap::new(),
+            sends: HeldSends::default(),
             backlog: VecDeque::new(),
             outstanding_rx: 0,
             rx_partial: None,
@@ -151,7 +155,7 @@ impl<T: Transport> ServerSocket<T> {
 /// Socket `id` as requests see it: a closed one, a zombie finishing its sends included, is
 /// `BadHandle`.
 fn open_in<T: Transport>(
-    sockets: &mut HashMap<u32, ServerSocket<T>>,
+    sockets: &mut IdMap<u32, ServerSocket<T>>,
     id: u32,
 ) -> Result<&mut ServerSocket<T>, SocketError> {
     sockets.get_mut(&id).filter(|s| s.phase != Phase::Zombie).ok_or(SocketError::BadHandle)
@@ -164,13 +168,13 @@ pub struct SocketServer<N: Nic, T: Transport> {
     clock: Clock,
     limits: ServerLimits,
     bounds: OptionBounds,
-    sockets: HashMap<u32, ServerSocket<T>>,
-    by_handle: HashMap<SocketHandle, u32>,
+    sockets: IdMap<u32, ServerSocket<T>>,
+    by_handle: IdMap<SocketHandle, u32>,
     /// Sockets that are not zombies.
     visible: usize,
     /// TCP ports held by the server's sockets (bound, listening or connected from), with how
     /// many sockets hold each.
-    tcp_ports: HashMap<u16, usize>,
+    tcp_ports: IdMap<u16, usize>,
     next_id: u32,
     events: VecDeque<ServerEvent<T>>,
     activity: Vec<Activity>,
@@ -190,10 +194,10 @@ where
             clock,
             limits,
             bounds,
-            sockets: HashMap::new(),
-            by_handle: HashMap::new(),
+            sockets: IdMap::default(),
+            by_handle: IdMap::default(),
             visible: 0,
-            tcp_ports: HashMap::new(),
+            tcp_ports: IdMap::default(),
             next_id: 1,
             events: VecDeque::new(),
             activity: Vec::new(),

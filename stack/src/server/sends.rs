@@ -193,12 +193,12 @@ impl<N: Nic, T: Transport> SocketServer<N, T> {
             return;
         }
         let Some(s) = self.sockets.get_mut(&id) else { return };
-        let Some(send) = s.sends.get_mut(&loan.seq) else { return };
+        let Some(send) = s.sends.get_mut(loan.seq) else { return };
         send.loans_left = send.loans_left.saturating_sub(1);
         if send.loans_left > 0 {
             return;
         }
-        let Some(send) = s.sends.remove(&loan.seq) else { return };
+        let Some(send) = s.sends.remove(loan.seq) else { return };
         s.in_flight = s.in_flight.saturating_sub(send.len);
         let lane = s.lane;
         self.emit(lane, id, Event::SendDone { send: send.token, result: Ok(send.len) });
@@ -208,10 +208,10 @@ impl<N: Nic, T: Transport> SocketServer<N, T> {
     /// `result_of` gives each; nothing is in flight afterwards.
     fn finish_all_sends(&mut self, id: u32, result_of: impl Fn(usize) -> Result<usize, SocketError>) {
         let Some(s) = self.sockets.get_mut(&id) else { return };
-        let sends = std::mem::take(&mut s.sends);
+        let sends: Vec<_> = s.sends.take_all().collect();
         s.in_flight = 0;
         let lane = s.lane;
-        for (_, send) in sends {
+        for send in sends {
             let result = result_of(send.len);
             self.emit(lane, id, Event::SendDone { send: send.token, result });
         }
