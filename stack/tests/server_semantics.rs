@@ -14,7 +14,9 @@
 //! - the end of a stream is reported once; a reset fails the held sends first, then is
 //!   reported once;
 //! - a connection closed with held sends finishes them (their completions still come), then
-//!   the socket is gone.
+//!   the socket is gone;
+//! - connections a listener gets past the socket limit wait in the stack's accept queue and are
+//!   handed out as sockets close.
 
 use std::net::SocketAddrV4;
 use std::time::Duration;
@@ -59,10 +61,14 @@ struct World {
 
 impl World {
     fn new() -> World {
+        World::with_limits(limits())
+    }
+
+    fn with_limits(limits: ServerLimits) -> World {
         let (a, b) = memwire::link(LinkConfig::default()).expect("link");
         let (ca, cb) = default_configs();
         let clock = VirtualClock::new();
-        let server = SocketServer::new(Interface::new(a, ca), Clock::Virtual(clock.clone()), limits());
+        let server = SocketServer::new(Interface::new(a, ca), Clock::Virtual(clock.clone()), limits);
         World { clock, server, peer: Interface::new(b, cb), listener: None, events: Vec::new() }
     }
 
@@ -312,4 +318,35 @@ fn a_closed_connection_finishes_its_sends_then_is_gone() {
     });
     assert_eq!(w.send_done(), vec![(21, Ok(3000))]);
     assert_eq!(got, 3000);
+}
+
+#[test]
+fn connections_past_the_socket_limit_wait_until_a_socket_closes() {
+    let mut w = World::with_limits(ServerLimits { max_sockets: 3, ..limits() });
+    let l = w.server.open(0, Proto::Tcp).expect("listener");
+    w.server.bind(l, SocketAddrV4::new(std::net::Ipv4Addr::UNSPECIFIED, 80)).expect("bind");
+    w.server.listen(l, 8).expect("listen");
+    let server_ip = w.server.iface().config().ip;
+    let peers: Vec<SocketHandle> = (0..3)
+        .map(|_| w.peer.tcp_connect(w.clock.now(), SocketAddrV4::new(server_ip, 80)).expect("connect"))
+        .collect();
+    let accepted = |w: &World| -> Vec<u32> {
+        w.events
+            .iter()
+            .filter_map(|e| match e.what {
+                Event::Accepted { socket, .. } if e.id == l => Some(socket),
+                _ => None,
+            })
+            .collect()
+    };
+    w.run_until("two accepted", |w| accepted(w).len() == 2);
+    for _ in 0..200 {
+        w.step();
+    }
+    assert_eq!(accepted(&w).len(), 2, "the third waits: listener + 2 is the limit");
+    assert_eq!(w.server.open(0, Proto::Tcp), Err(SocketError::TooManySockets));
+    let first = accepted(&w)[0];
+    w.server.close(first, false).expect("close one");
+    w.run_until("the third handed out", |w| accepted(w).len() == 3);
+    assert_eq!(peers.len(), 3);
 }

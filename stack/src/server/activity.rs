@@ -84,11 +84,17 @@ impl<N: Nic, T: Transport> SocketServer<N, T> {
     }
 
     /// Takes every established connection of listener `id` while sockets are left; the rest
-    /// wait in the stack's accept queue, announced again when sockets close.
+    /// wait in the stack's accept queue until a socket closes ([`Self::retry_accepts`]).
     fn accept_all(&mut self, listener: u32, lh: SocketHandle) {
         let Some(l) = self.sockets.get(&listener) else { return };
         let (lane, opts) = (l.lane, l.opts.clone());
-        while self.visible < self.limits.max_sockets {
+        loop {
+            if self.visible >= self.limits.max_sockets {
+                if self.iface.tcp_can_accept(lh) && !self.accept_waiting.contains(&listener) {
+                    self.accept_waiting.push(listener);
+                }
+                break;
+            }
             let Ok(h) = self.iface.tcp_accept(lh) else { break };
             let Ok(info) = self.iface.tcp_info(h) else { continue };
             let id = self.new_id();
@@ -98,6 +104,21 @@ impl<N: Nic, T: Transport> SocketServer<N, T> {
             self.insert(id, s);
             self.emit(lane, listener, Event::Accepted { socket: id, local: info.local, remote: info.remote });
             self.mark_readable(id);
+        }
+    }
+
+    /// A socket went away: listeners that stopped at the socket limit take their waiting
+    /// connections now.
+    pub(super) fn retry_accepts(&mut self) {
+        if self.accept_waiting.is_empty() || self.visible >= self.limits.max_sockets {
+            return;
+        }
+        for listener in std::mem::take(&mut self.accept_waiting) {
+            let handle =
+                self.sockets.get(&listener).filter(|s| s.phase == Phase::Listening).and_then(|s| s.handle);
+            if let Some(lh) = handle {
+                self.accept_all(listener, lh);
+            }
         }
     }
 

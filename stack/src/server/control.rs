@@ -171,6 +171,7 @@ impl<N: Nic, T: Transport> SocketServer<N, T> {
             // Datagrams the NIC still reads: the sends complete when it is done.
             (Proto::Udp, _) if finishing => {
                 self.bury(id);
+                self.retry_accepts();
                 return Ok(());
             }
             (Proto::Tcp, Phase::Connected) if finishing => {
@@ -180,12 +181,14 @@ impl<N: Nic, T: Transport> SocketServer<N, T> {
                 if let (Some(h), false) = (h, shut) {
                     let _ = self.iface.tcp_shutdown(h);
                 }
+                self.retry_accepts();
                 return Ok(());
             }
             _ => {}
         }
         self.fail_sends(id, SocketError::Connection(crate::tcp::ConnError::Aborted));
         self.remove(id, abort);
+        self.retry_accepts();
         Ok(())
     }
 

@@ -176,6 +176,8 @@ pub struct SocketServer<N: Nic, T: Transport> {
     /// many sockets hold each.
     tcp_ports: IdMap<u16, usize>,
     next_id: u32,
+    /// Listeners with connections waiting for a socket to be free.
+    accept_waiting: Vec<u32>,
     events: VecDeque<ServerEvent<T>>,
     activity: Vec<Activity>,
     completed: Vec<Box<dyn TxPayload>>,
@@ -199,6 +201,7 @@ where
             visible: 0,
             tcp_ports: IdMap::default(),
             next_id: 1,
+            accept_waiting: Vec::new(),
             events: VecDeque::new(),
             activity: Vec::new(),
             completed: Vec::new(),
@@ -253,6 +256,7 @@ where
             self.fail_sends(id, SocketError::Connection(crate::tcp::ConnError::Aborted));
             self.remove(id, true);
         }
+        self.retry_accepts();
         ids.len()
     }
 
@@ -281,6 +285,7 @@ where
             }
         }
         self.activity = activity;
+        self.retry_accepts();
         Ok(work)
     }
 
