@@ -35,7 +35,7 @@ use slimtcp::time::Clock;
 use slimtcp::wire::EthernetAddress;
 use slimtcp_guest::{GuestConfig, GuestSockets};
 use slimtcp_perf::host::no_progress;
-use slimtcp_perf::workload::{self, Settings};
+use slimtcp_perf::workload::{self, Receiver, Settings};
 use slimtcp_testkit::linux_peer;
 use slimtcp_testkit::Netns;
 use slimtcp_vhost::sandbox::Sandbox;
@@ -235,16 +235,19 @@ fn over_slimtcp_peer<N: Nic + Send + 'static, R>(
     let mut peer_api = runtime::single(Interface::new(peer_nic, cb), Clock::real());
     let done = AtomicBool::new(false);
     let peer_done = AtomicBool::new(false);
+    let listening = AtomicBool::new(false);
     std::thread::scope(|s| {
-        let (done, peer_done) = (&done, &peer_done);
+        let (done, peer_done, listening) = (&done, &peer_done, &listening);
         s.spawn(move || {
             match peer {
                 Peer::Sink => {
-                    let st = settings(1460);
-                    workload::run_receiver(&mut peer_api, BULK_PORT, st, None, Some(1), &mut no_progress)
-                        .expect("receiver");
+                    let mut rx = Receiver::open(&mut peer_api, BULK_PORT, settings(1460)).expect("receiver");
+                    listening.store(true, Ordering::Release);
+                    while rx.accepted() == 0 || rx.active() > 0 {
+                        rx.step(&mut peer_api, 1).expect("receive");
+                    }
                 }
-                Peer::Echo => slimtcp_echo(&mut peer_api),
+                Peer::Echo => slimtcp_echo(&mut peer_api, listening),
             }
             peer_done.store(true, Ordering::Release);
             while !done.load(Ordering::Acquire) {
@@ -256,6 +259,10 @@ fn over_slimtcp_peer<N: Nic + Send + 'static, R>(
             Peer::Sink => BULK_PORT,
             Peer::Echo => ECHO_PORT,
         };
+        // The application connects once the peer listens (a SYN before that is refused).
+        while !listening.load(Ordering::Acquire) {
+            std::thread::yield_now();
+        }
         let r = on_provider(provider, app_nic, ca, |a| {
             let r = app(a, SocketAddrV4::new(target_ip, port));
             // The link stays up until the peer has seen the end of the conversation.
@@ -267,10 +274,11 @@ fn over_slimtcp_peer<N: Nic + Send + 'static, R>(
     })
 }
 
-fn slimtcp_echo(api: &mut HostSockets) {
+fn slimtcp_echo(api: &mut HostSockets, listening: &AtomicBool) {
     let l = api.socket(Proto::Tcp).expect("socket");
     api.bind(l, SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, ECHO_PORT)).expect("bind");
     api.listen(l, 4).expect("listen");
+    listening.store(true, Ordering::Release);
     let (c, _): (Fd, _) = api.accept(l).expect("accept");
     let mut buf = [0u8; 4096];
     loop {
