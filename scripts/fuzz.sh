@@ -17,6 +17,10 @@
 #   FUZZ_TIMEOUT=S       an input running longer than S seconds is a finding (default 20)
 #   FUZZ_FORK=N          N fuzzing processes at once (libFuzzer -fork=N; executions are summed;
 #                        a crash, timeout or OOM in any of them still stops the run)
+#   FUZZ_CORE=1          a crashing signal (SEGV, BUS, ABRT, ILL, FPE) dumps core instead of going
+#                        to libFuzzer's handler (-handle_*=0, ulimit -c unlimited): the core names
+#                        the place (gdb TARGET CORE, then bt), but libFuzzer saves no reproducer
+#                        for it. For crashes that need the state of earlier inputs.
 #
 # New inputs go to fuzz/target/corpus-work/<target>/ (not committed), so a short run (make
 # test) leaves the work tree clean. Long runs: see docs/operating.md, "Fuzzing".
@@ -51,6 +55,11 @@ export GLIBC_TUNABLES=${GLIBC_TUNABLES:-glibc.malloc.trim_threshold=268435456:gl
 [ -n "$secs" ] && limits+=(-max_total_time="$secs")
 [ -n "$runs" ] && limits+=(-runs="$runs")
 [ -n "${FUZZ_FORK:-}" ] && limits+=(-fork="$FUZZ_FORK" -ignore_crashes=0 -ignore_timeouts=0 -ignore_ooms=0)
+if [ "${FUZZ_CORE:-0}" = 1 ]; then
+    limits+=(-handle_segv=0 -handle_bus=0 -handle_abrt=0 -handle_ill=0 -handle_fpe=0)
+    ulimit -c unlimited
+    echo "fuzz: core dumps on (kernel.core_pattern: $(cat /proc/sys/kernel/core_pattern))"
+fi
 summary=()
 status=0
 stat() { { grep -E "^stat::$1:" "$2" || true; } | tail -1 | awk '{print $2}'; }
