@@ -1,7 +1,4 @@
-//! The end-of-run summary: one human line, or one JSON object (hand-written: flat, no strings
-//! that need more than the escaping below).
-
-use std::fmt::Write as _;
+//! The end-of-run summary: one human line, or one JSON object.
 
 use crate::workload::Measurement;
 
@@ -40,37 +37,29 @@ impl Summary {
         self.goodput_bps() / 8.0 / f64::from(self.mss.max(1))
     }
 
-    /// One JSON object on one line.
+    /// One JSON object on one line (the fields `bench-*.sh`, the demos and the tests read).
     pub fn to_json(&self) -> String {
         let m = &self.measurement;
-        let mut s = String::from("{");
-        let _ = write!(
-            s,
-            "\"stack\":{},\"nic\":{},\"runtime\":{},\"role\":{},\"zero_copy\":{},\"mss\":{},\
-             \"connections\":{},\"duration_s\":{:.6},\"bytes\":{},\"total_bytes\":{},\"goodput_bps\":{:.0},\
-             \"segments_per_s\":{:.0},\"drained\":{}",
-            json_str(self.stack),
-            json_str(&self.nic),
-            json_str(self.runtime),
-            json_str(self.role),
-            self.zero_copy,
-            self.mss,
-            m.connections,
-            m.elapsed.as_secs_f64(),
-            m.bytes,
-            m.total_bytes,
-            self.goodput_bps(),
-            self.segments_per_s(),
-            m.drained,
-        );
-        if let Some(u) = m.udp {
-            let _ = write!(s, ",\"datagrams\":{},\"total_datagrams\":{}", u.datagrams, u.total_datagrams);
-            if let Some(sent) = u.datagrams_sent {
-                let _ = write!(s, ",\"datagrams_sent\":{sent}");
-            }
-        }
-        s.push('}');
-        s
+        let udp = m.udp;
+        let line = JsonSummary {
+            stack: self.stack,
+            nic: &self.nic,
+            runtime: self.runtime,
+            role: self.role,
+            zero_copy: self.zero_copy,
+            mss: self.mss,
+            connections: m.connections,
+            duration_s: m.elapsed.as_secs_f64(),
+            bytes: m.bytes,
+            total_bytes: m.total_bytes,
+            goodput_bps: self.goodput_bps().round() as u64,
+            segments_per_s: self.segments_per_s().round() as u64,
+            drained: m.drained,
+            datagrams: udp.map(|u| u.datagrams),
+            total_datagrams: udp.map(|u| u.total_datagrams),
+            datagrams_sent: udp.and_then(|u| u.datagrams_sent),
+        };
+        serde_json::to_string(&line).unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}"))
     }
 
     /// One human-readable line.
@@ -101,22 +90,28 @@ impl Summary {
     }
 }
 
-/// A JSON string literal.
-fn json_str(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            c if (c as u32) < 0x20 => {
-                let _ = write!(out, "\\u{:04x}", c as u32);
-            }
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
+/// The JSON form of a [`Summary`], fields in this order.
+#[derive(Debug, serde::Serialize)]
+struct JsonSummary<'a> {
+    stack: &'a str,
+    nic: &'a str,
+    runtime: &'a str,
+    role: &'a str,
+    zero_copy: bool,
+    mss: u16,
+    connections: usize,
+    duration_s: f64,
+    bytes: u64,
+    total_bytes: u64,
+    goodput_bps: u64,
+    segments_per_s: u64,
+    drained: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    datagrams: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    total_datagrams: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    datagrams_sent: Option<u64>,
 }
 
 #[cfg(test)]

@@ -1,5 +1,5 @@
 //! The soak's set-up errors. What the soak finds (data mismatches, stalls, growth) is not an
-//! error of the driver: those are [`crate::summary::Finding`]s, reported and turned into exit 1.
+//! error of the driver: those are findings, listed in the summary and turned into exit 1.
 
 use std::path::PathBuf;
 

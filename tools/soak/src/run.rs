@@ -16,7 +16,7 @@ use crate::hostile_chains::{self, ChainStats};
 use crate::hostile_vmm::{self, VmmStats, ATTACKS};
 use crate::peer::{Peer, ECHO_PORT};
 use crate::sample::{self, ProcessReading, Samples, TenantProbe};
-use crate::summary::{count, num, text, Json};
+use crate::summary::{count, num, obj, render, text, Json};
 use crate::tenant::{Addresses, BackendTenant};
 use crate::workload::{self, WorkloadConfig, WorkloadStats};
 use crate::Args;
@@ -433,7 +433,7 @@ fn write_json(path: &PathBuf, j: &Json) -> Result<(), SoakError> {
         std::fs::create_dir_all(dir)
             .map_err(|source| SoakError::Write { path: dir.to_path_buf(), source })?;
     }
-    std::fs::write(path, j.render()).map_err(|source| SoakError::Write { path: path.clone(), source })
+    std::fs::write(path, render(j)).map_err(|source| SoakError::Write { path: path.clone(), source })
 }
 
 /// Everything the summary shows.
@@ -543,7 +543,7 @@ impl Summary<'_> {
             .reports
             .iter()
             .map(|(tag, reports, s)| {
-                Json::obj([
+                obj([
                     ("tenant", text(*tag)),
                     ("connections_opened", l(&s.opened)),
                     ("closed_gracefully", l(&s.closed)),
@@ -554,12 +554,12 @@ impl Summary<'_> {
                     ("bytes_verified", l(&s.bytes_verified)),
                     ("connect_errors", l(&s.connect_errors)),
                     ("socket_errors", l(&s.socket_errors)),
-                    ("backend_sessions", Json::Arr(reports.iter().map(|r| text(r.to_string())).collect())),
+                    ("backend_sessions", Json::Array(reports.iter().map(|r| text(r.to_string())).collect())),
                 ])
             })
             .collect();
         let dir = |d: &slimtcp::nic::memwire::DirectionStats| {
-            Json::obj([
+            obj([
                 ("sent", count(d.sent)),
                 ("dropped", count(d.faults.dropped)),
                 ("corrupted", count(d.faults.corrupted)),
@@ -572,7 +572,7 @@ impl Summary<'_> {
             .links
             .iter()
             .map(|(tag, ls, accepted, failed)| {
-                Json::obj([
+                obj([
                     ("tenant", text(*tag)),
                     ("to_peer", dir(&ls.rx)),
                     ("from_peer", dir(&ls.tx)),
@@ -586,7 +586,7 @@ impl Summary<'_> {
             .iter()
             .enumerate()
             .map(|(i, a)| {
-                Json::obj([
+                obj([
                     ("attack", text(*a)),
                     ("run", l(&v.attacks[i])),
                     ("ended_as_expected", l(&v.refused[i])),
@@ -594,7 +594,7 @@ impl Summary<'_> {
             })
             .collect();
         let proc_json = |p: &ProcessReading| {
-            Json::obj([
+            obj([
                 ("rss_kib", count(p.rss_kib)),
                 ("rss_anon_kib", count(p.rss_anon_kib)),
                 ("rss_shmem_kib", count(p.rss_shmem_kib)),
@@ -606,7 +606,7 @@ impl Summary<'_> {
             .growth
             .iter()
             .map(|g| {
-                Json::obj([
+                obj([
                     ("metric", text(g.name.clone())),
                     ("at_warmup", num(g.warm)),
                     ("min", num(g.min)),
@@ -619,25 +619,25 @@ impl Summary<'_> {
                 ])
             })
             .collect();
-        Json::obj([
+        obj([
             ("pass", Json::Bool(self.findings.is_empty())),
             ("seconds_requested", count(self.seconds)),
             ("seconds_loaded", num(self.loaded_for.as_secs_f64())),
             ("warmup_seconds", num(self.warmup)),
-            ("tenants", Json::Arr(tenants)),
-            ("links", Json::Arr(links)),
+            ("tenants", Json::Array(tenants)),
+            ("links", Json::Array(links)),
             (
                 "hostile_pair_b",
-                Json::obj([
+                obj([
                     ("chains_sent", l(&self.chain_stats.sent)),
                     ("chains_returned", l(&self.chain_stats.returned)),
                 ]),
             ),
             (
                 "hostile_vmm_c",
-                Json::obj([
+                obj([
                     ("rounds", l(&v.rounds)),
-                    ("attacks", Json::Arr(attacks)),
+                    ("attacks", Json::Array(attacks)),
                     ("bad_chains_sent", l(&v.chains_sent)),
                     ("bad_chains_returned", l(&v.chains_returned)),
                     ("good_guests_attached", l(&v.good_guests)),
@@ -645,9 +645,9 @@ impl Summary<'_> {
             ),
             ("process_at_start", proc_json(&self.at_start)),
             ("process_at_end", proc_json(&self.at_end)),
-            ("growth", Json::Arr(growth)),
+            ("growth", Json::Array(growth)),
             ("released_at_end", Json::Bool(self.drained)),
-            ("findings", Json::Arr(self.findings.iter().map(|f| text(f.clone())).collect())),
+            ("findings", Json::Array(self.findings.iter().map(|f| text(f.clone())).collect())),
         ])
     }
 }
