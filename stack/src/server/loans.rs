@@ -1,11 +1,11 @@
 //! The server's loans: a transport's payload piece, tagged with the send it belongs to, as the
-//! stack holds it. The stack hands loans back type-erased; [`Loan::recover`] is the one place
-//! that gives them their type again.
+//! stack holds it. The stack hands a loan back type-erased; its [`tag`](TxPayload::tag) says
+//! which send it completes, and dropping it gives the transport's memory back (a guest's
+//! mapping, a host buffer to its pool): no downcast.
 
-use std::any::Any;
 use std::ptr::NonNull;
 
-use crate::tcp::TxPayload;
+use crate::tcp::{LoanTag, TxPayload};
 
 /// A payload piece of send `seq` of socket `socket`.
 #[derive(Debug)]
@@ -13,18 +13,6 @@ pub(super) struct Loan<P> {
     pub socket: u32,
     pub seq: u64,
     pub payload: P,
-}
-
-impl<P: TxPayload + 'static> Loan<P> {
-    /// The loan in a stack's returned payload; `None` for a payload the server did not loan (a
-    /// copy the server made of a backlog loan at a ring stop: nothing to complete).
-    pub fn recover(payload: Box<dyn TxPayload>) -> Option<Loan<P>> {
-        let any: Box<dyn Any + Send> = payload;
-        match any.downcast::<Loan<P>>() {
-            Ok(loan) => Some(*loan),
-            Err(_) => None,
-        }
-    }
 }
 
 impl<P: TxPayload> TxPayload for Loan<P> {
@@ -42,5 +30,9 @@ impl<P: TxPayload> TxPayload for Loan<P> {
 
     fn external_addr(&self) -> Option<NonNull<u8>> {
         self.payload.external_addr()
+    }
+
+    fn tag(&self) -> Option<LoanTag> {
+        Some(LoanTag { socket: self.socket, seq: self.seq })
     }
 }

@@ -82,4 +82,4 @@ pub use send_buffer::{Loan, LoanId, LoanedSlice};
 pub use slimtcp_api::ConnError;
 pub use state::State;
 pub use syncookie::{cookie_syn_ack, CookieSyn, SynCookies};
-pub use tx_payload::{copy_all, copy_from_slice_at, payload_sum, TxPayload};
+pub use tx_payload::{copy_all, copy_from_slice_at, payload_sum, LoanTag, TxPayload};

@@ -39,6 +39,22 @@ pub trait TxPayload: std::any::Any + Send + std::fmt::Debug {
     fn external_addr(&self) -> Option<NonNull<u8>> {
         None
     }
+
+    /// The owner's name for this loan (a socket and a send of it), read when the stack hands
+    /// the loan back: the owner finds what completed without knowing the payload's type.
+    /// Default `None`.
+    fn tag(&self) -> Option<LoanTag> {
+        None
+    }
+}
+
+/// What an owner calls one of its loans (see [`TxPayload::tag`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct LoanTag {
+    /// The owner's socket.
+    pub socket: u32,
+    /// The send on that socket.
+    pub seq: u64,
 }
 
 /// `slice[offset..]` into `dst`: the `copy_to` of payloads that are plain slices.
