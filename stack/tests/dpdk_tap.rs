@@ -65,11 +65,7 @@ fn ip(args: &[&str]) {
 
 fn kernel_mac() -> [u8; 6] {
     let text = std::fs::read_to_string(format!("/sys/class/net/{IFACE}/address")).expect("interface MAC");
-    let mut mac = [0u8; 6];
-    for (b, part) in mac.iter_mut().zip(text.trim().split(':')) {
-        *b = u8::from_str_radix(part, 16).expect("hex");
-    }
-    mac
+    text.trim().parse::<slimtcp::wire::EthernetAddress>().expect("a MAC address").0
 }
 
 /// Polls `nic` until `pred` accepts a received frame or the deadline passes.
