@@ -46,9 +46,13 @@ use crate::api::{Proto, SocketError};
 use crate::iface::{Activity, IfaceError, Interface, SocketHandle};
 use crate::nic::{Nic, PacketBuf};
 use crate::tcp::TxPayload;
-use crate::time::Clock;
+use crate::time::{Clock, Instant};
 use held::HeldSends;
 use options::{OptionBounds, SocketOptions};
+use std::time::Duration;
+
+/// How often the server walks the sockets holding sends ([`SocketServer::sweep_held_sends`]).
+const SWEEP_EVERY: Duration = Duration::from_millis(100);
 
 /// What a transport brings to the server: the types it names its sends and calls with.
 pub trait Transport {
@@ -178,6 +182,8 @@ pub struct SocketServer<N: Nic, T: Transport> {
     next_id: u32,
     /// Listeners with connections waiting for a socket to be free.
     accept_waiting: Vec<u32>,
+    /// When [`sweep_held_sends`](Self::sweep_held_sends) runs next.
+    next_sweep: Instant,
     events: VecDeque<ServerEvent<T>>,
     activity: Vec<Activity>,
     completed: Vec<Box<dyn TxPayload>>,
@@ -202,6 +208,7 @@ where
             tcp_ports: IdMap::default(),
             next_id: 1,
             accept_waiting: Vec::new(),
+            next_sweep: Instant::ZERO,
             events: VecDeque::new(),
             activity: Vec::new(),
             completed: Vec::new(),
@@ -286,7 +293,27 @@ where
         }
         self.activity = activity;
         self.retry_accepts();
+        if now >= self.next_sweep {
+            self.next_sweep = now + SWEEP_EVERY;
+            self.sweep_held_sends();
+        }
         Ok(work)
+    }
+
+    /// Collects returned loans of every socket holding sends. Activity brings every returned
+    /// loan to the server; this bounded, rare walk is the backstop that keeps a send (a guest's
+    /// chain) from being held for ever should a path of the stack ever return a loan silently.
+    fn sweep_held_sends(&mut self) {
+        let holding: Vec<u32> =
+            self.sockets.iter().filter(|(_, s)| !s.sends.is_empty()).map(|(&id, _)| id).collect();
+        for id in holding {
+            let before = self.held_sends(id);
+            self.collect_completed(id);
+            let late = before.saturating_sub(self.held_sends(id));
+            if late > 0 {
+                log::debug!("socket {id}: {late} sends completed by the sweep, not by activity");
+            }
+        }
     }
 
     /// Ends the server: resets every connection (the transport is gone), drops held sends
