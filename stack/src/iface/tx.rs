@@ -310,16 +310,7 @@ impl<N: Nic> Interface<N> {
 
     /// Bookkeeping after a connection ran: accept queue, timers, freeing.
     fn after_dispatch(&mut self, now: Instant, h: SocketHandle) {
-        let Some(sock) = self.sockets.tcp_mut(h) else { return };
-        if self.track_activity
-            && !sock.in_activity
-            && !sock.released
-            && sock.listener.is_none()
-            && !sock.conn.pending_events().is_empty()
-        {
-            sock.in_activity = true;
-            self.activity.push(h);
-        }
+        self.note_news(h);
         let Some(sock) = self.sockets.tcp_mut(h) else { return };
         let state = sock.conn.state();
         if state == State::Closed {
