@@ -152,6 +152,13 @@ impl<N: Nic, T: Transport> SocketServer<N, T> {
     /// data the transport never took is reset, as a kernel resets a connection closed with
     /// unread data (RFC 2525 2.17); `abort` resets it anyway.
     pub fn close(&mut self, id: u32, abort: bool) -> Result<(), SocketError> {
+        let closed = self.close_socket(id, abort);
+        // A socket fewer: listeners stopped at the socket limit may take connections again.
+        self.retry_accepts();
+        closed
+    }
+
+    fn close_socket(&mut self, id: u32, abort: bool) -> Result<(), SocketError> {
         let s = open_in(&mut self.sockets, id)?;
         let in_stack = match (s.proto, s.handle) {
             (Proto::Tcp, Some(h)) => self.iface.tcp_info(h).map_or(0, |i| i.recv_queued),
@@ -171,7 +178,6 @@ impl<N: Nic, T: Transport> SocketServer<N, T> {
             // Datagrams the NIC still reads: the sends complete when it is done.
             (Proto::Udp, _) if finishing => {
                 self.bury(id);
-                self.retry_accepts();
                 return Ok(());
             }
             (Proto::Tcp, Phase::Connected) if finishing => {
@@ -181,14 +187,12 @@ impl<N: Nic, T: Transport> SocketServer<N, T> {
                 if let (Some(h), false) = (h, shut) {
                     let _ = self.iface.tcp_shutdown(h);
                 }
-                self.retry_accepts();
                 return Ok(());
             }
             _ => {}
         }
         self.fail_sends(id, SocketError::Connection(crate::tcp::ConnError::Aborted));
         self.remove(id, abort);
-        self.retry_accepts();
         Ok(())
     }
 

@@ -189,10 +189,7 @@ pub struct SocketServer<N: Nic, T: Transport> {
     completed: Vec<Box<dyn TxPayload>>,
 }
 
-impl<N: Nic, T: Transport> SocketServer<N, T>
-where
-    T::Payload: 'static,
-{
+impl<N: Nic, T: Transport> SocketServer<N, T> {
     /// A server over `iface` (which it owns from now on).
     pub fn new(iface: Interface<N>, clock: Clock, limits: ServerLimits) -> Self {
         let mtu = iface.nic().capabilities().mtu;
