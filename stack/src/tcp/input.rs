@@ -94,7 +94,7 @@ impl Connection {
             return;
         }
         if !self.acceptable(seg, payload.len()) {
-            self.on_unacceptable(now, rst, fin);
+            self.on_unacceptable(now, seg, payload.len());
             return;
         }
         if rst {
@@ -125,14 +125,23 @@ impl Connection {
     }
 
     /// A segment outside the receive window: acknowledged (unless it is a reset), and a FIN in
-    /// TIME-WAIT restarts 2*MSL (the peer did not get our last ACK).
-    fn on_unacceptable(&mut self, now: Instant, rst: bool, fin: bool) {
+    /// TIME-WAIT restarts 2*MSL (the peer did not get our last ACK). A data segment is answered
+    /// every time, as Linux does (`tcp_oow_rate_limited`): two ends cannot ping-pong ACKs over
+    /// data, and a sender resending what we already hold (its ACKs lost, its timer fired) learns
+    /// from that answer alone that it can stop. Rate-limiting it left both ends of an echo
+    /// resending into each other's old data for minutes.
+    fn on_unacceptable(&mut self, now: Instant, seg: &TcpRepr, payload_len: usize) {
         self.stats.out_of_window += 1;
-        if !rst {
+        if seg.flags.contains(TcpFlags::RST) {
+            return;
+        }
+        if payload_len > 0 && !seg.flags.contains(TcpFlags::SYN) {
+            self.ack_pending = true;
+        } else {
             self.out_of_window_ack(now);
-            if self.state == State::TimeWait && fin {
-                self.enter_time_wait(now);
-            }
+        }
+        if self.state == State::TimeWait && seg.flags.contains(TcpFlags::FIN) {
+            self.enter_time_wait(now);
         }
     }
 
@@ -225,7 +234,9 @@ impl Connection {
         let right = self.rcv_nxt + wnd;
         match (seg_len, wnd) {
             (0, 0) => seq == self.rcv_nxt,
-            (0, _) => seq.in_window(self.rcv_nxt, right),
+            // Up to the right edge inclusive, as Linux (`tcp_sequence`): a peer that filled our
+            // window sends its ACKs at that edge.
+            (0, _) => seq.in_window(self.rcv_nxt, right) || seq == right,
             // No data fits a zero window, but "special allowance should be made to accept valid
             // ACKs" (RFC 9293 3.10.7.4): a segment at RCV.NXT is processed for its ACK and its
             // window, and its data dropped for lack of room. Else two ends whose windows are

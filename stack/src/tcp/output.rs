@@ -172,16 +172,19 @@ impl Connection {
         }
     }
 
-    /// The sequence number of a pure ACK: `SND.NXT`, or the right edge of the peer's window
-    /// when we sent past it (its window shut or shrank after our segments left, which it then
-    /// dropped): a receiver with a shut window takes only a segment at its `RCV.NXT`, and an
-    /// ACK it refused would leave both ends waiting (Linux's `tcp_acceptable_seq`).
+    /// The sequence number of a pure ACK: `SND.MAX`, the first octet never sent, or the right
+    /// edge of the peer's window when we sent past it (its window shut or shrank after our
+    /// segments left, which it then dropped): a receiver takes a segment without data only at
+    /// or after its `RCV.NXT`, and an ACK it refused would leave both ends waiting (Linux's
+    /// `tcp_acceptable_seq`). Not `SND.NXT`: after a timeout it went back to resend, and the
+    /// peer may hold everything up to `SND.MAX` (BSD's `tcp_output` uses `snd_max` for the same
+    /// reason).
     fn acceptable_seq(&self) -> super::SeqNumber {
         let edge = self.snd_una + self.snd_wnd;
-        if self.snd_nxt > edge {
+        if self.snd_max > edge {
             edge
         } else {
-            self.snd_nxt
+            self.snd_max
         }
     }
 
@@ -270,9 +273,11 @@ impl Connection {
             }
             sent += 1;
             self.stats.segs_out += 1;
-            self.ack_pending = false;
             let end = self.snd_nxt + len + usize::from(fin);
             if end > self.snd_max {
+                // Only a segment with something new is sure to be read: a go-back-N resend may
+                // be an old duplicate to the peer, refused whole, ACK included.
+                self.ack_pending = false;
                 if self.rtt_probe.is_none() && self.snd_nxt >= self.snd_max {
                     self.rtt_probe = Some((end, now));
                 }
@@ -432,9 +437,14 @@ impl Connection {
         Ok(())
     }
 
-    /// The window field for the next segment; moves the advertised right edge (never left).
+    /// The window field for the next segment; moves the advertised right edge, never left:
+    /// scaling rounds a window down to its unit, so a promise that the rounded free space no
+    /// longer covers is rounded up instead (Linux's `tcp_select_window`). A peer that saw the
+    /// edge move left would hold data it already sent past the new edge and clamp its ACKs there,
+    /// where we refuse them.
     fn advertise_window(&mut self) -> u16 {
-        let field = (self.receive_window() >> self.rcv_wscale).min(usize::from(u16::MAX));
+        let promised = self.rcv_adv.since(self.rcv_nxt).div_ceil(1 << self.rcv_wscale);
+        let field = (self.receive_window() >> self.rcv_wscale).max(promised).min(usize::from(u16::MAX));
         let edge = self.rcv_nxt + (field << self.rcv_wscale);
         self.rcv_adv = self.rcv_adv.max(edge);
         field as u16

@@ -29,16 +29,17 @@ pub fn cfg() -> TcpConfig {
     TcpConfig { mss: 100, rx_buffer: 1000, tx_buffer: 4000, window_scale: None, ..TcpConfig::default() }
 }
 
-/// Collects emitted segments; can be made to refuse them.
+/// Collects emitted segments; can be made to refuse them, or to take only `limit` of them.
 #[derive(Default)]
 pub struct Recorder {
     pub segs: Vec<(TcpRepr, Vec<u8>)>,
     pub refuse: bool,
+    pub limit: Option<usize>,
 }
 
 impl SegmentSink for Recorder {
     fn emit(&mut self, repr: &TcpRepr, mut payload: Payload<'_>) -> Result<(), SinkFull> {
-        if self.refuse {
+        if self.refuse || self.limit.is_some_and(|n| self.segs.len() >= n) {
             return Err(SinkFull);
         }
         let mut data = vec![0; payload.len()];

@@ -214,3 +214,37 @@ fn after_a_timeout_a_hole_shorter_than_a_segment_before_sacked_data_goes_again()
     ack(&mut c, 30_000, ISS + 352);
     assert_eq!(c.state(), crate::tcp::State::FinWait2);
 }
+
+#[test]
+fn a_sender_resending_what_we_hold_learns_it_from_each_answer() {
+    // Found by the soak: both ends of an echo had lost each other's ACKs and timed out. Each
+    // resent, from SND.UNA, data the other already held: refused whole as old duplicates, ACK
+    // fields unread. The answers were rate-limited to one per 100 ms, and went out on the next
+    // resend, itself an old duplicate to the other end. Both connections resent for minutes.
+    let mut c = established(cfg(), 1000);
+    feed(&mut c, ms(15), seg(TcpFlags::empty(), IRS + 1, Some(ISS + 1), 1000, &[5u8; 100]));
+    c.send(&[4u8; 300]).expect("send");
+    assert_eq!(out(&mut c, ms(20)).len(), 3, "three segments; the peer gets them all");
+    // The peer's ACKs are lost; our timer fires and the device takes one resend only.
+    let t = c.poll_at().expect("retransmission timer");
+    c.on_timer(t);
+    let mut one = Recorder { limit: Some(1), ..Recorder::default() };
+    c.dispatch(t, &mut one);
+    assert_eq!(one.segs[0].0.seq_number, SeqNumber(ISS + 1), "go-back-N from SND.UNA");
+    // The peer, timed out too, resends its 100 bytes we hold, acknowledging all of ours.
+    for at in [t, t + std::time::Duration::from_millis(1)] {
+        feed(&mut c, at, seg(TcpFlags::empty(), IRS + 1, Some(ISS + 301), 1000, &[5u8; 100]));
+        assert_eq!(c.send_queued(), 300, "an old duplicate's ACK is not read");
+        // The rest of the go-back-N, whose ACK the peer would not read (it holds that data),
+        // then the answer on its own.
+        let mut r = Recorder { limit: Some(3), ..Recorder::default() };
+        c.dispatch(at, &mut r);
+        let answer = r.segs.iter().find(|s| s.1.is_empty());
+        let answer = answer.unwrap_or_else(|| panic!("each old duplicate is answered: {:?}", r.segs));
+        assert_eq!(answer.0.ack_number, Some(SeqNumber(IRS + 101)));
+        assert_eq!(answer.0.seq_number, SeqNumber(ISS + 301), "at SND.MAX, which the peer can take");
+    }
+    // The peer takes that answer and answers it: its ACK arrives at our RCV.NXT.
+    feed(&mut c, t, seg(TcpFlags::empty(), IRS + 101, Some(ISS + 301), 1000, b""));
+    assert_eq!(c.send_queued(), 0);
+}

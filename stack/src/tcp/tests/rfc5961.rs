@@ -59,15 +59,30 @@ fn out_of_window_data_is_acknowledged_not_delivered() {
 }
 
 #[test]
-fn answers_to_out_of_window_segments_are_rate_limited() {
+fn answers_to_out_of_window_acks_are_rate_limited() {
+    // Segments without data are what two disagreeing ends would ping-pong.
     let mut c = established(cfg(), 1000);
     for _ in 0..10 {
-        feed(&mut c, ms(20), seg(TcpFlags::empty(), IRS + 50_000, Some(ISS + 1), 1000, b"x"));
+        feed(&mut c, ms(20), seg(TcpFlags::empty(), IRS + 50_000, Some(ISS + 1), 1000, b""));
     }
     assert_eq!(out(&mut c, ms(20)).len(), 1);
-    feed(&mut c, ms(21), seg(TcpFlags::empty(), IRS + 50_000, Some(ISS + 1), 1000, b"x"));
+    feed(&mut c, ms(21), seg(TcpFlags::empty(), IRS + 50_000, Some(ISS + 1), 1000, b""));
     assert!(out(&mut c, ms(21)).is_empty(), "a second answer within the interval is suppressed");
-    feed(&mut c, ms(200), seg(TcpFlags::empty(), IRS + 50_000, Some(ISS + 1), 1000, b"x"));
+    feed(&mut c, ms(200), seg(TcpFlags::empty(), IRS + 50_000, Some(ISS + 1), 1000, b""));
     assert_eq!(out(&mut c, ms(200)).len(), 1);
     assert!(c.stats().oow_acks_suppressed >= 10);
+}
+
+#[test]
+fn each_out_of_window_data_segment_is_answered() {
+    // As Linux (`tcp_oow_rate_limited`): data draws no ACK loop, and a sender resending what we
+    // hold learns from the answer that it can stop. One answer per dispatch.
+    let mut c = established(cfg(), 1000);
+    for at in [20, 21, 22] {
+        feed(&mut c, ms(at), seg(TcpFlags::empty(), IRS + 50_000, Some(ISS + 1), 1000, b"x"));
+        let segs = out(&mut c, ms(at));
+        assert_eq!(segs.len(), 1, "answered at {at} ms");
+        assert!(is_pure_ack(&segs[0].0, &segs[0].1, IRS + 1));
+    }
+    assert_eq!(c.stats().oow_acks_suppressed, 0);
 }

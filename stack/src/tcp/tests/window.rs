@@ -174,3 +174,51 @@ fn two_shut_windows_still_exchange_acks() {
     feed(&mut c, ms(22), seg(TcpFlags::empty(), IRS + 1001, Some(ISS + 101), 0, &[3u8; 100]));
     assert_eq!(c.send_queued(), 200, "the ACK on a data segment at RCV.NXT was taken");
 }
+
+/// A connection whose window scale is `shift` both ways, its receive buffer `rx_buffer`.
+fn scaled(shift: u8, rx_buffer: usize) -> crate::tcp::Connection {
+    let config = TcpConfig { rx_buffer, window_scale: Some(shift), ..cfg() };
+    let mut c = crate::tcp::Connection::connect(config, local(), remote(), SeqNumber(ISS));
+    let _syn = out(&mut c, ms(0));
+    let mut s = syn_ack(1000);
+    s.0.window_scale = Some(shift);
+    feed(&mut c, ms(1), s);
+    let _ack = out(&mut c, ms(1));
+    c
+}
+
+#[test]
+fn a_scaled_window_never_moves_its_right_edge_left() {
+    // Found by the soak: scaling rounds the free space down to 8 bytes, so segments of odd sizes
+    // moved the advertised right edge back by up to 7. The sender, holding data past the new
+    // edge, clamped its pure ACKs there, below what we had received: we refused them.
+    let mut c = scaled(3, 1000);
+    let mut edge = IRS + 1 + 1000;
+    let mut seq = IRS + 1;
+    for len in [5usize, 3, 7, 1, 13, 2, 100, 9] {
+        feed(&mut c, ms(2), seg(TcpFlags::empty(), seq, Some(ISS + 1), 1000, &vec![1u8; len]));
+        seq += len as u32;
+        let segs = out(&mut c, ms(2));
+        let ack = segs.last().expect("an ACK");
+        let right = ack.0.ack_number.expect("ack").0 + (u32::from(ack.0.window_len) << 3);
+        assert!(right >= edge, "the right edge moved left: {right} < {edge}");
+        edge = right;
+    }
+    // What was promised is taken, a few bytes past the buffer included.
+    let rest = (edge - seq) as usize;
+    feed(&mut c, ms(3), seg(TcpFlags::empty(), seq, Some(ISS + 1), 1000, &vec![2u8; rest]));
+    assert_eq!(c.recv_queued(), (edge - IRS - 1) as usize);
+    assert!(c.recv_queued() > 1000);
+}
+
+#[test]
+fn a_pure_ack_at_the_right_edge_is_taken() {
+    // A sender that filled our window sends its ACKs at the window's right edge (Linux's
+    // `tcp_acceptable_seq`, ours too), while its last segments may still be on the way.
+    let mut c = established(cfg(), 1000);
+    c.send(&[6u8; 100]).expect("send");
+    let _ = out(&mut c, ms(20));
+    feed(&mut c, ms(21), seg(TcpFlags::empty(), IRS + 1 + 1000, Some(ISS + 101), 1000, b""));
+    assert_eq!(c.send_queued(), 0, "its ACK was read");
+    assert_eq!(c.stats().out_of_window, 0);
+}
