@@ -260,6 +260,7 @@ fn run_in(
             t.peer.gauges.link_stats(),
             t.peer.gauges.accepted.load(Ordering::Relaxed),
             t.peer.gauges.failed.load(Ordering::Relaxed),
+            t.peer.gauges.timed_out.load(Ordering::Relaxed),
         ));
         if let Some(f) = t.peer.stop() {
             findings.push(format!("tenant {}'s peer: {f}", t.tag));
@@ -444,7 +445,7 @@ struct Summary<'a> {
     at_start: ProcessReading,
     at_end: ProcessReading,
     reports: &'a [(&'static str, Vec<slimtcp_vhost::engine::SessionReport>, Arc<WorkloadStats>)],
-    links: &'a [(&'static str, MemwireStats, u64, u64)],
+    links: &'a [(&'static str, MemwireStats, u64, u64, u64)],
     chain_stats: &'a ChainStats,
     vmm_stats: &'a VmmStats,
     growth: &'a [sample::Growth],
@@ -473,14 +474,14 @@ impl Summary<'_> {
                 println!("  backend session: {r}");
             }
         }
-        for (tag, ls, accepted, failed) in self.links {
+        for (tag, ls, accepted, failed, timed_out) in self.links {
             let f = |d: &slimtcp::nic::memwire::DirectionStats| {
                 format!(
                     "sent {} dropped {} corrupted {} duplicated {} reordered {}",
                     d.sent, d.faults.dropped, d.faults.corrupted, d.faults.duplicated, d.faults.reordered
                 )
             };
-            println!("link {tag}: to peer: {}; from peer: {}; peer accepted {accepted}, peer sessions failed {failed}", f(&ls.rx), f(&ls.tx));
+            println!("link {tag}: to peer: {}; from peer: {}; peer accepted {accepted}, peer sessions failed {failed} (timed out {timed_out})", f(&ls.rx), f(&ls.tx));
         }
         let c = self.chain_stats;
         println!(
@@ -571,13 +572,14 @@ impl Summary<'_> {
         let links = self
             .links
             .iter()
-            .map(|(tag, ls, accepted, failed)| {
+            .map(|(tag, ls, accepted, failed, timed_out)| {
                 obj([
                     ("tenant", text(*tag)),
                     ("to_peer", dir(&ls.rx)),
                     ("from_peer", dir(&ls.tx)),
                     ("peer_accepted", count(*accepted)),
                     ("peer_sessions_failed", count(*failed)),
+                    ("peer_sessions_timed_out", count(*timed_out)),
                 ])
             })
             .collect();
