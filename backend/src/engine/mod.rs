@@ -28,9 +28,8 @@ use slimtcp_abi::{HelloInfo, RxMessage, SocketId};
 use crate::guest_dma::GuestDma;
 use crate::guest_mem::{GuestMem, GuestPayload, HostSlice};
 use crate::queues::{self, Vrings};
-use chain::Walked;
 
-pub use chain::ChainFault;
+pub use chain::{walk, ChainFault, Walked};
 pub use limits::{bounds, Limits, TenantLimits};
 
 /// Requests taken per transmit queue per step, so no queue or the NIC is starved.
