@@ -53,7 +53,8 @@ lint: deps
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 	./scripts/check-c-header.sh
 
-# Criterion benchmarks of the stack, then the paper's experiments 1 and 2 (SlimTCP over memwire,
+# Criterion benchmarks of the stack and of the backend's chain access (beside virtio-queue's
+# Reader/Writer): target/bench/bench.txt; then the paper's experiments 1 and 2 (SlimTCP over memwire,
 # two-core runtime, beside Linux over a veth pair): target/bench/experiments.{md,json}; SlimTCP
 # beside smoltcp over memwire (experiment 1, 64 B round trips, callgrind instructions per
 # segment): target/bench/peers.{md,json}, callgrind.{md,json}; then the guest-library path beside
@@ -64,6 +65,7 @@ lint: deps
 bench: deps
 	mkdir -p target/bench
 	set -o pipefail; $(CARGO) bench -p slimtcp 2>&1 | tee target/bench/bench.txt
+	set -o pipefail; $(CARGO) bench -p slimtcp-vhost --bench chain_access 2>&1 | tee -a target/bench/bench.txt
 	./scripts/bench-experiments.sh
 	./scripts/bench-peers.sh
 	set -o pipefail; $(CARGO) bench -p slimtcp-perf --features dpdk --bench guest_path 2>&1 | tee target/bench/guest_path.txt
