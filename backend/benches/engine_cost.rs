@@ -1,9 +1,11 @@
-//! The guest path's cost per segment on one thread, for callgrind: a guest driver (the tests'
-//! minimal one, not the guest library) sends `ENGINE_COST_BYTES` (default 32 MiB) over one TCP
-//! connection through the tenant engine to a SlimTCP peer on the in-memory wire, which reads
-//! it; the peer's listener advertises MSS `ENGINE_COST_MSS` (default 1460). Everything is
-//! stepped from this thread, so an instruction count is the work of the driver, the engine and
-//! both stacks, with no polling of idle threads in it. Prints the segments the peer received.
+//! The guest path's cost per segment on one thread, for callgrind: a minimal guest driver (its
+//! own split rings in guest memory, not the guest library) sends `ENGINE_COST_BYTES` (default
+//! 32 MiB) over one TCP connection through the tenant engine to a SlimTCP peer on the in-memory
+//! wire, which reads it; the peer's listener advertises MSS `ENGINE_COST_MSS` (default 1460).
+//! Everything is stepped from this thread on a virtual clock (2 us a step), so an instruction
+//! count is the work of the driver, the engine and both stacks, the same on every run, with no
+//! polling of idle threads in it. Sends are quiet, 16 KiB each, 16 in flight (the socket's
+//! send credit), as the guest library sends. Prints the segments the peer received.
 //!
 //! ```sh
 //! cargo bench -p slimtcp-vhost --bench engine_cost --no-run   # then, for each size:
@@ -12,108 +14,248 @@
 //! Instructions per segment: the difference of two runs' totals over the difference of their
 //! segments (so set-up does not count). `docs/benchmarks.md` has the figures.
 
-#[path = "../tests/common/mod.rs"]
-#[allow(dead_code, unused_imports)]
-mod common;
-
+use std::collections::HashMap;
+use std::net::{Ipv4Addr, SocketAddrV4};
 use std::sync::Arc;
+use std::time::Duration;
 
-use common::engine_bench::{bench, hello, socket_of, QSIZE};
-use common::{Ring, F_NEXT};
+use slimtcp::iface::{Interface, InterfaceConfig};
+use slimtcp::nic::memwire::{link, LinkConfig};
 use slimtcp::tcp::TcpConfig;
-use slimtcp_abi::{Request, RequestBody, RequestFlags, RxMessage, SocketId, SocketKind};
+use slimtcp::time::{Clock, VirtualClock};
+use slimtcp::wire::EthernetAddress;
+use slimtcp_abi::{Request, RequestBody, RequestFlags, RxMessage, SocketId, SocketKind, Version};
+use slimtcp_vhost::engine::{Engine, EngineConfig, TenantLimits};
+use slimtcp_vhost::guest_mem::GuestMem;
+use slimtcp_vhost::queues::LocalRings;
+use virtio_queue::{Queue, QueueT};
 use vm_memory::{Bytes, GuestAddress};
 
+const GUEST_IP: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 1);
+const PEER_IP: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 2);
 const PORT: u16 = 5001;
-/// Sends in flight at once, each its own header and payload slot in guest memory: 256 KiB, the
-/// socket's default send credit.
-const SLOTS: u64 = 16;
+const SIZE: u16 = 256;
+const F_NEXT: u16 = 1;
+const F_WRITE: u16 = 2;
 const SEND: u32 = 16 * 1024;
-const SLOT_BASE: u64 = 2 << 20;
+/// Sends in flight: 256 KiB, the socket's default send credit.
+const SLOTS: u64 = 16;
+const SLOT_BASE: u64 = 1 << 20;
+const RX_BUFFERS: u64 = 64;
+const RX_LEN: u32 = 4096;
+const RX_BASE: u64 = 3 << 20;
+const STEP: Duration = Duration::from_micros(2);
+
+/// A split ring laid out without overlaps at `base`: descriptors, then the available ring at
+/// +4 KiB, then the used ring at +8 KiB.
+struct Ring {
+    base: u64,
+    next_desc: u16,
+    avail_idx: u16,
+    used_seen: u16,
+}
+
+impl Ring {
+    fn new(base: u64) -> Self {
+        Ring { base, next_desc: 0, avail_idx: 0, used_seen: 0 }
+    }
+
+    fn queue(&self) -> Queue {
+        let mut q = Queue::new(SIZE).expect("queue");
+        let split = |a: u64| (Some(a as u32), Some((a >> 32) as u32));
+        let (lo, hi) = split(self.base);
+        q.set_desc_table_address(lo, hi);
+        let (lo, hi) = split(self.base + 0x1000);
+        q.set_avail_ring_address(lo, hi);
+        let (lo, hi) = split(self.base + 0x2000);
+        q.set_used_ring_address(lo, hi);
+        q.set_ready(true);
+        q
+    }
+
+    /// Publishes a chain of (addr, len, flags) descriptors; returns its head.
+    fn publish(&mut self, mem: &GuestMem, descs: &[(u64, u32, u16)]) -> u16 {
+        let head = self.next_desc;
+        for (i, &(addr, len, flags)) in descs.iter().enumerate() {
+            let idx = self.next_desc;
+            self.next_desc = (self.next_desc + 1) % SIZE;
+            let more = if i + 1 < descs.len() { F_NEXT } else { 0 };
+            let mut d = [0u8; 16];
+            d[..8].copy_from_slice(&addr.to_le_bytes());
+            d[8..12].copy_from_slice(&len.to_le_bytes());
+            d[12..14].copy_from_slice(&(flags | more).to_le_bytes());
+            d[14..].copy_from_slice(&self.next_desc.to_le_bytes());
+            mem.write_slice(&d, GuestAddress(self.base + 16 * u64::from(idx))).expect("descriptor");
+        }
+        let slot = self.base + 0x1000 + 4 + 2 * u64::from(self.avail_idx % SIZE);
+        mem.write_obj(head.to_le(), GuestAddress(slot)).expect("avail slot");
+        self.avail_idx = self.avail_idx.wrapping_add(1);
+        mem.write_obj(self.avail_idx.to_le(), GuestAddress(self.base + 0x1000 + 2)).expect("avail idx");
+        head
+    }
+
+    /// New used entries: (head, length).
+    fn take_used(&mut self, mem: &GuestMem) -> Vec<(u16, u32)> {
+        let used = self.base + 0x2000;
+        let idx = u16::from_le(mem.read_obj(GuestAddress(used + 2)).expect("used idx"));
+        let mut out = Vec::new();
+        while self.used_seen != idx {
+            let at = used + 4 + 8 * u64::from(self.used_seen % SIZE);
+            let id = u32::from_le(mem.read_obj(GuestAddress(at)).expect("used id"));
+            let len = u32::from_le(mem.read_obj(GuestAddress(at + 4)).expect("used len"));
+            out.push((id as u16, len));
+            self.used_seen = self.used_seen.wrapping_add(1);
+        }
+        out
+    }
+}
 
 fn env(name: &str, default: usize) -> usize {
     std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
 }
 
-fn main() {
-    let mss = env("ENGINE_COST_MSS", 1460);
-    let total = env("ENGINE_COST_BYTES", 32 << 20);
-    let mem = Arc::new(common::guest_memory());
-    let mut b = bench(1, None);
-    let tcp = TcpConfig { mss: u16::try_from(mss).expect("an MSS"), ..b.peer.config().tcp.clone() };
-    let listener = b.peer.tcp_listen_with(PORT, 4, Some(tcp)).expect("peer listen");
-    let mut p0 = common::PairDriver::new(&mem, 0, QSIZE, 0);
-    let rings = slimtcp_vhost::queues::LocalRings::new(vec![p0.rx.queue(), p0.tx.queue()]);
-    p0.post(64, 4096);
-    p0.request(&hello(1), &[]);
-    p0.request(&Request::new(2, SocketId::NONE, RequestBody::Socket { kind: SocketKind::Tcp }), &[]);
-    let mut seen = vec![Vec::new()];
-    common::engine_bench::run_until(&mut b, &rings, &mem, &mut [&mut p0], &mut seen, |s| {
-        socket_of(&s[0], 2).is_some()
-    });
-    let sock = socket_of(&seen[0], 2).expect("socket");
-    let remote = std::net::SocketAddrV4::new(common::engine_bench::PEER_IP, PORT);
-    p0.request(&Request::new(3, sock, RequestBody::Connect { remote }), &[]);
-    common::engine_bench::run_until(&mut b, &rings, &mem, &mut [&mut p0], &mut seen, |s| {
-        socket_of(&s[0], 3).is_some()
-    });
-    let conn = b.peer.tcp_accept(listener).expect("peer accepted");
+struct Driver {
+    mem: Arc<GuestMem>,
+    rx: Ring,
+    tx: Ring,
+    rx_addr: HashMap<u16, u64>,
+    /// Where the fixed part of a request that is not a send goes.
+    scratch: u64,
+}
 
-    // Each slot: the request's fixed part at `base`, its payload 4 KiB later.
-    let payload = vec![0x5a_u8; SEND as usize];
+impl Driver {
+    /// Sends a request with no payload.
+    fn call(&mut self, req: &Request) {
+        let mut fixed = [0u8; 64];
+        let n = req.emit(&mut fixed).expect("emit");
+        let a = self.scratch;
+        self.scratch += 64;
+        self.mem.write_slice(&fixed[..n], GuestAddress(a)).expect("fixed part");
+        self.tx.publish(&self.mem, &[(a, n as u32, 0)]);
+    }
+
+    /// Reads the device's messages; each receive buffer goes back to the ring in place.
+    fn messages(&mut self) -> Vec<RxMessage> {
+        let mut out = Vec::new();
+        for (head, len) in self.rx.take_used(&self.mem) {
+            let a = self.rx_addr.remove(&head).expect("a posted buffer");
+            let mut msg = vec![0u8; len as usize];
+            self.mem.read_slice(&mut msg, GuestAddress(a)).expect("message");
+            out.extend(RxMessage::parse(&msg));
+            self.rx_addr.insert(self.rx.publish(&self.mem, &[(a, RX_LEN, F_WRITE)]), a);
+        }
+        out
+    }
+}
+
+fn main() {
+    let mss = u16::try_from(env("ENGINE_COST_MSS", 1460)).expect("an MSS");
+    let total = env("ENGINE_COST_BYTES", 32 << 20);
+    let mem = Arc::new(GuestMem::from_ranges(&[(GuestAddress(0), 4 << 20)]).expect("guest memory"));
+    let vclock = VirtualClock::new();
+    let clock = Clock::Virtual(vclock.clone());
+    let (a, b) = link(LinkConfig::default()).expect("link");
+    let guest = Interface::new(a, InterfaceConfig::new(EthernetAddress([2, 0, 0, 0, 0, 1]), GUEST_IP, 24));
+    let mut peer = Interface::new(b, InterfaceConfig::new(EthernetAddress([2, 0, 0, 0, 0, 2]), PEER_IP, 24));
+    let cfg = EngineConfig::with_limits(&guest, 1, SIZE, &TenantLimits::default());
+    let mut engine = Engine::new(guest, clock.clone(), cfg);
+    let tcp = TcpConfig { mss, ..peer.config().tcp.clone() };
+    let listener = peer.tcp_listen_with(PORT, 4, Some(tcp)).expect("peer listen");
+
+    let mut d = Driver {
+        mem: mem.clone(),
+        rx: Ring::new(0x1_0000),
+        tx: Ring::new(0x2_0000),
+        rx_addr: HashMap::new(),
+        scratch: 0x8_0000,
+    };
+    let rings = LocalRings::new(vec![d.rx.queue(), d.tx.queue()]);
+    for i in 0..RX_BUFFERS {
+        let a = RX_BASE + i * u64::from(RX_LEN);
+        let head = d.rx.publish(&mem, &[(a, RX_LEN, F_WRITE)]);
+        d.rx_addr.insert(head, a);
+    }
+    let step = |engine: &mut Engine<_>, peer: &mut Interface<_>| {
+        engine.step(&rings, &mem).expect("engine step");
+        peer.poll(clock.now()).expect("peer poll");
+        vclock.advance(STEP);
+    };
+    let completion = |d: &mut Driver, engine: &mut Engine<_>, peer: &mut Interface<_>, cookie| loop {
+        step(engine, peer);
+        for m in d.messages() {
+            match m {
+                RxMessage::Complete { cookie: c, socket, result, .. } if c == cookie => {
+                    result.expect("the call succeeds");
+                    return socket;
+                }
+                RxMessage::HelloDone { cookie: c, .. } if c == cookie => return SocketId::NONE,
+                _ => {}
+            }
+        }
+    };
+    d.call(&Request::new(1, SocketId::NONE, RequestBody::Hello { version: Version::CURRENT }));
+    completion(&mut d, &mut engine, &mut peer, 1);
+    d.call(&Request::new(2, SocketId::NONE, RequestBody::Socket { kind: SocketKind::Tcp }));
+    let sock = completion(&mut d, &mut engine, &mut peer, 2);
+    let remote = SocketAddrV4::new(PEER_IP, PORT);
+    d.call(&Request::new(3, sock, RequestBody::Connect { remote }));
+    completion(&mut d, &mut engine, &mut peer, 3);
+    let conn = peer.tcp_accept(listener).expect("peer accepted");
+
+    // Each slot: a send's fixed part at its start, its payload 4 KiB later.
     let slot_addr = |i: u64| SLOT_BASE + i * (u64::from(SEND) + 4096);
     for i in 0..SLOTS {
-        mem.write_slice(&payload, GuestAddress(slot_addr(i) + 4096)).expect("payload");
+        mem.write_slice(&vec![0x5a_u8; SEND as usize], GuestAddress(slot_addr(i) + 4096)).expect("payload");
     }
     let mut free: Vec<u64> = (0..SLOTS).collect();
-    let mut slot_of_head = std::collections::HashMap::new();
-    let (mut queued, mut received, mut refused) = (0usize, 0usize, 0u32);
+    let mut slot_of_head = HashMap::new();
+    let (mut queued, mut received, mut refused, mut blocked) = (0usize, 0usize, 0u32, false);
     let mut buf = vec![0u8; 64 * 1024];
     let mut cookie = 10u64;
     while received < total {
-        while queued < total {
+        while queued < total && !blocked {
             let Some(i) = free.pop() else { break };
             let req = Request {
                 flags: RequestFlags::QUIET,
                 ..Request::new(cookie, sock, RequestBody::Send { len: SEND })
             };
             cookie += 1;
-            let head = send(&mut p0.tx, &mem, &req, slot_addr(i));
+            let mut fixed = [0u8; 64];
+            let n = req.emit(&mut fixed).expect("emit");
+            mem.write_slice(&fixed[..n], GuestAddress(slot_addr(i))).expect("fixed part");
+            let head = d.tx.publish(&mem, &[(slot_addr(i), n as u32, 0), (slot_addr(i) + 4096, SEND, 0)]);
             slot_of_head.insert(head, i);
             queued += SEND as usize;
         }
-        b.step(&rings, &mem);
-        for (m, _) in p0.messages() {
-            if let RxMessage::Complete { result: Err(e), .. } = m {
-                refused += 1;
-                queued -= SEND as usize;
-                assert!(refused < 1000, "sends refused: {e:?}");
+        step(&mut engine, &mut peer);
+        for m in d.messages() {
+            // Past the socket's send credit a send is refused (EAGAIN); like the guest library,
+            // wait for the socket to be writable again.
+            match m {
+                RxMessage::Complete { result: Err(_), .. } => {
+                    refused += 1;
+                    queued -= SEND as usize;
+                    blocked = true;
+                }
+                RxMessage::Writable { .. } => blocked = false,
+                _ => {}
             }
         }
-        for head in p0.tx_returned.drain(..) {
+        for (head, _) in d.tx.take_used(&mem) {
             if let Some(i) = slot_of_head.remove(&head) {
                 free.push(i);
             }
         }
-        while let Ok(n) = b.peer.tcp_recv(conn, &mut buf) {
+        while let Ok(n) = peer.tcp_recv(conn, &mut buf) {
             if n == 0 {
                 break;
             }
             received += n;
         }
     }
-    let stats = b.peer.tcp_info(conn).expect("peer connection").stats;
+    let stats = peer.tcp_info(conn).expect("peer connection").stats;
     println!(
         "mss {mss} bytes {received} segments {} (duplicates {}), sends refused {refused}",
         stats.segs_in, stats.out_of_window
     );
-}
-
-/// Publishes a send request whose fixed part goes at `base` and whose payload is already at
-/// `base + 4096`.
-fn send(ring: &mut Ring<'_>, mem: &slimtcp_vhost::guest_mem::GuestMem, req: &Request, base: u64) -> u16 {
-    let mut fixed = [0u8; 64];
-    let n = req.emit(&mut fixed).expect("emit");
-    mem.write_slice(&fixed[..n], GuestAddress(base)).expect("fixed part");
-    ring.add_raw(&[(base, n as u32, F_NEXT, None), (base + 4096, SEND, 0, None)])
 }
