@@ -57,7 +57,9 @@ lint: deps
 # Reader/Writer): target/bench/bench.txt; then the paper's experiments 1 and 2 (SlimTCP over memwire,
 # two-core runtime, beside Linux over a veth pair): target/bench/experiments.{md,json}; SlimTCP
 # beside smoltcp over memwire (experiment 1, 64 B round trips, callgrind instructions per
-# segment): target/bench/peers.{md,json}, callgrind.{md,json}; then the guest-library path beside
+# segment): target/bench/peers.{md,json}, callgrind.{md,json}; the guest path's instructions per
+# segment (engine_cost: guest driver, tenant engine, both stacks, one thread):
+# target/bench/guest_cost.{md,json}; then the guest-library path beside
 # the host runtime over memwire, TAP and DPDK memif: target/bench/guest_path.{md,json}
 # (GUEST_PATH_LINKS=memif for one link); goodput under random loss (0.1/1/5% each way, nftables)
 # SlimTCP <-> Linux over TAP beside Linux <-> Linux over veth: target/bench/loss.{md,json}; last,
@@ -68,6 +70,7 @@ bench: deps
 	set -o pipefail; $(CARGO) bench -p slimtcp-vhost --bench chain_access 2>&1 | tee -a target/bench/bench.txt
 	./scripts/bench-experiments.sh
 	./scripts/bench-peers.sh
+	./scripts/bench-guest-cost.sh
 	set -o pipefail; $(CARGO) bench -p slimtcp-perf --features dpdk --bench guest_path 2>&1 | tee target/bench/guest_path.txt
 	./scripts/bench-loss.sh
 	./scripts/bench-plots.sh

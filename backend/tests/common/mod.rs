@@ -26,7 +26,10 @@ pub fn guest_memory() -> GuestMem {
     GuestMem::from_ranges(&[(GuestAddress(0), RAM as usize)]).expect("guest memory")
 }
 
-/// One ring as the driver sees it.
+/// One ring as the driver sees it. Laid out by virtio-queue's mock, which places the used ring
+/// over the upper half of the available ring (it computes the available ring's end in elements,
+/// not bytes): publish fewer than about `size / 2` chains over a ring's life, or lay the ring out
+/// by hand (`benches/engine_cost.rs` does).
 pub struct Ring<'m> {
     pub mock: MockSplitQueue<'m, GuestMem>,
     size: u16,

@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# The guest path's instructions per segment under callgrind (make bench): the bench binary
+# `engine_cost` of slimtcp-vhost (a minimal guest driver, the tenant engine and a SlimTCP peer,
+# one thread, virtual clock) sends a small and a four-times-larger amount at MSS 64 and 1460;
+# (Ir(large) - Ir(small)) / (segments(large) - segments(small)) leaves out start-up and set-up:
+#   -> target/bench/guest_cost.md, guest_cost.json.
+# GLIBC_TUNABLES as in scripts/bench-peers.sh (memset/memcpy counted as their vector loops).
+set -euo pipefail
+
+cd "$(dirname "$0")/.."
+OUT=target/bench
+mkdir -p "$OUT"
+if ! command -v valgrind >/dev/null 2>&1; then
+    echo "bench-guest-cost: valgrind missing (scripts/install-deps.sh installs it)" >&2
+    exit 0
+fi
+BIN=$(CARGO_BUILD_JOBS="${CARGO_BUILD_JOBS:-1}" cargo bench -p slimtcp-vhost --bench engine_cost --no-run \
+    --message-format=json 2>/dev/null | python3 -c '
+import json, sys
+for line in sys.stdin:
+    m = json.loads(line)
+    if m.get("reason") == "compiler-artifact" and m["target"]["name"] == "engine_cost" and m.get("executable"):
+        print(m["executable"])')
+TUNABLES=glibc.cpu.x86_rep_stosb_threshold=0x7fffffff:glibc.cpu.x86_rep_movsb_threshold=0x7fffffff
+RAW="$OUT/guest_cost.raw"
+: >"$RAW"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+echo "== guest path: instructions per segment (callgrind)"
+for point in "64 2000000" "64 8000000" "1460 33554432" "1460 134217728"; do
+    set -- $point
+    ENGINE_COST_MSS=$1 ENGINE_COST_BYTES=$2 GLIBC_TUNABLES="$TUNABLES" \
+        valgrind --tool=callgrind --callgrind-out-file="$tmp/cg.out" "$BIN" >"$tmp/stdout" 2>"$tmp/stderr" \
+        || { cat "$tmp/stderr" >&2; exit 1; }
+    ir=$(sed -n 's/.*Collected : \([0-9]*\).*/\1/p' "$tmp/stderr")
+    segs=$(sed -n 's/.* segments \([0-9]*\) .*/\1/p' "$tmp/stdout")
+    echo "$1 $2 $ir $segs" | tee -a "$RAW"
+done
+
+python3 - "$RAW" "$OUT" <<'PY'
+import json, sys, datetime
+raw, out = sys.argv[1], sys.argv[2]
+runs = {}
+for line in open(raw):
+    mss, size, ir, segs = map(int, line.split())
+    runs.setdefault(mss, []).append((size, ir, segs))
+rows = []
+for mss, pts in sorted(runs.items()):
+    (_, ir1, s1), (_, ir2, s2) = sorted(pts)
+    rows.append({"mss": mss, "instructions_per_segment": (ir2 - ir1) / (s2 - s1),
+                 "ir": [ir1, ir2], "segments": [s1, s2]})
+meta = {"date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "what": "callgrind total Ir of engine_cost (guest driver, tenant engine, both stacks, memwire), "
+                "difference of two transfer sizes over the difference of the peer's received segments"}
+json.dump({"meta": meta, "points": rows}, open(f"{out}/guest_cost.json", "w"), indent=1)
+lines = [f"Guest path, instructions per segment (callgrind), {meta['date']}: one connection, guest sends, "
+         "quiet 16 KiB sends, one thread (`engine_cost`).", "", "| MSS | Ir/segment |", "| --- | --- |"]
+lines += [f"| {r['mss']} | {r['instructions_per_segment']:.0f} |" for r in rows]
+open(f"{out}/guest_cost.md", "w").write("\n".join(lines) + "\n")
+print("\n".join(lines))
+PY
