@@ -29,7 +29,8 @@ pub fn guest_memory() -> GuestMem {
 /// One ring as the driver sees it. Laid out by virtio-queue's mock, which places the used ring
 /// over the upper half of the available ring (it computes the available ring's end in elements,
 /// not bytes): publish fewer than about `size / 2` chains over a ring's life, or lay the ring out
-/// by hand (`benches/engine_cost.rs` does).
+/// by hand (`benches/engine_cost.rs` does). Upstream: rust-vmm/vm-virtio#400, moved to
+/// rust-vmm/rust-vmm#149 (open as of virtio-queue 0.18).
 pub struct Ring<'m> {
     pub mock: MockSplitQueue<'m, GuestMem>,
     size: u16,
