@@ -48,7 +48,10 @@ fn bad_values_get_one_error_line_and_exit_code_2() {
             "not on the subnet",
         ),
         (&["--socket", "/tmp/s", "--tap", "t0", "--ip", "10.0.0.1/24", "--queues", "0"], "1 to 64"),
-        (&["--socket", "/tmp/s", "--tap", "t0", "--ip", "10.0.0.1/24", "--core", "100000"], "has cores"),
+        (
+            &["--socket", "/tmp/s", "--tap", "t0", "--ip", "10.0.0.1/24", "--core", "100000"],
+            "may run on CPUs",
+        ),
         (
             &["--socket", "/tmp/s", "--tap", "t0", "--ip", "10.0.0.1/24", "--mac", "01:00:00:00:00:01"],
             "unicast",
@@ -99,4 +102,35 @@ fn bad_values_get_one_error_line_and_exit_code_2() {
         assert_eq!(err.trim_end().lines().count(), 1, "{args:?}: one line expected: {err}");
         assert!(err.contains(want), "{args:?}: {err:?} lacks {want:?}");
     }
+}
+
+/// Runs slimtcp-vhost under `taskset -c cpus` (the process's CPU affinity).
+fn run_on_cpus(cpus: &str, args: &[&str]) -> (i32, String) {
+    let out = Command::new("taskset")
+        .args(["-c", cpus, env!("CARGO_BIN_EXE_slimtcp-vhost")])
+        .args(args)
+        .output()
+        .expect("run taskset");
+    (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+#[test]
+fn a_worker_core_is_checked_against_the_cpus_the_process_may_use_not_a_count() {
+    // The highest core this test may use, alone: one CPU allowed, and yet a valid core however
+    // high (as with isolcpus or a cpuset). The configuration is accepted; the start then fails
+    // on the socket's missing directory, with exit code 1.
+    let allowed = slimtcp::cpu::current_affinity().expect("the test's CPU set");
+    let last = (0..libc::CPU_SETSIZE as usize).filter(|&c| allowed.contains(c)).max().expect("a CPU");
+    let (last_s, next_s) = (last.to_string(), (last + 1).to_string());
+    let socket = "/nonexistent-slimtcp-dir/s.sock";
+    let args = ["--socket", socket, "--tap", "slimcpu0", "--ip", "10.0.0.1/24", "--core"];
+    let (code, err) = run_on_cpus(&last_s, &[&args[..], &[last_s.as_str()]].concat());
+    assert_eq!(code, 1, "accepted, then the start failed: {err}");
+    assert!(!err.contains("--core"), "{err}");
+    // The next core, outside the set: refused, naming the set.
+    let (code, err) = run_on_cpus(&last_s, &[&args[..], &[next_s.as_str()]].concat());
+    assert_eq!(code, 2, "{err}");
+    let expected = format!("--core {next_s}: this process may run on CPUs {last_s} only");
+    assert!(err.contains(&expected), "{err}");
+    assert_eq!(err.lines().count(), 1, "one line: {err}");
 }

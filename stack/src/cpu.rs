@@ -66,6 +66,32 @@ impl CpuSet {
     }
 }
 
+/// The kernel's CPU-list format (`0-3,6`, as in `/sys/devices/system/cpu/online` and
+/// `taskset -c`); the empty set is `none`.
+impl fmt::Display for CpuSet {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut cores = (0..libc::CPU_SETSIZE as usize).filter(|&c| self.contains(c)).peekable();
+        if cores.peek().is_none() {
+            return f.write_str("none");
+        }
+        let mut first = true;
+        while let Some(start) = cores.next() {
+            let mut end = start;
+            while cores.next_if_eq(&(end + 1)).is_some() {
+                end += 1;
+            }
+            let sep = if first { "" } else { "," };
+            first = false;
+            if end == start {
+                write!(f, "{sep}{start}")?;
+            } else {
+                write!(f, "{sep}{start}-{end}")?;
+            }
+        }
+        Ok(())
+    }
+}
+
 impl fmt::Debug for CpuSet {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_set().entries((0..libc::CPU_SETSIZE as usize).filter(|&c| self.contains(c))).finish()
@@ -122,6 +148,14 @@ mod tests {
         assert_eq!(set.count(), 3);
         assert!(set.contains(3) && !set.contains(4));
         assert_eq!(format!("{set:?}"), "{0, 3, 5}");
+    }
+
+    #[test]
+    fn a_set_prints_as_the_kernels_cpu_list() {
+        let set = CpuSet::of([0, 1, 2, 3, 6, 8, 9]).expect("cores");
+        assert_eq!(set.to_string(), "0-3,6,8-9");
+        assert_eq!(CpuSet::of([5]).expect("core").to_string(), "5");
+        assert_eq!(CpuSet::empty().to_string(), "none");
     }
 
     #[test]

@@ -81,13 +81,17 @@ pub enum ConfigError {
     /// Queue pairs out of range.
     #[error("--queues {0}: a tenant has 1 to {MAX_QUEUE_PAIRS} queue pairs")]
     BadQueues(usize),
-    /// A core this machine does not have.
-    #[error("--core {core}: this machine has cores 0 to {last}")]
+    /// A core outside the process's CPU affinity (the cores it may run on: all online cores,
+    /// less what `taskset`, a cpuset or `isolcpus` left out).
+    #[error(
+        "--core {core}: this process may run on CPUs {allowed} only (start it with a CPU set that \
+         holds the worker cores, e.g. taskset -c {allowed},{core})"
+    )]
     BadCore {
         /// The requested core.
         core: usize,
-        /// The highest core number.
-        last: usize,
+        /// The process's CPU set, in the kernel's CPU-list format.
+        allowed: String,
     },
     /// An empty socket path.
     #[error("--socket: the path is empty")]

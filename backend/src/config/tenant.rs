@@ -225,10 +225,6 @@ pub(super) fn parse_spec(spec: &str) -> Result<RawTenant, ConfigError> {
     Ok(t)
 }
 
-fn cores() -> usize {
-    std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
-}
-
 impl RawTenant {
     /// Validates one tenant. `dpdk` says whether the process has an EAL (`--dpdk`); `index`
     /// names the tenant when the spec does not.
@@ -267,9 +263,13 @@ impl RawTenant {
             return Err(ConfigError::BadQueues(queues));
         }
         if let Some(core) = self.core {
-            let n = cores();
-            if core >= n {
-                return Err(ConfigError::BadCore { core, last: n - 1 });
+            // The cores this process may run on (read before the EAL pins the main thread):
+            // core ids, not a count (with `isolcpus` or `taskset` they have gaps). Unreadable,
+            // the pin itself is the check.
+            if let Ok(allowed) = slimtcp::cpu::current_affinity() {
+                if !allowed.contains(core) {
+                    return Err(ConfigError::BadCore { core, allowed: allowed.to_string() });
+                }
             }
         }
         let (limits, stack) = self.limits.validate()?;
