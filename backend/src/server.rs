@@ -188,6 +188,11 @@ where
     R: FnMut(&SessionReport),
 {
     crate::worker::remember_affinity();
+    if let Some(core) = cfg.core {
+        // A core the worker cannot have stops the tenant here, with the reason, rather than
+        // each VMM connection later.
+        crate::worker::check_core(&cfg.name, core)?;
+    }
     cfg.sandbox.prepare()?;
     let path = cfg.socket.display().to_string();
     // An existing file (a socket left by an earlier run) is replaced.
@@ -480,7 +485,7 @@ where
                 Some(i)
             }
         }
-        Ok(WorkerExit::Panicked(_)) | Err(_) => {
+        Ok(WorkerExit::Panicked(_) | WorkerExit::NotStarted) | Err(_) => {
             drop(handed_back.lock().unwrap_or_else(PoisonError::into_inner).take());
             log::warn!("{tenant}: worker lost; reopening the NIC");
             None

@@ -5,7 +5,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::OnceLock;
 use std::thread::JoinHandle;
 
-use slimtcp::cpu::{current_affinity, pin_current_thread, set_current_affinity, CpuSet};
+use slimtcp::cpu::{current_affinity, pin_current_thread, set_current_affinity, CpuError, CpuSet};
 use slimtcp::report::error_chain;
 
 /// Errors starting a worker.
@@ -20,6 +20,17 @@ pub enum WorkerError {
         #[source]
         source: std::io::Error,
     },
+    /// The thread could not be pinned to its core; it did not start its work.
+    #[error("pinning {name} to core {core}")]
+    Pin {
+        /// Its name.
+        name: String,
+        /// The core.
+        core: usize,
+        /// Why.
+        #[source]
+        source: CpuError,
+    },
 }
 
 /// How a worker ended.
@@ -29,6 +40,8 @@ pub enum WorkerExit<R> {
     Done(R),
     /// It panicked (message attached); its state is lost.
     Panicked(String),
+    /// It was not pinned, so `f` never ran (its spawner got [`WorkerError::Pin`]).
+    NotStarted,
 }
 
 /// The CPU set the process started with, remembered before DPDK's EAL pins the thread that
@@ -57,7 +70,8 @@ fn unpin() {
 }
 
 /// Spawns `f` on a thread named `name`, pinned to `core` when given, else on the CPU set the
-/// process started with (see [`remember_affinity`]).
+/// process started with (see [`remember_affinity`]). Returns once the thread is pinned: a pin
+/// that fails is an error, and `f` does not run (it is dropped on that thread).
 pub fn spawn_worker<R, F>(
     name: &str,
     core: Option<usize>,
@@ -68,15 +82,23 @@ where
     F: FnOnce() -> R + Send + 'static,
 {
     let thread_name = name.to_owned();
-    std::thread::Builder::new()
+    let (pinned_tx, pinned_rx) = std::sync::mpsc::sync_channel(1);
+    let handle = std::thread::Builder::new()
         .name(name.to_owned())
         .spawn(move || {
-            match core {
-                Some(core) => match pin_current_thread(core) {
-                    Ok(()) => log::info!("{thread_name}: pinned to core {core}"),
-                    Err(e) => log::warn!("{thread_name}: cannot pin to core {core}: {}", error_chain(&e)),
-                },
-                None => unpin(),
+            let pinned = match core {
+                Some(core) => pin_current_thread(core).map(|()| {
+                    log::info!("{thread_name}: pinned to core {core} (running on CPU {})", running_on());
+                }),
+                None => {
+                    unpin();
+                    Ok(())
+                }
+            };
+            let failed = pinned.is_err();
+            let _ = pinned_tx.send(pinned);
+            if failed {
+                return WorkerExit::NotStarted;
             }
             match catch_unwind(AssertUnwindSafe(f)) {
                 Ok(r) => WorkerExit::Done(r),
@@ -91,7 +113,38 @@ where
                 }
             }
         })
-        .map_err(|source| WorkerError::Spawn { name: name.to_owned(), source })
+        .map_err(|source| WorkerError::Spawn { name: name.to_owned(), source })?;
+    match pinned_rx.recv() {
+        Ok(Ok(())) => Ok(handle),
+        Ok(Err(source)) => {
+            let _ = handle.join();
+            Err(WorkerError::Pin { name: name.to_owned(), core: core.unwrap_or_default(), source })
+        }
+        // The thread ended before it said (it cannot panic before): treat as not started.
+        Err(_) => Err(WorkerError::Spawn {
+            name: name.to_owned(),
+            source: std::io::Error::other("the worker thread ended before it started"),
+        }),
+    }
+}
+
+/// Whether a worker could be pinned to `core` now: a thread is pinned there and ends. A tenant
+/// checks its core before it serves, so a core it cannot have stops its start.
+pub fn check_core(name: &str, core: usize) -> Result<(), WorkerError> {
+    let h = spawn_worker(&format!("{name}-corecheck"), Some(core), || ())?;
+    let _ = h.join();
+    Ok(())
+}
+
+/// The CPU the calling thread runs on (`sched_getcpu`), for the log.
+fn running_on() -> String {
+    // SAFETY: sched_getcpu takes no arguments and only reads the calling thread's CPU.
+    let cpu = unsafe { libc::sched_getcpu() };
+    if cpu < 0 {
+        "unknown".to_owned()
+    } else {
+        cpu.to_string()
+    }
 }
 
 #[cfg(test)]
@@ -118,10 +171,28 @@ mod tests {
             match h.join().expect("join") {
                 WorkerExit::Done(n) => n,
                 WorkerExit::Panicked(m) => panic!("{m}"),
+                WorkerExit::NotStarted => panic!("not started"),
             }
         })
         .join()
         .expect("thread");
         assert_eq!(worker, all, "the worker runs on every core the process started with");
+    }
+
+    #[test]
+    fn a_worker_that_cannot_be_pinned_is_an_error_and_never_runs() {
+        let ran = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let flag = std::sync::Arc::clone(&ran);
+        let past = libc::CPU_SETSIZE as usize;
+        let e = spawn_worker("t-nopin", Some(past), move || {
+            flag.store(true, std::sync::atomic::Ordering::SeqCst)
+        })
+        .expect_err("no such core");
+        assert!(matches!(e, WorkerError::Pin { core, .. } if core == past), "{e:?}");
+        assert!(!ran.load(std::sync::atomic::Ordering::SeqCst));
+        assert!(check_core("t", past).is_err());
+        let allowed = current_affinity().expect("affinity");
+        let core = (0..past).find(|&c| allowed.contains(c)).expect("a core");
+        check_core("t", core).expect("an allowed core");
     }
 }
