@@ -42,7 +42,8 @@ use server::{serve_tenant, ServerError, StopHandle, TenantConfig};
 /// thread and worker; a tenant that fails is logged and the others go on. Fails when a tenant
 /// failed (after all have ended), naming how many.
 pub fn start_backend(config: &Config, stop: &StopHandle) -> Result<(), ServerError> {
-    worker::remember_affinity();
+    let worker_cores: Vec<usize> = config.tenants.iter().filter_map(|t| t.core).collect();
+    worker::keep_control_off(&worker_cores);
     config.sandbox.prepare()?;
     log::info!("{}", config.sandbox.describe());
     if let [one] = config.tenants.as_slice() {

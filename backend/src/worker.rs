@@ -44,21 +44,51 @@ pub enum WorkerExit<R> {
     NotStarted,
 }
 
-/// The CPU set the process started with, remembered before DPDK's EAL pins the thread that
-/// starts it to its main lcore (threads spawned from there would inherit that one core).
+/// The CPU set unpinned workers run on: the one the process started with (less the worker
+/// cores, see [`keep_control_off`]), remembered before DPDK's EAL pins the thread that starts
+/// it to its main lcore (threads spawned from there would inherit that one core).
 static INITIAL_AFFINITY: OnceLock<CpuSet> = OnceLock::new();
 
 /// Remembers the calling thread's CPU set as the one unpinned workers run on (first call wins;
 /// call it before the EAL starts).
 pub fn remember_affinity() {
-    INITIAL_AFFINITY.get_or_init(|| {
-        current_affinity().unwrap_or_else(|e| {
-            log::debug!("{}; unpinned workers may run on every core", error_chain(&e));
-            // Every core this machine has (the kernel intersects with what is allowed).
-            let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-            CpuSet::of(0..cores.min(libc::CPU_SETSIZE as usize)).unwrap_or_else(|_| CpuSet::empty())
-        })
+    INITIAL_AFFINITY.get_or_init(initial_affinity);
+}
+
+/// As [`remember_affinity`], less `worker_cores`, and gives the calling thread that set, so the
+/// threads it spawns (control plane, relay, serving threads) and unpinned workers keep off the
+/// busy-polling cores. When the worker cores are all the process has, everything shares them,
+/// with a warning. Returns the set.
+pub fn keep_control_off(worker_cores: &[usize]) -> CpuSet {
+    let set = *INITIAL_AFFINITY.get_or_init(|| {
+        let mut set = initial_affinity();
+        for &core in worker_cores {
+            set.remove(core);
+        }
+        if set.count() == 0 {
+            log::warn!(
+                "every CPU of the process is a worker core: control threads share them (start it on a \
+                 CPU set with one more core)"
+            );
+            set = initial_affinity();
+        }
+        set
     });
+    if let Err(e) = set_current_affinity(&set) {
+        log::warn!("keeping control threads off the worker cores: {}", error_chain(&e));
+    }
+    log::info!("control threads run on CPUs {set}");
+    set
+}
+
+/// The calling thread's CPU set, or every core when it cannot be read.
+fn initial_affinity() -> CpuSet {
+    current_affinity().unwrap_or_else(|e| {
+        log::debug!("{}; unpinned workers may run on every core", error_chain(&e));
+        // Every core this machine has (the kernel intersects with what is allowed).
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        CpuSet::of(0..cores.min(libc::CPU_SETSIZE as usize)).unwrap_or_else(|_| CpuSet::empty())
+    })
 }
 
 /// Gives the calling thread the remembered CPU set (no-op if none was remembered).

@@ -127,6 +127,16 @@ fn a_worker_core_is_checked_against_the_cpus_the_process_may_use_not_a_count() {
     let (code, err) = run_on_cpus(&last_s, &[&args[..], &[last_s.as_str()]].concat());
     assert_eq!(code, 1, "accepted, then the start failed: {err}");
     assert!(!err.contains("--core"), "{err}");
+    // Alone on its CPU set, the worker core is shared with the control threads, with a warning.
+    assert!(err.contains("control threads share them"), "{err}");
+    // With the whole set, the control threads keep off the worker's core.
+    let mut rest = allowed;
+    rest.remove(last);
+    let (code, err) = run_on_cpus(&allowed.to_string(), &[&args[..], &[last_s.as_str()]].concat());
+    assert_eq!(code, 1, "{err}");
+    if rest.count() > 0 {
+        assert!(err.contains(&format!("control threads run on CPUs {rest}")), "{err}");
+    }
     // The next core, outside the set: refused, naming the set.
     let (code, err) = run_on_cpus(&last_s, &[&args[..], &[next_s.as_str()]].concat());
     assert_eq!(code, 2, "{err}");

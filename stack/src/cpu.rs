@@ -53,6 +53,14 @@ impl CpuSet {
         Ok(())
     }
 
+    /// Takes `core` out of the set (nothing for a core past `CPU_SETSIZE`).
+    pub fn remove(&mut self, core: usize) {
+        if core < libc::CPU_SETSIZE as usize {
+            // SAFETY: `core` is below CPU_SETSIZE, checked above, so the bit is inside the set.
+            unsafe { libc::CPU_CLR(core, &mut self.0) };
+        }
+    }
+
     /// Whether `core` is in the set (false for a core past `CPU_SETSIZE`).
     pub fn contains(&self, core: usize) -> bool {
         // SAFETY: `core` is below CPU_SETSIZE (checked first), so the bit read is inside the set.
@@ -156,6 +164,10 @@ mod tests {
         assert_eq!(set.to_string(), "0-3,6,8-9");
         assert_eq!(CpuSet::of([5]).expect("core").to_string(), "5");
         assert_eq!(CpuSet::empty().to_string(), "none");
+        let mut less = set;
+        less.remove(2);
+        less.remove(100_000);
+        assert_eq!(less.to_string(), "0-1,3,6,8-9");
     }
 
     #[test]

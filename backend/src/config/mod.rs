@@ -1,6 +1,7 @@
 //! Command line and validated configuration: clap derive arguments, `TryFrom` into a [`Config`]
 //! of one or more tenants ([`tenant`]).
 
+mod eal;
 mod tenant;
 
 use std::collections::HashSet;
@@ -92,6 +93,22 @@ pub enum ConfigError {
         core: usize,
         /// The process's CPU set, in the kernel's CPU-list format.
         allowed: String,
+    },
+    /// A worker core the EAL takes for an lcore (`-l`, `-c`, `--lcores` in `--dpdk`).
+    #[error("--core {core}: the EAL's lcores run on CPUs {eal} (--dpdk); give workers other cores")]
+    CoreOfEal {
+        /// The worker core.
+        core: usize,
+        /// The EAL's CPUs, in the kernel's CPU-list form.
+        eal: String,
+    },
+    /// An EAL core option that does not parse.
+    #[error("--dpdk {opt} {value:?}: not a core list (0-3,6), core mask (0xf) or lcore map")]
+    BadEalCores {
+        /// The option.
+        opt: String,
+        /// Its value.
+        value: String,
     },
     /// An empty socket path.
     #[error("--socket: the path is empty")]
@@ -267,9 +284,20 @@ impl TryFrom<Args> for Config {
             check_unshared(&tenants)?;
             tenants
         };
+        check_eal_cores(&tenants, eal_args.as_deref())?;
         let sandbox = if a.no_seccomp { Sandbox::Off } else { Sandbox::Seccomp };
         Ok(Config { tenants, eal_args, sandbox })
     }
+}
+
+/// No worker core is one the EAL's lcores run on.
+fn check_eal_cores(tenants: &[TenantSpec], eal_args: Option<&[String]>) -> Result<(), ConfigError> {
+    if let Some(eal) = eal_args.map(eal::eal_cpus).transpose()?.flatten() {
+        if let Some(core) = tenants.iter().filter_map(|t| t.core).find(|&c| eal.contains(c)) {
+            return Err(ConfigError::CoreOfEal { core, eal: eal.to_string() });
+        }
+    }
+    Ok(())
 }
 
 /// Sockets, TAP interfaces, DPDK ports, cores and names belong to one tenant each.
@@ -302,6 +330,21 @@ mod tests {
         let mut argv = vec!["slimtcp-vhost"];
         argv.extend_from_slice(args);
         Config::try_from(Args::try_parse_from(argv).expect("parses"))
+    }
+
+    #[test]
+    fn a_worker_core_the_eal_takes_is_refused() {
+        let c = config(&["--tenant", "socket=/tmp/a,ip=10.0.0.2/24,tap=ta,core=0"]).expect("valid");
+        let eal = |s: &str| s.split_whitespace().map(str::to_owned).collect::<Vec<_>>();
+        let e = check_eal_cores(&c.tenants, Some(&eal("--no-pci -l 0,2"))).expect_err("core 0 is the EAL's");
+        assert_eq!(
+            e.to_string(),
+            "--core 0: the EAL's lcores run on CPUs 0,2 (--dpdk); give workers other cores"
+        );
+        check_eal_cores(&c.tenants, Some(&eal("-l 1"))).expect("other cores");
+        check_eal_cores(&c.tenants, Some(&eal("--no-huge"))).expect("DPDK's default: nothing to check");
+        check_eal_cores(&c.tenants, None).expect("no EAL");
+        assert!(check_eal_cores(&c.tenants, Some(&eal("-c 0xq"))).is_err());
     }
 
     #[test]
