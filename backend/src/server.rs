@@ -194,12 +194,17 @@ where
         crate::worker::check_core(&cfg.name, core)?;
     }
     cfg.sandbox.prepare()?;
+    // The tenant's NIC (a TAP with its host address, a DPDK port) exists from the start, before
+    // the socket (whose presence says the tenant is ready), and outlives VMM connections: a host
+    // service can bind the host address before the VM boots. Reopened at the next connection
+    // only when it failed.
+    let mut iface: Option<Interface<N>> =
+        Some(Interface::new(make_nic().map_err(ServerError::Nic)?, cfg.iface.clone()));
     let path = cfg.socket.display().to_string();
     // An existing file (a socket left by an earlier run) is replaced.
     let _ = std::fs::remove_file(&cfg.socket);
     let listener = UnixListener::bind(&cfg.socket)
         .map_err(|source| ServerError::Listen { path: path.clone(), source })?;
-    let mut iface: Option<Interface<N>> = None;
     let mut served = 0usize;
     let mut backoff = Backoff::default();
     log::info!("{}: serving on {path}", cfg.name);

@@ -81,3 +81,37 @@ fn two_tenants_from_the_command_line_serve_two_guests_at_once() {
     let want: [IpAddr; 2] = [Ipv4Addr::new(10, 71, 1, 2).into(), Ipv4Addr::new(10, 71, 2, 2).into()];
     assert_eq!(peers, want, "each from its own tenant");
 }
+
+#[test]
+fn a_tenants_tap_and_host_address_are_there_before_a_vmm_and_after_it() {
+    slimtcp_testkit::require_netns!();
+    let ns = Netns::create("tenantnic").expect("namespace");
+    let dir = TempDir(std::env::temp_dir().join(format!("slimtcp-tenant-nic-{}", std::process::id())));
+    std::fs::create_dir_all(&dir.0).expect("temp dir");
+    let sock = dir.0.join("t.sock");
+    let tap = Netns::unique_ifname("tnn");
+    let spec = format!("name=early,socket={},tap={tap},ip=10.71.3.2/24,host-ip=10.71.3.1/24", sock.display());
+    let backend = slimtcp_vhost_bin();
+    let _backend =
+        ns.spawn_cmd(&[backend.to_str().expect("utf-8 path"), "--tenant", &spec]).expect("backend process");
+    let up = slimtcp_testkit::wait::wait_for(Duration::from_secs(20), || sock.exists());
+    assert!(up, "the backend did not create {}", sock.display());
+    let has_host_address = || {
+        ns.exec_ok(&["ip", "-4", "-o", "addr", "show", "dev", &tap])
+            .is_ok_and(|out| out.contains("10.71.3.1/24"))
+    };
+    assert!(has_host_address(), "the TAP and its host address exist before any VMM connects");
+    // A host service binds the host address now, before the VM is there.
+    let host = SocketAddrV4::new([10, 71, 3, 1].into(), 7000);
+    let (_, server) =
+        linux_peer::spawn_tcp_echo_server(&ns, SocketAddr::V4(host), 2, Duration::from_secs(60))
+            .expect("a server on the host address");
+    // Two VMM connections in turn, on the same NIC.
+    for seed in [3, 4] {
+        let mut guest = attach(&sock);
+        echo_through(&mut guest, host, seed);
+        drop(guest);
+        assert!(has_host_address(), "the TAP outlives the VMM connection");
+    }
+    assert_eq!(server.join().expect("echo server").len(), 2);
+}
