@@ -22,6 +22,15 @@ impl Drop for TempDir {
     }
 }
 
+/// A fresh network namespace and a temporary directory for the backend's sockets, both named
+/// after `tag`.
+fn namespace_and_dir(tag: &str) -> (Netns, TempDir) {
+    let ns = Netns::create(tag).expect("namespace");
+    let dir = TempDir(std::env::temp_dir().join(format!("slimtcp-{tag}-{}", std::process::id())));
+    std::fs::create_dir_all(&dir.0).expect("temp dir");
+    (ns, dir)
+}
+
 fn attach(socket: &Path) -> GuestSockets {
     let up = slimtcp_testkit::wait::wait_for(Duration::from_secs(20), || socket.exists());
     assert!(up, "the backend did not create {}", socket.display());
@@ -38,9 +47,7 @@ fn echo_through(api: &mut GuestSockets, server: SocketAddrV4, seed: u64) -> Ipv4
 #[test]
 fn two_tenants_from_the_command_line_serve_two_guests_at_once() {
     slimtcp_testkit::require_netns!();
-    let ns = Netns::create("tenants").expect("namespace");
-    let dir = TempDir(std::env::temp_dir().join(format!("slimtcp-cli-tenants-{}", std::process::id())));
-    std::fs::create_dir_all(&dir.0).expect("temp dir");
+    let (ns, dir) = namespace_and_dir("tenants");
     let (sock_a, sock_b) = (dir.0.join("a.sock"), dir.0.join("b.sock"));
     let (tap_a, tap_b) = (Netns::unique_ifname("tna"), Netns::unique_ifname("tnb"));
     let spec_a =
@@ -85,9 +92,7 @@ fn two_tenants_from_the_command_line_serve_two_guests_at_once() {
 #[test]
 fn a_tenants_tap_and_host_address_are_there_before_a_vmm_and_after_it() {
     slimtcp_testkit::require_netns!();
-    let ns = Netns::create("tenantnic").expect("namespace");
-    let dir = TempDir(std::env::temp_dir().join(format!("slimtcp-tenant-nic-{}", std::process::id())));
-    std::fs::create_dir_all(&dir.0).expect("temp dir");
+    let (ns, dir) = namespace_and_dir("tenantnic");
     let sock = dir.0.join("t.sock");
     let tap = Netns::unique_ifname("tnn");
     let spec = format!("name=early,socket={},tap={tap},ip=10.71.3.2/24,host-ip=10.71.3.1/24", sock.display());
