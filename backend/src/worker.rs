@@ -58,27 +58,27 @@ pub fn remember_affinity() {
 /// As [`remember_affinity`], less `worker_cores`, and gives the calling thread that set, so the
 /// threads it spawns (control plane, relay, serving threads) and unpinned workers keep off the
 /// busy-polling cores. When the worker cores are all the process has, everything shares them,
-/// with a warning. Returns the set.
-pub fn keep_control_off(worker_cores: &[usize]) -> CpuSet {
+/// with a warning.
+pub fn keep_control_off(worker_cores: &[usize]) {
     let set = *INITIAL_AFFINITY.get_or_init(|| {
-        let mut set = initial_affinity();
+        let all = initial_affinity();
+        let mut set = all;
         for &core in worker_cores {
             set.remove(core);
         }
-        if set.count() == 0 {
-            log::warn!(
-                "every CPU of the process is a worker core: control threads share them (start it on a \
-                 CPU set with one more core)"
-            );
-            set = initial_affinity();
+        if set.count() > 0 {
+            return set;
         }
-        set
+        log::warn!(
+            "every CPU of the process is a worker core: control threads share them (start it on a \
+             CPU set with one more core)"
+        );
+        all
     });
     if let Err(e) = set_current_affinity(&set) {
         log::warn!("keeping control threads off the worker cores: {}", error_chain(&e));
     }
     log::info!("control threads run on CPUs {set}");
-    set
 }
 
 /// The calling thread's CPU set, or every core when it cannot be read.

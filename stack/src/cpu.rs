@@ -21,6 +21,9 @@ pub enum CpuError {
     /// A core the process may not run on (outside its affinity: `taskset`, cpusets).
     #[error("core {0} is not among the cores this process may run on")]
     NotAllowed(usize),
+    /// Text that is not a CPU list (`0-3,6`).
+    #[error("{0:?} is not a CPU list (0-3,6)")]
+    BadList(String),
 }
 
 /// A set of cores (a `cpu_set_t`; every core in it is below `CPU_SETSIZE`).
@@ -71,6 +74,38 @@ impl CpuSet {
     pub fn count(&self) -> usize {
         // SAFETY: CPU_COUNT reads only inside the set.
         usize::try_from(unsafe { libc::CPU_COUNT(&self.0) }).unwrap_or(0)
+    }
+}
+
+impl CpuSet {
+    /// Adds every core of `other`.
+    pub fn extend(&mut self, other: &CpuSet) {
+        for core in (0..libc::CPU_SETSIZE as usize).filter(|&c| other.contains(c)) {
+            // Every core of a set is below CPU_SETSIZE: cannot fail.
+            let _ = self.insert(core);
+        }
+    }
+}
+
+/// The kernel's CPU-list format (`0-3,6`, as `taskset -c` and DPDK's `-l` take it).
+impl std::str::FromStr for CpuSet {
+    type Err = CpuError;
+
+    fn from_str(list: &str) -> Result<CpuSet, CpuError> {
+        let bad = || CpuError::BadList(list.to_owned());
+        let mut set = CpuSet::empty();
+        for item in list.split(',') {
+            let (a, b) = item.split_once('-').unwrap_or((item, item));
+            let (a, b): (usize, usize) =
+                (a.trim().parse().map_err(|_| bad())?, b.trim().parse().map_err(|_| bad())?);
+            if a > b {
+                return Err(bad());
+            }
+            for c in a..=b {
+                set.insert(c)?;
+            }
+        }
+        Ok(set)
     }
 }
 
@@ -168,6 +203,10 @@ mod tests {
         less.remove(2);
         less.remove(100_000);
         assert_eq!(less.to_string(), "0-1,3,6,8-9");
+        assert_eq!("0-3,6,8-9".parse::<CpuSet>().expect("a list").to_string(), "0-3,6,8-9");
+        for bad in ["", "3-1", "x", "1,,2"] {
+            assert!(bad.parse::<CpuSet>().is_err(), "{bad:?}");
+        }
     }
 
     #[test]

@@ -22,7 +22,7 @@ pub(super) fn eal_cpus(args: &[String]) -> Result<Option<CpuSet>, ConfigError> {
         let value = value.ok_or_else(|| bad(""))?;
         let set = match opt {
             "-c" => core_mask(value),
-            "-l" => cpu_list(value),
+            "-l" => value.parse().ok(),
             _ => lcores_cpus(value),
         }
         .ok_or_else(|| bad(value))?;
@@ -44,22 +44,6 @@ fn core_mask(mask: &str) -> Option<CpuSet> {
             if nibble & (1 << bit) != 0 {
                 set.insert(i * 4 + bit).ok()?;
             }
-        }
-    }
-    Some(set)
-}
-
-/// `0-3,6`: the kernel's CPU-list form, as `-l` takes it.
-fn cpu_list(list: &str) -> Option<CpuSet> {
-    let mut set = CpuSet::empty();
-    for item in list.split(',') {
-        let (a, b) = item.split_once('-').unwrap_or((item, item));
-        let (a, b): (usize, usize) = (a.trim().parse().ok()?, b.trim().parse().ok()?);
-        if a > b {
-            return None;
-        }
-        for c in a..=b {
-            set.insert(c).ok()?;
         }
     }
     Some(set)
@@ -89,10 +73,8 @@ fn lcores_cpus(spec: &str) -> Option<CpuSet> {
     items.push(&spec[start..]);
     for item in items {
         let cpus = item.rsplit_once('@').map_or(item, |(_, cpus)| cpus);
-        let part = cpu_list(cpus.trim_start_matches('(').trim_end_matches(')'))?;
-        for c in (0..libc::CPU_SETSIZE as usize).filter(|&c| part.contains(c)) {
-            set.insert(c).ok()?;
-        }
+        let part: CpuSet = cpus.trim_start_matches('(').trim_end_matches(')').parse().ok()?;
+        set.extend(&part);
     }
     Some(set)
 }
