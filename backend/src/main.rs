@@ -3,7 +3,7 @@
 use std::process::ExitCode;
 
 use clap::Parser;
-use slimtcp_vhost::config::{Args, Config};
+use slimtcp_vhost::config::{Args, Command, Config};
 use slimtcp_vhost::server::StopHandle;
 
 /// Exit code for bad command-line arguments.
@@ -24,6 +24,18 @@ fn main() -> ExitCode {
             return ExitCode::from(EXIT_USAGE);
         }
     };
+    if let Some(Command::Check { config }) = &args.command {
+        return match Config::from_file(config) {
+            Ok(c) => {
+                println!("{}: valid, {} tenants", config.display(), c.tenants.len());
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("slimtcp-vhost: error: {e}");
+                ExitCode::from(EXIT_USAGE)
+            }
+        };
+    }
     let config = match Config::try_from(args) {
         Ok(c) => c,
         Err(e) => {
@@ -31,7 +43,7 @@ fn main() -> ExitCode {
             return ExitCode::from(EXIT_USAGE);
         }
     };
-    slimtcp_vhost::log_limit::init("info");
+    slimtcp_vhost::log_limit::init(config.log.as_deref().unwrap_or("info"));
     match slimtcp_vhost::start_backend(&config, &StopHandle::default()) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

@@ -108,7 +108,8 @@ pub struct TenantConfig {
 impl TenantConfig {
     /// From a validated tenant of the command line, filtered as `sandbox` says.
     pub fn from_spec(t: &TenantSpec, sandbox: Sandbox) -> Self {
-        let mut iface = InterfaceConfig::new(t.mac, t.ip.addr, t.ip.prefix_len);
+        let mut iface =
+            InterfaceConfig::new(t.mac.unwrap_or(crate::config::DEFAULT_MAC), t.ip.addr, t.ip.prefix_len);
         iface.gateway = t.gateway;
         iface.udp_queue = t.udp_queue;
         iface.rx_memory = t.rx_memory;

@@ -118,12 +118,13 @@ fn run_on_cpus(cpus: &str, args: &[&str]) -> (i32, String) {
 fn a_worker_core_is_checked_against_the_cpus_the_process_may_use_not_a_count() {
     // The highest core this test may use, alone: one CPU allowed, and yet a valid core however
     // high (as with isolcpus or a cpuset). The configuration is accepted; the start then fails
-    // on the socket's missing directory, with exit code 1.
+    // at the NIC, with exit code 1: `lo` is no TAP, so nothing is created.
     let allowed = slimtcp::cpu::current_affinity().expect("the test's CPU set");
     let last = (0..libc::CPU_SETSIZE as usize).filter(|&c| allowed.contains(c)).max().expect("a CPU");
     let (last_s, next_s) = (last.to_string(), (last + 1).to_string());
-    let socket = "/nonexistent-slimtcp-dir/s.sock";
-    let args = ["--socket", socket, "--tap", "slimcpu0", "--ip", "10.0.0.1/24", "--core"];
+    let socket = std::env::temp_dir().join(format!("slimtcp-cli-{}.sock", std::process::id()));
+    let socket = socket.to_str().expect("utf-8 path");
+    let args = ["--socket", socket, "--tap", "lo", "--ip", "10.0.0.1/24", "--core"];
     let (code, err) = run_on_cpus(&last_s, &[&args[..], &[last_s.as_str()]].concat());
     assert_eq!(code, 1, "accepted, then the start failed: {err}");
     assert!(!err.contains("--core"), "{err}");

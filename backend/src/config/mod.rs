@@ -2,17 +2,19 @@
 //! of one or more tenants ([`tenant`]).
 
 mod eal;
+mod file;
 mod tenant;
 
 use std::collections::HashSet;
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
 
-use clap::Parser;
+use clap::{Parser, Subcommand};
 use slimtcp::wire::EthernetAddress;
 
 use crate::sandbox::Sandbox;
 
+pub use file::DaemonSettings;
 pub use tenant::{TenantNic, TenantSpec};
 
 /// Largest virtqueue size the device accepts (QEMU queues go up to 1024).
@@ -55,8 +57,10 @@ pub enum ConfigError {
     /// Two tenants share what only one can have.
     #[error("two tenants use the same {what} {value}")]
     Shared {
-        /// socket, TAP interface, DPDK port, core or name.
+        /// socket, TAP interface, DPDK port, core, name, address or host address.
         what: &'static str,
+        /// The tenant key that gives it.
+        key: &'static str,
         /// The value.
         value: String,
     },
@@ -113,6 +117,35 @@ pub enum ConfigError {
     /// An empty socket path.
     #[error("--socket: the path is empty")]
     EmptySocket,
+    /// The directory a socket is to be created in is not there.
+    #[error("--socket: directory {0} does not exist")]
+    NoSocketDir(PathBuf),
+    /// The config file could not be read.
+    #[error("{}: {why}", .path.display())]
+    ReadFile {
+        /// The file.
+        path: PathBuf,
+        /// What the OS said.
+        why: String,
+    },
+    /// A setting of the config file is wrong.
+    #[error("{}:{line}: {}{why}", .path.display(), .key.as_deref().map(|k| format!("{k}: ")).unwrap_or_default())]
+    InFile {
+        /// The file.
+        path: PathBuf,
+        /// The line (from 1).
+        line: usize,
+        /// The key, when the error is about one.
+        key: Option<String>,
+        /// What is wrong.
+        why: String,
+    },
+    /// `--tenant` next to `--config`.
+    #[error("--tenant with --config: put the tenants in the file ([[tenant]] tables)")]
+    TenantWithConfig,
+    /// Single-tenant flags over a config file of several tenants.
+    #[error("--{0} with --config overrides the file's one tenant, and it has {1}")]
+    FlagOverMany(&'static str, usize),
     /// A resource limit out of its bounds.
     #[error("{key} {value}: must be between {min} and {max}")]
     BadLimit {
@@ -146,8 +179,22 @@ fn parse_gateway(s: &str) -> Result<Ipv4Addr, String> {
 /// One tenant: --socket, --ip and --tap or --dpdk (DPDK port 0). Several tenants in one
 /// process: one --tenant spec each (and --dpdk once, if any tenant uses a DPDK port).
 #[derive(Debug, Clone, Parser)]
-#[command(name = "slimtcp-vhost", version)]
+#[command(name = "slimtcp-vhost", version, args_conflicts_with_subcommands = true)]
 pub struct Args {
+    /// What to do instead of serving (without one: serve).
+    #[command(subcommand)]
+    pub command: Option<Command>,
+    /// Read the daemon and its tenants from this TOML file (docs/operating.md, "Config file");
+    /// the one-tenant flags below override its single tenant, --dpdk/--control/--metrics its
+    /// [daemon] table.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Serve the control socket here (`slimtcp-vhost stats`, `capture`).
+    #[arg(long, value_name = "PATH")]
+    pub control: Option<PathBuf>,
+    /// Serve Prometheus metrics over HTTP on this address (GET /metrics).
+    #[arg(long, value_name = "ADDR:PORT")]
+    pub metrics: Option<SocketAddr>,
     /// vhost-user socket path to listen on (created; an existing file is replaced).
     #[arg(long, value_name = "PATH")]
     pub socket: Option<PathBuf>,
@@ -173,6 +220,10 @@ pub struct Args {
     /// [default: 02:00:00:00:00:01].
     #[arg(long, value_name = "MAC", value_parser = EthernetAddress::parse_unicast)]
     pub mac: Option<EthernetAddress>,
+    /// Put a DPDK port in promiscuous mode (default: it receives the stack's MAC, broadcast and
+    /// multicast only).
+    #[arg(long)]
+    pub promiscuous: bool,
     /// Pin the tenant's worker thread to this CPU core (default: not pinned).
     #[arg(long, value_name = "N")]
     pub core: Option<usize>,
@@ -201,7 +252,7 @@ pub struct Args {
     pub rx_memory: Option<u64>,
     /// One tenant of several, as comma-separated KEY=VALUE: socket=PATH and ip=ADDR/PREFIX
     /// (required), tap=IFNAME or port=N (a DPDK port of --dpdk), and optionally host-ip=,
-    /// gateway=, mac=, core=, queues=, name=, and the limits max-sockets=, send-in-flight=,
+    /// gateway=, mac=, promiscuous=, core=, queues=, name=, and the limits max-sockets=, send-in-flight=,
     /// rx-buffer=, backlog=, udp-queue=, rx-memory=. Repeat for each tenant.
     #[arg(long, value_name = "SPEC")]
     pub tenant: Vec<String>,
@@ -211,15 +262,73 @@ pub struct Args {
     pub no_seccomp: bool,
 }
 
-/// A validated configuration: the tenants and the EAL they share.
+/// What `slimtcp-vhost` does besides serving.
+#[derive(Debug, Clone, Subcommand)]
+pub enum Command {
+    /// Validate a config file without starting anything: exit 0 when valid, 2 (with the error)
+    /// when not.
+    Check {
+        /// The file.
+        #[arg(long, value_name = "FILE")]
+        config: PathBuf,
+    },
+}
+
+/// A validated configuration: the tenants, the EAL they share and the daemon's endpoints.
 #[derive(Debug, Clone)]
 pub struct Config {
-    /// The tenants, in command-line order (at least one).
+    /// The tenants, in command-line (or file) order (at least one).
     pub tenants: Vec<TenantSpec>,
     /// EAL arguments (`--dpdk`), when the process runs DPDK.
     pub eal_args: Option<Vec<String>>,
     /// Seccomp filters on the worker and control threads (off with `--no-seccomp`).
     pub sandbox: Sandbox,
+    /// The control socket.
+    pub control: Option<PathBuf>,
+    /// The Prometheus endpoint.
+    pub metrics: Option<SocketAddr>,
+    /// The log level the file asks for.
+    pub log: Option<String>,
+    /// The config file, re-read on SIGHUP.
+    pub file: Option<PathBuf>,
+}
+
+impl Config {
+    /// The configuration of a config file alone (what `slimtcp-vhost --config FILE` would run,
+    /// without other flags): `check` uses it.
+    pub fn from_file(path: &std::path::Path) -> Result<Config, ConfigError> {
+        let mut args = Args::parse_from(["slimtcp-vhost"]);
+        args.config = Some(path.to_path_buf());
+        Config::try_from(args)
+    }
+}
+
+impl Args {
+    /// The one-tenant flags as tenant settings.
+    fn flag_tenant(&self, dpdk: bool) -> tenant::RawTenant {
+        tenant::RawTenant {
+            name: None,
+            socket: self.socket.clone(),
+            tap: self.tap.clone(),
+            // The single-tenant form runs on DPDK port 0.
+            port: (dpdk && self.config.is_none()).then_some(0),
+            ip: self.ip,
+            host_ip: self.host_ip,
+            gateway: self.gateway,
+            mac: self.mac,
+            promiscuous: self.promiscuous.then_some(true),
+            core: self.core,
+            queues: self.queues,
+            limits: tenant::RawLimits {
+                max_sockets: self.max_sockets,
+                send_in_flight: self.send_in_flight,
+                rx_buffer: self.rx_buffer,
+                backlog: self.backlog,
+                udp_queue: self.udp_queue,
+                rx_memory: self.rx_memory,
+            },
+        }
+    }
 }
 
 impl TryFrom<Args> for Config {
@@ -229,92 +338,143 @@ impl TryFrom<Args> for Config {
         if a.dpdk.is_some() && cfg!(not(feature = "dpdk")) {
             return Err(ConfigError::DpdkNotBuilt);
         }
-        let eal_args = a.dpdk.as_deref().map(|e| e.split_whitespace().map(str::to_owned).collect());
+        let sandbox = if a.no_seccomp { Sandbox::Off } else { Sandbox::Seccomp };
+        if let Some(path) = &a.config {
+            return from_file(path, &a, sandbox);
+        }
+        let eal_args = a.dpdk.as_deref().map(split_eal);
         let dpdk = eal_args.is_some();
+        let flags = a.flag_tenant(dpdk);
         let tenants = if a.tenant.is_empty() {
-            let raw = tenant::RawTenant {
-                name: None,
-                socket: a.socket,
-                tap: a.tap,
-                // The single-tenant form runs on DPDK port 0.
-                port: dpdk.then_some(0),
-                ip: a.ip,
-                host_ip: a.host_ip,
-                gateway: a.gateway,
-                mac: a.mac,
-                core: a.core,
-                queues: a.queues,
-                limits: tenant::RawLimits {
-                    max_sockets: a.max_sockets,
-                    send_in_flight: a.send_in_flight,
-                    rx_buffer: a.rx_buffer,
-                    backlog: a.backlog,
-                    udp_queue: a.udp_queue,
-                    rx_memory: a.rx_memory,
-                },
-            };
-            if raw.socket.is_none() {
+            if flags.socket.is_none() {
                 return Err(ConfigError::Missing("socket"));
             }
-            vec![raw.validate(dpdk, 0)?]
+            vec![flags.validate(dpdk, 0)?]
         } else {
-            let single = [
-                ("socket", a.socket.is_some()),
-                ("tap", a.tap.is_some()),
-                ("ip", a.ip.is_some()),
-                ("host-ip", a.host_ip.is_some()),
-                ("gateway", a.gateway.is_some()),
-                ("mac", a.mac.is_some()),
-                ("core", a.core.is_some()),
-                ("queues", a.queues.is_some()),
-                ("max-sockets", a.max_sockets.is_some()),
-                ("send-in-flight", a.send_in_flight.is_some()),
-                ("rx-buffer", a.rx_buffer.is_some()),
-                ("backlog", a.backlog.is_some()),
-                ("udp-queue", a.udp_queue.is_some()),
-                ("rx-memory", a.rx_memory.is_some()),
-            ];
-            if let Some((flag, _)) = single.iter().find(|(_, given)| *given) {
+            if let Some(flag) = flags.first_given() {
                 return Err(ConfigError::MixedForms(flag));
             }
             let mut tenants = Vec::with_capacity(a.tenant.len());
             for (i, spec) in a.tenant.iter().enumerate() {
                 tenants.push(tenant::parse_spec(spec)?.validate(dpdk, i)?);
             }
-            check_unshared(&tenants)?;
+            check_unshared(&tenants).map_err(|(_, e)| e)?;
             tenants
         };
-        check_eal_cores(&tenants, eal_args.as_deref())?;
-        let sandbox = if a.no_seccomp { Sandbox::Off } else { Sandbox::Seccomp };
-        Ok(Config { tenants, eal_args, sandbox })
+        check_eal_cores(&tenants, eal_args.as_deref()).map_err(|(_, e)| e)?;
+        Ok(Config {
+            tenants,
+            eal_args,
+            sandbox,
+            control: a.control,
+            metrics: a.metrics,
+            log: None,
+            file: None,
+        })
     }
 }
 
+/// EAL arguments as given in one string.
+fn split_eal(s: &str) -> Vec<String> {
+    s.split_whitespace().map(str::to_owned).collect()
+}
+
+/// The configuration of `path`, with the command line's flags over it.
+fn from_file(path: &std::path::Path, a: &Args, sandbox: Sandbox) -> Result<Config, ConfigError> {
+    if !a.tenant.is_empty() {
+        return Err(ConfigError::TenantWithConfig);
+    }
+    let mut file = file::ConfigFile::read(path)?;
+    let eal_args = a.dpdk.as_deref().map(split_eal).or(file.daemon.eal.take());
+    if eal_args.is_some() && cfg!(not(feature = "dpdk")) {
+        return Err(ConfigError::DpdkNotBuilt);
+    }
+    let dpdk = eal_args.is_some();
+    let flags = a.flag_tenant(dpdk);
+    if let Some(flag) = flags.first_given() {
+        if file.tenants.len() != 1 {
+            return Err(ConfigError::FlagOverMany(flag, file.tenants.len()));
+        }
+    }
+    let raws = std::mem::take(&mut file.tenants);
+    let count = raws.len();
+    let mut tenants = Vec::with_capacity(count);
+    for (i, raw) in raws.into_iter().enumerate() {
+        let raw = if count == 1 { raw.overridden_by(flags.clone()) } else { raw };
+        tenants.push(raw.validate(dpdk, i).map_err(|e| file.tenant_error(i, e))?);
+    }
+    check_unshared(&tenants).map_err(|(i, e)| file.tenant_error(i, e))?;
+    check_eal_cores(&tenants, eal_args.as_deref()).map_err(|(i, e)| file.tenant_error(i, e))?;
+    Ok(Config {
+        tenants,
+        eal_args,
+        sandbox,
+        control: a.control.clone().or(file.daemon.control.take()),
+        metrics: a.metrics.or(file.daemon.metrics),
+        log: file.daemon.log.take(),
+        file: Some(path.to_path_buf()),
+    })
+}
+
+impl ConfigError {
+    /// The tenant setting (a `--tenant` spec key, a `[[tenant]]` key of the config file) the
+    /// error is about, when it is about one.
+    pub fn tenant_key(&self) -> Option<&'static str> {
+        Some(match self {
+            ConfigError::NoDevice => "tap",
+            ConfigError::PortWithoutDpdk => "port",
+            ConfigError::Missing(key) => key,
+            ConfigError::Shared { key, .. } => key,
+            ConfigError::BadTapName(_) => "tap",
+            ConfigError::HostIpIsOwnIp { .. } => "host-ip",
+            ConfigError::GatewayOffLink { .. } => "gateway",
+            ConfigError::BadQueues(_) => "queues",
+            ConfigError::BadCore { .. } | ConfigError::CoreOfEal { .. } => "core",
+            ConfigError::EmptySocket | ConfigError::NoSocketDir(_) => "socket",
+            ConfigError::BadLimit { key, .. } => key,
+            _ => return None,
+        })
+    }
+}
+
+/// A tenant's error, with the tenant's index in the configuration.
+pub(crate) type TenantError = (usize, ConfigError);
+
 /// No worker core is one the EAL's lcores run on.
-fn check_eal_cores(tenants: &[TenantSpec], eal_args: Option<&[String]>) -> Result<(), ConfigError> {
-    if let Some(eal) = eal_args.map(eal::eal_cpus).transpose()?.flatten() {
-        if let Some(core) = tenants.iter().filter_map(|t| t.core).find(|&c| eal.contains(c)) {
-            return Err(ConfigError::CoreOfEal { core, eal: eal.to_string() });
+fn check_eal_cores(tenants: &[TenantSpec], eal_args: Option<&[String]>) -> Result<(), TenantError> {
+    // An unparsable core option is about the EAL, not a tenant: it is reported with tenant 0.
+    if let Some(eal) = eal_args.map(eal::eal_cpus).transpose().map_err(|e| (0, e))?.flatten() {
+        for (i, t) in tenants.iter().enumerate() {
+            if let Some(core) = t.core.filter(|&c| eal.contains(c)) {
+                return Err((i, ConfigError::CoreOfEal { core, eal: eal.to_string() }));
+            }
         }
     }
     Ok(())
 }
 
-/// Sockets, TAP interfaces, DPDK ports, cores and names belong to one tenant each.
-fn check_unshared(tenants: &[TenantSpec]) -> Result<(), ConfigError> {
+/// Sockets, TAP interfaces, DPDK ports, cores, names and addresses belong to one tenant each.
+fn check_unshared(tenants: &[TenantSpec]) -> Result<(), TenantError> {
     let mut seen: HashSet<(&'static str, String)> = HashSet::new();
-    for t in tenants {
-        let mut keys = vec![("socket", t.socket.display().to_string()), ("name", t.name.clone())];
+    for (i, t) in tenants.iter().enumerate() {
+        let mut keys = vec![
+            ("socket", "socket", t.socket.display().to_string()),
+            ("name", "name", t.name.clone()),
+            ("address", "ip", t.ip.addr.to_string()),
+        ];
         match &t.nic {
-            TenantNic::Tap { name } => keys.push(("TAP interface", name.clone())),
-            TenantNic::Dpdk { port } => keys.push(("DPDK port", port.to_string())),
+            TenantNic::Tap { name } => keys.push(("TAP interface", "tap", name.clone())),
+            TenantNic::Dpdk { port } => keys.push(("DPDK port", "port", port.to_string())),
         }
         if let Some(c) = t.core {
-            keys.push(("core", c.to_string()));
+            keys.push(("core", "core", c.to_string()));
         }
-        for (what, value) in keys {
+        if let Some(h) = t.host_ip {
+            keys.push(("host address", "host-ip", h.addr.to_string()));
+        }
+        for (what, key, value) in keys {
             if !seen.insert((what, value.clone())) {
-                return Err(ConfigError::Shared { what, value });
+                return Err((i, ConfigError::Shared { what, key, value }));
             }
         }
     }
@@ -336,7 +496,8 @@ mod tests {
     fn a_worker_core_the_eal_takes_is_refused() {
         let c = config(&["--tenant", "socket=/tmp/a,ip=10.0.0.2/24,tap=ta,core=0"]).expect("valid");
         let eal = |s: &str| s.split_whitespace().map(str::to_owned).collect::<Vec<_>>();
-        let e = check_eal_cores(&c.tenants, Some(&eal("--no-pci -l 0,2"))).expect_err("core 0 is the EAL's");
+        let (_, e) =
+            check_eal_cores(&c.tenants, Some(&eal("--no-pci -l 0,2"))).expect_err("core 0 is the EAL's");
         assert_eq!(
             e.to_string(),
             "--core 0: the EAL's lcores run on CPUs 0,2 (--dpdk); give workers other cores"
@@ -345,6 +506,97 @@ mod tests {
         check_eal_cores(&c.tenants, Some(&eal("--no-huge"))).expect("DPDK's default: nothing to check");
         check_eal_cores(&c.tenants, None).expect("no EAL");
         assert!(check_eal_cores(&c.tenants, Some(&eal("-c 0xq"))).is_err());
+    }
+
+    fn write(name: &str, text: &str) -> PathBuf {
+        let p = std::env::temp_dir().join(format!("slimtcp-cfg-{}-{name}.toml", std::process::id()));
+        std::fs::write(&p, text).expect("write the test file");
+        p
+    }
+
+    const TWO: &str = "[daemon]\ncontrol = \"/tmp/c\"\n\n[[tenant]]\nname = \"a\"\nsocket = \"/tmp/a\"\n\
+                       ip = \"10.0.0.2/24\"\ntap = \"ta\"\ncore = 0\n\n[[tenant]]\nname = \"b\"\n\
+                       socket = \"/tmp/b\"\nip = \"10.0.1.2/24\"\ntap = \"tb\"\n";
+
+    #[test]
+    fn a_file_of_two_tenants_with_the_daemon_table() {
+        let p = write("two", TWO);
+        let c = Config::from_file(&p).expect("valid");
+        assert_eq!(c.tenants.len(), 2);
+        assert_eq!((c.tenants[0].name.as_str(), c.tenants[0].core), ("a", Some(0)));
+        assert_eq!(c.control.as_deref(), Some(std::path::Path::new("/tmp/c")));
+        assert_eq!(c.file.as_deref(), Some(p.as_path()));
+        let e = config(&["--config", p.to_str().expect("utf-8"), "--core", "1"]).expect_err("two tenants");
+        assert_eq!(e, ConfigError::FlagOverMany("core", 2));
+        let e = config(&["--config", p.to_str().expect("utf-8"), "--tenant", "socket=/tmp/x"])
+            .expect_err("mixed");
+        assert_eq!(e, ConfigError::TenantWithConfig);
+        let _ = std::fs::remove_file(p);
+    }
+
+    #[test]
+    fn flags_override_the_files_one_tenant() {
+        let p =
+            write("one", "[[tenant]]\nsocket = \"/tmp/a\"\nip = \"10.0.0.2/24\"\ntap = \"ta\"\nqueues = 2\n");
+        let c = config(&[
+            "--config",
+            p.to_str().expect("utf-8"),
+            "--queues",
+            "3",
+            "--tap",
+            "tz",
+            "--metrics",
+            "127.0.0.1:1",
+        ])
+        .expect("valid");
+        let t = &c.tenants[0];
+        assert_eq!((t.queue_pairs, &t.nic), (3, &TenantNic::Tap { name: "tz".into() }));
+        assert_eq!(c.metrics, Some("127.0.0.1:1".parse().expect("addr")));
+        let _ = std::fs::remove_file(p);
+    }
+
+    #[test]
+    fn errors_across_tenants_name_the_line_of_the_second_ones_key() {
+        let cases = [
+            (
+                "dup-core",
+                TWO.replace("tap = \"tb\"\n", "tap = \"tb\"\ncore = 0\n"),
+                16,
+                "core: two tenants use the same core 0",
+            ),
+            (
+                "dup-ip",
+                TWO.replace("10.0.1.2/24", "10.0.0.2/24"),
+                14,
+                "ip: two tenants use the same address 10.0.0.2",
+            ),
+            (
+                "dup-tap",
+                TWO.replace("\"tb\"", "\"ta\""),
+                15,
+                "tap: two tenants use the same TAP interface ta",
+            ),
+            (
+                "no-socket-dir",
+                TWO.replace("/tmp/b", "/nonexistent/b"),
+                13,
+                "socket: --socket: directory /nonexistent does not exist",
+            ),
+            ("no-ip", TWO.replace("ip = \"10.0.1.2/24\"\n", ""), 11, "ip: --ip is required"),
+            (
+                "core-not-allowed",
+                TWO.replace("core = 0", "core = 100000"),
+                9,
+                "core: --core 100000: this process may run on CPUs",
+            ),
+        ];
+        for (name, text, line, says) in cases {
+            let p = write(name, &text);
+            let e = Config::from_file(&p).expect_err(name).to_string();
+            let at = format!("{}:{line}: {says}", p.display());
+            assert!(e.starts_with(&at), "{name}: {e:?} does not start with {at:?}");
+            let _ = std::fs::remove_file(p);
+        }
     }
 
     #[test]

@@ -9,13 +9,14 @@ use std::path::PathBuf;
 
 use slimtcp::wire::EthernetAddress;
 
-use super::{parse_gateway, Cidr, ConfigError, DEFAULT_MAC, MAX_QUEUE_PAIRS};
+use super::{parse_gateway, Cidr, ConfigError, MAX_QUEUE_PAIRS};
 use crate::engine::{bounds, TenantLimits};
 use slimtcp::iface::DEFAULT_RX_MEMORY;
 
 /// Every key of a spec, for the error naming an unknown one.
-const KEYS: &str = "name, socket, tap, port, ip, host-ip, gateway, mac, core, queues, max-sockets, \
-                    send-in-flight, rx-buffer, backlog, udp-queue, rx-memory";
+pub(super) const KEYS: &str = "name, socket, tap, port, ip, host-ip, gateway, mac, promiscuous, core, \
+                               queues, max-sockets, send-in-flight, rx-buffer, backlog, udp-queue, \
+                               rx-memory";
 
 /// Datagrams queued per UDP socket unless told otherwise (the stack's default).
 const DEFAULT_UDP_QUEUE: u32 = 256;
@@ -50,8 +51,12 @@ pub struct TenantSpec {
     pub host_ip: Option<Cidr>,
     /// Default gateway.
     pub gateway: Option<Ipv4Addr>,
-    /// The stack's MAC.
-    pub mac: EthernetAddress,
+    /// The stack's MAC (`None`: the NIC's own address for a DPDK port, [`super::DEFAULT_MAC`] on a
+    /// TAP).
+    pub mac: Option<EthernetAddress>,
+    /// Receive every frame the port sees (DPDK ports; off: only the stack's MAC, broadcast
+    /// and multicast).
+    pub promiscuous: bool,
     /// Worker core.
     pub core: Option<usize>,
     /// Queue pairs.
@@ -75,6 +80,7 @@ pub(super) struct RawTenant {
     pub host_ip: Option<Cidr>,
     pub gateway: Option<Ipv4Addr>,
     pub mac: Option<EthernetAddress>,
+    pub promiscuous: Option<bool>,
     pub core: Option<usize>,
     pub queues: Option<usize>,
     pub limits: RawLimits,
@@ -157,11 +163,7 @@ impl RawLimits {
 
 /// Stores a limit given once, parsed.
 fn fill<T: std::str::FromStr>(slot: &mut Option<T>, key: &str, value: &str) -> Result<(), String> {
-    if slot.is_some() {
-        return Err(format!("{key} given twice"));
-    }
-    *slot = Some(value.parse().map_err(|_| format!("{key}={value}: not a number"))?);
-    Ok(())
+    once(slot, key, value.parse().map_err(|_| format!("{key}={value}: not a number"))?)
 }
 
 /// Parses a `--tenant` spec (see the module documentation).
@@ -170,68 +172,131 @@ pub(super) fn parse_spec(spec: &str) -> Result<RawTenant, ConfigError> {
     let mut t = RawTenant::default();
     for item in spec.split(',').filter(|s| !s.is_empty()) {
         let (key, value) = item.split_once('=').ok_or_else(|| bad(format!("{item:?} is not KEY=VALUE")))?;
-        let value = value.trim();
-        let dup = |present: bool| if present { Err(bad(format!("{key} given twice"))) } else { Ok(()) };
-        match key.trim() {
-            "name" => {
-                dup(t.name.is_some())?;
-                t.name = Some(value.to_owned());
-            }
-            "socket" => {
-                dup(t.socket.is_some())?;
-                t.socket = Some(PathBuf::from(value));
-            }
-            "tap" => {
-                dup(t.tap.is_some())?;
-                t.tap = Some(value.to_owned());
-            }
-            "port" => {
-                dup(t.port.is_some())?;
-                t.port =
-                    Some(value.parse().map_err(|_| bad(format!("port={value}: not a DPDK port number")))?);
-            }
-            "ip" => {
-                dup(t.ip.is_some())?;
-                t.ip = Some(value.parse().map_err(|e| bad(format!("ip={value}: {e}")))?);
-            }
-            "host-ip" => {
-                dup(t.host_ip.is_some())?;
-                t.host_ip = Some(value.parse().map_err(|e| bad(format!("host-ip={value}: {e}")))?);
-            }
-            "gateway" => {
-                dup(t.gateway.is_some())?;
-                t.gateway = Some(parse_gateway(value).map_err(|e| bad(format!("gateway={value}: {e}")))?);
-            }
-            "mac" => {
-                dup(t.mac.is_some())?;
-                t.mac = Some(
-                    EthernetAddress::parse_unicast(value).map_err(|e| bad(format!("mac={value}: {e}")))?,
-                );
-            }
-            "core" => {
-                dup(t.core.is_some())?;
-                t.core = Some(value.parse().map_err(|_| bad(format!("core={value}: not a core number")))?);
-            }
-            "queues" => {
-                dup(t.queues.is_some())?;
-                t.queues = Some(value.parse().map_err(|_| bad(format!("queues={value}: not a number")))?);
-            }
-            other => match t.limits.set(other, value) {
-                Some(set) => set.map_err(bad)?,
-                None => return Err(bad(format!("unknown key {other:?} (keys: {KEYS})"))),
-            },
-        }
+        t.set(key.trim(), value.trim()).map_err(bad)?;
     }
     Ok(t)
 }
 
+/// Stores a setting given once.
+fn once<T>(slot: &mut Option<T>, key: &str, value: T) -> Result<(), String> {
+    if slot.is_some() {
+        return Err(format!("{key} given twice"));
+    }
+    *slot = Some(value);
+    Ok(())
+}
+
 impl RawTenant {
+    /// Sets the setting `key` (a spec key, as in [`KEYS`]) from its text; fails naming the key
+    /// when it is unknown, given twice or its value does not parse. The one parser of a
+    /// tenant's settings: `--tenant` specs and the config file's `[[tenant]]` tables both use it.
+    pub(super) fn set(&mut self, key: &str, value: &str) -> Result<(), String> {
+        match key {
+            "name" => once(&mut self.name, key, value.to_owned()),
+            "socket" => once(&mut self.socket, key, PathBuf::from(value)),
+            "tap" => once(&mut self.tap, key, value.to_owned()),
+            "port" => {
+                let port = value.parse().map_err(|_| format!("port={value}: not a DPDK port number"))?;
+                once(&mut self.port, key, port)
+            }
+            "ip" => once(&mut self.ip, key, value.parse().map_err(|e| format!("ip={value}: {e}"))?),
+            "host-ip" => {
+                once(&mut self.host_ip, key, value.parse().map_err(|e| format!("host-ip={value}: {e}"))?)
+            }
+            "gateway" => {
+                let gateway = parse_gateway(value).map_err(|e| format!("gateway={value}: {e}"))?;
+                once(&mut self.gateway, key, gateway)
+            }
+            "mac" => {
+                let mac = EthernetAddress::parse_unicast(value).map_err(|e| format!("mac={value}: {e}"))?;
+                once(&mut self.mac, key, mac)
+            }
+            "promiscuous" => {
+                let on = value.parse().map_err(|_| format!("promiscuous={value}: not true or false"))?;
+                once(&mut self.promiscuous, key, on)
+            }
+            "core" => {
+                let core = value.parse().map_err(|_| format!("core={value}: not a core number"))?;
+                once(&mut self.core, key, core)
+            }
+            "queues" => {
+                let queues = value.parse().map_err(|_| format!("queues={value}: not a number"))?;
+                once(&mut self.queues, key, queues)
+            }
+            other => match self.limits.set(other, value) {
+                Some(set) => set,
+                None => Err(format!("unknown key {other:?} (keys: {KEYS})")),
+            },
+        }
+    }
+
+    /// The first setting given, by its flag name (`port` and `name` have no flag).
+    pub(super) fn first_given(&self) -> Option<&'static str> {
+        let l = &self.limits;
+        [
+            ("socket", self.socket.is_some()),
+            ("tap", self.tap.is_some()),
+            ("ip", self.ip.is_some()),
+            ("host-ip", self.host_ip.is_some()),
+            ("gateway", self.gateway.is_some()),
+            ("mac", self.mac.is_some()),
+            ("promiscuous", self.promiscuous.is_some()),
+            ("core", self.core.is_some()),
+            ("queues", self.queues.is_some()),
+            ("max-sockets", l.max_sockets.is_some()),
+            ("send-in-flight", l.send_in_flight.is_some()),
+            ("rx-buffer", l.rx_buffer.is_some()),
+            ("backlog", l.backlog.is_some()),
+            ("udp-queue", l.udp_queue.is_some()),
+            ("rx-memory", l.rx_memory.is_some()),
+        ]
+        .into_iter()
+        .find_map(|(flag, given)| given.then_some(flag))
+    }
+
+    /// The settings of `self`, with each one `flags` gives taking its place (command-line flags
+    /// over a config file's one tenant).
+    pub(super) fn overridden_by(self, flags: RawTenant) -> RawTenant {
+        let l = flags.limits;
+        // A NIC given on the command line replaces the file's, whichever kind it is.
+        let (tap, port) = if flags.tap.is_some() || flags.port.is_some() {
+            (flags.tap, flags.port)
+        } else {
+            (self.tap, self.port)
+        };
+        RawTenant {
+            name: flags.name.or(self.name),
+            socket: flags.socket.or(self.socket),
+            tap,
+            port,
+            ip: flags.ip.or(self.ip),
+            host_ip: flags.host_ip.or(self.host_ip),
+            gateway: flags.gateway.or(self.gateway),
+            mac: flags.mac.or(self.mac),
+            promiscuous: flags.promiscuous.or(self.promiscuous),
+            core: flags.core.or(self.core),
+            queues: flags.queues.or(self.queues),
+            limits: RawLimits {
+                max_sockets: l.max_sockets.or(self.limits.max_sockets),
+                send_in_flight: l.send_in_flight.or(self.limits.send_in_flight),
+                rx_buffer: l.rx_buffer.or(self.limits.rx_buffer),
+                backlog: l.backlog.or(self.limits.backlog),
+                udp_queue: l.udp_queue.or(self.limits.udp_queue),
+                rx_memory: l.rx_memory.or(self.limits.rx_memory),
+            },
+        }
+    }
+
     /// Validates one tenant. `dpdk` says whether the process has an EAL (`--dpdk`); `index`
     /// names the tenant when the spec does not.
     pub(super) fn validate(self, dpdk: bool, index: usize) -> Result<TenantSpec, ConfigError> {
         let socket = self.socket.ok_or(ConfigError::Missing("socket"))?;
         if socket.as_os_str().is_empty() {
             return Err(ConfigError::EmptySocket);
+        }
+        let dir = socket.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(std::path::Path::new("."));
+        if !dir.is_dir() {
+            return Err(ConfigError::NoSocketDir(dir.to_path_buf()));
         }
         let ip = self.ip.ok_or(ConfigError::Missing("ip"))?;
         let nic = match (self.tap, self.port, dpdk) {
@@ -280,7 +345,8 @@ impl RawTenant {
             ip,
             host_ip: self.host_ip,
             gateway: self.gateway,
-            mac: self.mac.unwrap_or(DEFAULT_MAC),
+            mac: self.mac,
+            promiscuous: self.promiscuous.unwrap_or(false),
             core: self.core,
             queue_pairs: queues,
             limits,
