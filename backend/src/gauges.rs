@@ -1,10 +1,16 @@
-//! Live gauges of a tenant, readable from any thread while its worker runs: what the worker
-//! holds right now (sockets, held send chains, guest payload the NIC still references). The
-//! worker publishes them every [`PUBLISH_EVERY`] steps and when it goes idle, with relaxed
-//! stores: a reader sees a recent value, never a torn one. Leak detection (the soak, a stats
-//! endpoint) reads them; the data path never does.
+//! Live gauges and counters of a tenant, readable from any thread while its worker runs: what
+//! the worker holds right now (sockets, held send chains, guest payload the NIC still
+//! references), with relaxed stores (a reader sees a recent value, never a torn one), and the
+//! tenant's counters ([`LiveCounters`]), behind a lock the worker only ever tries. The worker
+//! publishes both every [`PUBLISH_EVERY`] steps and when it goes idle. Leak detection (the
+//! soak) and the daemon's stats and metrics read them; the data path never does.
 
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, PoisonError};
+
+use slimtcp::iface::Counters;
+
+use crate::engine::{DeviceCounters, SessionReport};
 
 /// Engine steps between two publications while the worker is busy.
 pub const PUBLISH_EVERY: u32 = 1024;
@@ -19,6 +25,61 @@ pub struct TenantGauges {
     pending_messages: AtomicU64,
     rx_memory: AtomicU64,
     publications: AtomicU64,
+    counters: Mutex<LiveCounters>,
+}
+
+/// A tenant's counters: its stack's (since its NIC was opened), its device's (all VMM
+/// connections together) and its worker's.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LiveCounters {
+    /// The stack's counters.
+    pub stack: Counters,
+    /// TCP sockets by state ([`slimtcp::tcp::State::ALL`] order).
+    pub tcp_states: [u64; 11],
+    /// The device's counters, the sessions that ended and the current one added up.
+    pub device: DeviceCounters,
+    /// The current session's report (`None`: no VMM connected).
+    pub session: Option<SessionReport>,
+    /// VMM connections that ended.
+    pub sessions_ended: u64,
+    /// Device counters of the sessions that ended.
+    pub device_ended: DeviceCounters,
+    /// Worker polls, all sessions.
+    pub polls: u64,
+    /// Worker polls that did work.
+    pub busy_polls: u64,
+    /// Worker polls of the sessions that ended.
+    polls_ended: (u64, u64),
+}
+
+impl LiveCounters {
+    /// Stores the worker's view of the current session: `polls`/`busy` count this session's.
+    fn session(
+        &mut self,
+        stack: Counters,
+        tcp_states: [u64; 11],
+        report: SessionReport,
+        polls: u64,
+        busy: u64,
+    ) {
+        self.stack = stack;
+        self.tcp_states = tcp_states;
+        self.device = self.device_ended.clone();
+        self.device.add(&report.device);
+        self.session = Some(report);
+        self.polls = self.polls_ended.0 + polls;
+        self.busy_polls = self.polls_ended.1 + busy;
+    }
+
+    /// Closes the current session (its final report published before).
+    fn end_session(&mut self) {
+        if let Some(report) = self.session.take() {
+            self.device_ended.add(&report.device);
+            self.device = self.device_ended.clone();
+            self.sessions_ended += 1;
+            self.polls_ended = (self.polls, self.busy_polls);
+        }
+    }
 }
 
 /// One reading of [`TenantGauges`].
@@ -50,6 +111,41 @@ impl TenantGauges {
         self.pending_messages.store(r.pending_messages, Ordering::Relaxed);
         self.rx_memory.store(r.rx_memory, Ordering::Relaxed);
         self.publications.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Stores the current session's counters (the worker's side): skipped when a reader holds
+    /// the lock, so the worker never waits (the next publication brings them).
+    pub fn publish_counters(
+        &self,
+        stack: Counters,
+        tcp_states: [u64; 11],
+        report: SessionReport,
+        polls: u64,
+        busy: u64,
+    ) {
+        if let Ok(mut c) = self.counters.try_lock() {
+            c.session(stack, tcp_states, report, polls, busy);
+        }
+    }
+
+    /// As [`publish_counters`](Self::publish_counters), waiting for the lock: the session's
+    /// last publication, which must not be lost.
+    pub fn publish_final_counters(
+        &self,
+        stack: Counters,
+        tcp_states: [u64; 11],
+        report: SessionReport,
+        polls: u64,
+        busy: u64,
+    ) {
+        let mut c = self.counters.lock().unwrap_or_else(PoisonError::into_inner);
+        c.session(stack, tcp_states, report, polls, busy);
+        c.end_session();
+    }
+
+    /// The tenant's counters now.
+    pub fn counters(&self) -> LiveCounters {
+        self.counters.lock().unwrap_or_else(PoisonError::into_inner).clone()
     }
 
     /// The latest reading.
@@ -86,5 +182,24 @@ mod tests {
         g.publish(&r);
         g.publish(&r);
         assert_eq!(g.read(), GaugeReading { publications: 2, ..r });
+    }
+
+    fn report(requests: u64) -> SessionReport {
+        SessionReport { device: DeviceCounters { requests, ..Default::default() }, ..Default::default() }
+    }
+
+    #[test]
+    fn device_counters_add_up_over_sessions_and_polls_too() {
+        let g = TenantGauges::default();
+        let states = [0u64; 11];
+        g.publish_counters(Counters::default(), states, report(5), 10, 4);
+        let c = g.counters();
+        assert_eq!((c.device.requests, c.polls, c.busy_polls, c.session.is_some()), (5, 10, 4, true));
+        g.publish_final_counters(Counters::default(), states, report(7), 20, 6);
+        let c = g.counters();
+        assert_eq!((c.device.requests, c.sessions_ended, c.session.is_none()), (7, 1, true), "ended");
+        g.publish_counters(Counters::default(), states, report(3), 5, 5);
+        let c = g.counters();
+        assert_eq!((c.device.requests, c.polls, c.busy_polls), (10, 25, 11), "the second session on top");
     }
 }

@@ -29,6 +29,7 @@ pub mod ring_stop;
 pub mod sandbox;
 pub mod server;
 pub mod sigbus;
+pub mod stats;
 pub mod worker;
 
 /// An error and its sources on one line (the stack's helper, for the daemon and its tools).

@@ -237,6 +237,31 @@ where
     Ok(())
 }
 
+/// How often a tenant waiting for a VMM looks at its stop handle.
+const ACCEPT_WAKE: Duration = Duration::from_millis(100);
+
+/// The next VMM on `listener`, or `None` once `stop` is asked (looked at every
+/// [`ACCEPT_WAKE`]; the thread sleeps in poll(2) in between).
+fn accept_unless_stopped(listener: &UnixListener, stop: &StopHandle) -> std::io::Result<Option<UnixStream>> {
+    use std::os::fd::AsRawFd;
+    while !stop.is_stopped() {
+        let mut fds = [libc::pollfd { fd: listener.as_raw_fd(), events: libc::POLLIN, revents: 0 }];
+        // SAFETY: `fds` is one valid pollfd for the duration of the call; the timeout is bounded.
+        let n = unsafe { libc::poll(fds.as_mut_ptr(), 1, ACCEPT_WAKE.as_millis() as libc::c_int) };
+        if n < 0 {
+            let e = std::io::Error::last_os_error();
+            if e.kind() == std::io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(e);
+        }
+        if n > 0 {
+            return listener.accept().map(|(s, _)| Some(s));
+        }
+    }
+    Ok(None)
+}
+
 /// Waits between attempts after a transient failure: 10 ms doubling up to 2 s.
 #[derive(Debug)]
 struct Backoff(Duration);
@@ -290,7 +315,11 @@ where
     let device = NetDevice::new(cfg.pairs)?;
     let launcher = format!("{}-launch", cfg.name);
     let mut daemon = new_daemon(cfg, &device, &launcher)?;
-    let (vmm, _) = listener.accept().map_err(|source| ServerError::Accept { path: path.clone(), source })?;
+    let Some(vmm) = accept_unless_stopped(listener, stop)
+        .map_err(|source| ServerError::Accept { path: path.clone(), source })?
+    else {
+        return Ok(());
+    };
     // The NIC first: a VMM that cannot be served is turned away before the relay starts.
     let the_iface = match iface.take() {
         Some(i) => i,
@@ -432,6 +461,17 @@ fn spawn_watchdog<N: Nic>(
             log::warn!("{}", crate::error_chain(&e));
         }
         while !conn_stop.is_stopped() {
+            if tenant_stop.is_stopped() {
+                // The worker drains first, while the rings and memory are there; then the
+                // connection goes.
+                let until = std::time::Instant::now() + DRAIN_BOUND + Duration::from_secs(1);
+                while !worker_ended.is_stopped()
+                    && !conn_stop.is_stopped()
+                    && std::time::Instant::now() < until
+                {
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+            }
             if worker_ended.is_stopped() || tenant_stop.is_stopped() {
                 if let Some(s) = &shutdown {
                     s.shutdown();
@@ -542,10 +582,13 @@ impl Drop for EndGuard {
     }
 }
 
+/// Longest a tenant's end may spend draining (resets out, chains back) before the worker stops.
+pub const DRAIN_BOUND: Duration = Duration::from_millis(500);
+
 /// The worker loop: waits for rings and memory, then busy-polls the engine until the
-/// connection ends. Returns whether the interface failed (then the serving thread closes it
-/// and opens the NIC anew; the worker does not, its filter refuses what closing a NIC calls)
-/// and the session's report.
+/// connection ends, or drains it ([`Engine::drain`]) when the tenant stops. Returns whether the
+/// interface failed (then the serving thread closes it and opens the NIC anew; the worker does
+/// not, its filter refuses what closing a NIC calls) and the session's report.
 fn run_worker<N: Nic>(
     engine: &mut Engine<N>,
     device: &NetDevice,
@@ -556,6 +599,7 @@ fn run_worker<N: Nic>(
     let mut idle = 0u32;
     let mut since_publish = 0u32;
     let mut failed = false;
+    let (mut polls, mut busy) = (0u64, 0u64);
     while !conn_stop.is_stopped() && !tenant_stop.is_stopped() {
         let (Some(vrings), Some(mem)) = (device.vrings(), device.memory()) else {
             std::thread::sleep(Duration::from_millis(1));
@@ -573,6 +617,11 @@ fn run_worker<N: Nic>(
                 break;
             }
             let m = mem.memory().into_inner();
+            if tenant_stop.is_stopped() {
+                let drained = engine.drain(vrings.as_slice(), &m, DRAIN_BOUND);
+                log::info!("tenant stopping: {drained}");
+                break;
+            }
             let stopping = stops.take_requests();
             if stopping != 0 {
                 for pair in (0..crate::ring_stop::MAX_PAIRS).filter(|p| stopping & (1 << p) != 0) {
@@ -583,11 +632,15 @@ fn run_worker<N: Nic>(
             }
             since_publish += 1;
             if since_publish >= PUBLISH_EVERY || idle == SPIN_IDLE {
-                gauges.publish(&engine.gauges());
+                publish(engine, gauges, polls, busy);
                 since_publish = 0;
             }
+            polls += 1;
             match engine.step(vrings.as_slice(), &m) {
-                Ok(true) => idle = 0,
+                Ok(true) => {
+                    idle = 0;
+                    busy += 1;
+                }
                 Ok(false) => {
                     idle = idle.saturating_add(1);
                     if idle >= NAP_IDLE {
@@ -610,6 +663,15 @@ fn run_worker<N: Nic>(
     }
     gauges.publish(&engine.gauges());
     let report = engine.report();
+    let iface = engine.iface();
+    gauges.publish_final_counters(iface.counters(), iface.tcp_state_counts(), report.clone(), polls, busy);
     log::info!("session counters: {report}");
     (failed, report)
+}
+
+/// Publishes what the engine holds and counts ([`crate::gauges`]).
+fn publish<N: Nic>(engine: &Engine<N>, gauges: &TenantGauges, polls: u64, busy: u64) {
+    gauges.publish(&engine.gauges());
+    let iface = engine.iface();
+    gauges.publish_counters(iface.counters(), iface.tcp_state_counts(), engine.report(), polls, busy);
 }

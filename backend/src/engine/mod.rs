@@ -8,6 +8,7 @@
 
 mod chain;
 mod deliver;
+mod drain;
 mod events;
 mod limits;
 mod options;
@@ -30,6 +31,7 @@ use crate::guest_mem::{GuestMem, GuestPayload, HostSlice};
 use crate::queues::{self, Vrings};
 
 pub use chain::{walk, ChainFault, Walked};
+pub use drain::DrainReport;
 pub use limits::{bounds, Limits, TenantLimits};
 
 /// Requests taken per transmit queue per step, so no queue or the NIC is starved.
@@ -77,6 +79,26 @@ pub struct DeviceCounters {
     pub tx_payload_copied_at_stop: u64,
     /// Transmit chains given back because the VMM stopped their queue.
     pub chains_returned_at_stop: u64,
+}
+
+impl DeviceCounters {
+    /// Adds `o`'s counts to these (`sends_held`, a gauge, becomes `o`'s).
+    pub fn add(&mut self, o: &DeviceCounters) {
+        self.requests += o.requests;
+        self.socket_limit_refusals += o.socket_limit_refusals;
+        self.error_completions += o.error_completions;
+        self.unanswerable_chains += o.unanswerable_chains;
+        self.bad_rx_buffers += o.bad_rx_buffers;
+        self.rx_messages += o.rx_messages;
+        self.tx_payload_by_reference += o.tx_payload_by_reference;
+        self.tx_payload_copied += o.tx_payload_copied;
+        self.rx_payload_copied += o.rx_payload_copied;
+        self.sends_held = o.sends_held;
+        self.ctrl_requests += o.ctrl_requests;
+        self.datagrams_truncated += o.datagrams_truncated;
+        self.tx_payload_copied_at_stop += o.tx_payload_copied_at_stop;
+        self.chains_returned_at_stop += o.chains_returned_at_stop;
+    }
 }
 
 /// What one connection's session did: the device's counters and the copy counters of the stack

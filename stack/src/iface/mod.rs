@@ -200,6 +200,17 @@ impl<N: Nic> Interface<N> {
         self.rx_budget.reading()
     }
 
+    /// TCP sockets by state, indexed by [`State::index`](crate::tcp::State::index): listeners
+    /// count as LISTEN, connections by their state (a walk over the sockets, for stats).
+    pub fn tcp_state_counts(&self) -> [u64; 11] {
+        let mut counts = [0u64; 11];
+        counts[crate::tcp::State::Listen.index()] = self.sockets.listener_count() as u64;
+        for s in self.sockets.tcp_sockets() {
+            counts[s.conn.state().index()] += 1;
+        }
+        counts
+    }
+
     /// Live sockets of all kinds.
     pub fn socket_count(&self) -> usize {
         self.sockets.len()

@@ -192,6 +192,11 @@ impl SocketSet {
             .collect()
     }
 
+    /// Listening sockets.
+    pub fn listener_count(&self) -> usize {
+        self.slots.iter().filter(|s| matches!(s.socket, Some(Socket::Listener(_)))).count()
+    }
+
     /// Every TCP connection.
     pub fn tcp_sockets(&self) -> impl Iterator<Item = &TcpSocket> {
         self.slots.iter().filter_map(|s| match &s.socket {

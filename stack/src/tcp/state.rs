@@ -28,6 +28,26 @@ pub enum State {
 }
 
 impl State {
+    /// Every state, in RFC order (the order of [`State::index`]).
+    pub const ALL: [State; 11] = [
+        State::Closed,
+        State::Listen,
+        State::SynSent,
+        State::SynReceived,
+        State::Established,
+        State::FinWait1,
+        State::FinWait2,
+        State::CloseWait,
+        State::Closing,
+        State::LastAck,
+        State::TimeWait,
+    ];
+
+    /// The state's place in [`State::ALL`].
+    pub fn index(self) -> usize {
+        self as usize
+    }
+
     /// True once the three-way handshake has completed (RFC "synchronized" states).
     pub fn is_synchronized(self) -> bool {
         !matches!(self, State::Closed | State::Listen | State::SynSent | State::SynReceived)
