@@ -13,9 +13,11 @@
 //! - [`ring_stop`]: GET_VRING_BASE handed from the control thread to the worker.
 //! - [`server`]: a tenant's connection loop (reconnects, resets); [`worker`]: thread spawning.
 //! - [`gauges`]: live gauges of a tenant (sockets, held sends), for leak detection.
+//! - [`capture`]: per-tenant packet capture: a NIC wrapper feeding a bounded tap, drained to pcap.
 //! - [`sigbus`]: recovery from guest memory truncated under the backend's mapping.
 //! - [`sandbox`]: seccomp filters on the worker and control threads (`--no-seccomp`: off).
 
+pub mod capture;
 pub mod config;
 pub mod device;
 pub mod engine;

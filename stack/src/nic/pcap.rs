@@ -2,7 +2,11 @@
 //!
 //! Files are written in the host's byte order with magic `0xa1b2c3d4`, version 2.4, snaplen
 //! 65535 and link type `LINKTYPE_ETHERNET` (1), which Wireshark and tcpdump open directly.
-//! Timestamps are the stack's [`Instant`]s, so a simulation's capture shows virtual time.
+//! Timestamps are the stack's [`Instant`]s, so a simulation's capture shows virtual time (a
+//! caller that wants wall-clock times passes microseconds since the UNIX epoch).
+//!
+//! [`PcapWriter`] writes to a file ([`PcapWriter::create`]) or to any [`Write`] sink, such as a
+//! socket streaming a live capture ([`PcapWriter::new`]).
 
 use std::fs::File;
 use std::io::{BufWriter, Read, Write};
@@ -32,10 +36,10 @@ pub enum PcapError {
         #[source]
         source: std::io::Error,
     },
-    /// Writing or flushing the file failed.
-    #[error("cannot write capture file {path}")]
+    /// Writing or flushing the file (or other sink) failed.
+    #[error("cannot write capture to {path}")]
     Write {
-        /// The file.
+        /// The file, or the name of the sink.
         path: PathBuf,
         /// The OS error.
         #[source]
@@ -68,10 +72,13 @@ pub enum PcapError {
     },
 }
 
-/// Writes frames to a classic pcap file, buffered; flushed by [`PcapWriter::flush`] and on drop.
+/// Writes frames in the classic pcap format to `W`: a buffered file by default
+/// ([`PcapWriter::create`]), or any sink ([`PcapWriter::new`]). Flushed by
+/// [`PcapWriter::flush`] and on drop (a failure then is logged).
 #[derive(Debug)]
-pub struct PcapWriter {
-    out: BufWriter<File>,
+pub struct PcapWriter<W: Write = BufWriter<File>> {
+    out: W,
+    /// What is written (a file's path, or the name given to [`PcapWriter::new`]), for errors.
     path: PathBuf,
 }
 
@@ -80,7 +87,17 @@ impl PcapWriter {
     pub fn create(path: impl AsRef<Path>) -> Result<Self, PcapError> {
         let path = path.as_ref().to_path_buf();
         let file = File::create(&path).map_err(|source| PcapError::Create { path: path.clone(), source })?;
-        let mut writer = PcapWriter { out: BufWriter::with_capacity(64 * 1024, file), path };
+        PcapWriter::new(BufWriter::with_capacity(64 * 1024, file), path)
+    }
+}
+
+impl<W: Write> PcapWriter<W> {
+    /// Writes the pcap global header to `out` and returns a writer of frames to it. `name` says
+    /// what `out` is (e.g. `the control socket of tenant vm1`) in errors; it is
+    /// what [`path`](Self::path) returns. `out` is written as is: wrap an unbuffered sink
+    /// (socket, file) in a [`BufWriter`].
+    pub fn new(out: W, name: impl Into<PathBuf>) -> Result<Self, PcapError> {
+        let mut writer = PcapWriter { out, path: name.into() };
         let mut header = [0u8; GLOBAL_HEADER_LEN];
         header[0..4].copy_from_slice(&PCAP_MAGIC.to_ne_bytes());
         header[4..6].copy_from_slice(&2u16.to_ne_bytes());
@@ -92,7 +109,18 @@ impl PcapWriter {
         Ok(writer)
     }
 
-    /// The file being written.
+    /// The sink.
+    pub fn get_ref(&self) -> &W {
+        &self.out
+    }
+
+    /// The sink, mutable (e.g. to set a socket's timeout). Writing to it directly corrupts the
+    /// capture.
+    pub fn get_mut(&mut self) -> &mut W {
+        &mut self.out
+    }
+
+    /// The file being written (or the name given to [`PcapWriter::new`]).
     pub fn path(&self) -> &Path {
         &self.path
     }
@@ -113,7 +141,7 @@ impl PcapWriter {
         self.write_all(&frame[..incl_len as usize])
     }
 
-    /// Writes buffered frames to the file.
+    /// Writes buffered frames to the file (or sink).
     pub fn flush(&mut self) -> Result<(), PcapError> {
         self.out.flush().map_err(|source| PcapError::Write { path: self.path.clone(), source })
     }
@@ -123,7 +151,7 @@ impl PcapWriter {
     }
 }
 
-impl Drop for PcapWriter {
+impl<W: Write> Drop for PcapWriter<W> {
     fn drop(&mut self) {
         if let Err(e) = self.flush() {
             log::warn!("{e}: {:?}", std::error::Error::source(&e));
@@ -138,7 +166,14 @@ pub fn read_pcap(path: impl AsRef<Path>) -> Result<Vec<(Instant, Vec<u8>)>, Pcap
     File::open(path)
         .and_then(|mut f| f.read_to_end(&mut bytes))
         .map_err(|source| PcapError::Read { path: path.to_path_buf(), source })?;
-    parse_pcap(&bytes).map_err(|e| match e {
+    read_pcap_bytes(&bytes, path)
+}
+
+/// Reads a classic microsecond pcap capture held in memory (e.g. written by a [`PcapWriter`]
+/// into a `Vec<u8>`), as [`read_pcap`] reads a file; `name` says what it is in errors.
+pub fn read_pcap_bytes(bytes: &[u8], name: impl AsRef<Path>) -> Result<Vec<(Instant, Vec<u8>)>, PcapError> {
+    let path = name.as_ref();
+    parse_pcap(bytes).map_err(|e| match e {
         ParseError::BadMagic(magic) => PcapError::BadMagic { path: path.to_path_buf(), magic },
         ParseError::Truncated(offset) => PcapError::Truncated { path: path.to_path_buf(), offset },
     })
@@ -213,6 +248,45 @@ mod tests {
         let back = read_pcap(&path).expect("parse capture");
         assert_eq!(back, expected);
         std::fs::remove_file(&path).ok();
+    }
+
+    #[test]
+    fn writing_to_memory_gives_the_bytes_a_file_holds() {
+        let frames: Vec<(Instant, Vec<u8>)> = (0..20u64)
+            .map(|i| (Instant::from_micros(1_700_000_000_000_000 + i * 17), vec![i as u8; 60 + i as usize]))
+            .collect();
+        let path = temp_path("memory");
+        let mut in_memory = PcapWriter::new(Vec::new(), "in-memory capture").expect("header into a Vec");
+        {
+            let mut in_file = PcapWriter::create(&path).expect("create capture");
+            for (at, frame) in &frames {
+                in_memory.write_frame(*at, frame).expect("write frame to a Vec");
+                in_file.write_frame(*at, frame).expect("write frame to a file");
+            }
+        }
+        in_memory.flush().expect("flush a Vec");
+        assert_eq!(in_memory.path(), Path::new("in-memory capture"));
+        let bytes = in_memory.get_ref();
+        assert_eq!(bytes, &std::fs::read(&path).expect("read capture"));
+        assert_eq!(read_pcap_bytes(bytes, "the Vec").expect("parse the Vec"), frames);
+        std::fs::remove_file(&path).ok();
+    }
+
+    #[test]
+    fn a_failing_sink_is_named_in_the_error() {
+        #[derive(Debug)]
+        struct Broken;
+        impl Write for Broken {
+            fn write(&mut self, _: &[u8]) -> std::io::Result<usize> {
+                Err(std::io::ErrorKind::BrokenPipe.into())
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let err = PcapWriter::new(Broken, "the control socket").expect_err("the header fails");
+        assert!(matches!(err, PcapError::Write { .. }));
+        assert_eq!(err.to_string(), "cannot write capture to the control socket");
     }
 
     #[test]
