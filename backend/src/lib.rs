@@ -3,7 +3,9 @@
 //! [`Interface`](slimtcp::iface::Interface) and NIC and busy-polls its virtqueues, which carry
 //! the SlimTCP guest protocol (`docs/protocol.md`, crate `slimtcp-abi`) instead of Ethernet.
 //!
-//! - [`config`]: command line (clap) and its validated form.
+//! - [`config`]: command line (clap), config file (TOML) and their validated form.
+//! - [`daemon`]: the process: tenants started and stopped, signals, the control socket and the
+//!   metrics endpoint on one `event-manager` loop; [`stats`]: what they show.
 //! - [`device`]: the vhost-user control plane (features, rings, memory), on its own thread.
 //! - [`engine`]: the data path: requests, completions, events, zero-copy sends, receive copies.
 //! - [`guest_mem`]: range-checked translation of guest addresses; guest-memory payloads.
@@ -19,6 +21,7 @@
 
 pub mod capture;
 pub mod config;
+pub mod daemon;
 pub mod device;
 pub mod engine;
 pub mod gauges;
@@ -37,59 +40,37 @@ pub mod worker;
 /// An error and its sources on one line (the stack's helper, for the daemon and its tools).
 pub use slimtcp::report::error_chain;
 
-use config::{Config, TenantNic, TenantSpec};
-use sandbox::Sandbox;
-use server::{serve_tenant, ServerError, StopHandle, TenantConfig};
+use std::sync::Arc;
 
-/// Serves the configured tenants until `stop` (or forever). Each tenant has its own serving
-/// thread and worker; a tenant that fails is logged and the others go on. Fails when a tenant
-/// failed (after all have ended), naming how many.
-pub fn start_backend(config: &Config, stop: &StopHandle) -> Result<(), ServerError> {
-    let worker_cores: Vec<usize> = config.tenants.iter().filter_map(|t| t.core).collect();
-    worker::keep_control_off(&worker_cores);
-    config.sandbox.prepare()?;
-    log::info!("{}", config.sandbox.describe());
-    if let [one] = config.tenants.as_slice() {
-        return serve_spec(one, config.eal_args.as_deref(), config.sandbox, stop);
-    }
-    let mut threads = Vec::with_capacity(config.tenants.len());
-    for spec in &config.tenants {
-        let (spec, eal, stop, sandbox) =
-            (spec.clone(), config.eal_args.clone(), stop.clone(), config.sandbox);
-        let name = format!("{}-serve", spec.name);
-        let t = std::thread::Builder::new()
-            .name(name.clone())
-            .spawn(move || {
-                let r = serve_spec(&spec, eal.as_deref(), sandbox, &stop);
-                if let Err(e) = &r {
-                    log::error!("{}: {}", spec.name, error_chain(e));
-                }
-                r.is_ok()
-            })
-            .map_err(|source| worker::WorkerError::Spawn { name, source })?;
-        threads.push(t);
-    }
-    let total = threads.len();
-    let failed = threads.into_iter().map(|t| t.join().unwrap_or(false)).filter(|ok| !ok).count();
-    if failed > 0 {
-        return Err(ServerError::TenantsFailed { failed, total });
-    }
-    Ok(())
+use capture::{CaptureTap, Tapped};
+use config::{Config, TenantNic, TenantSpec};
+use gauges::TenantGauges;
+use sandbox::Sandbox;
+use server::{serve_tenant_observed, ServerError, StopHandle, TenantConfig};
+
+/// Serves the configured tenants until `stop`, SIGTERM or SIGINT, with the control loop of
+/// [`daemon`] on the calling thread (call it before spawning threads: it blocks the signals it
+/// handles). A tenant that fails is logged and the others go on; fails when every tenant
+/// ended on its own or some failed.
+pub fn start_backend(config: &Config, stop: &StopHandle) -> Result<(), daemon::DaemonError> {
+    daemon::run(config, stop)
 }
 
-/// Serves one tenant on its NIC.
-fn serve_spec(
+/// Serves one tenant on its NIC (wrapped in its capture tap), publishing into `gauges`.
+pub(crate) fn serve_spec(
     spec: &TenantSpec,
     eal_args: Option<&[String]>,
     sandbox: Sandbox,
     stop: &StopHandle,
+    gauges: &Arc<TenantGauges>,
+    capture: &Arc<CaptureTap>,
 ) -> Result<(), ServerError> {
     let tenant = TenantConfig::from_spec(spec, sandbox);
     let host_ip = spec.host_ip;
     match &spec.nic {
         TenantNic::Tap { name } => {
-            let name = name.clone();
-            serve_tenant(
+            let (name, capture) = (name.clone(), Arc::clone(capture));
+            serve_tenant_observed(
                 &tenant,
                 move || {
                     let tap = slimtcp::nic::tap::TapNic::open(&name).map_err(|e| error_chain(&e))?;
@@ -97,10 +78,12 @@ fn serve_spec(
                     if let Some(h) = host_ip {
                         tap.set_host_address(h.addr, h.prefix_len).map_err(|e| error_chain(&e))?;
                     }
-                    Ok(tap)
+                    Ok(Tapped::new(tap, Arc::clone(&capture)))
                 },
                 stop,
                 None,
+                |_| {},
+                gauges,
             )
         }
         #[cfg(feature = "dpdk")]
@@ -112,12 +95,19 @@ fn serve_spec(
             }
             let eal_args = eal_args.ok_or_else(|| ServerError::Nic("a DPDK tenant needs --dpdk".into()))?;
             let eal_args = sandboxed_eal_args(eal_args, sandbox);
-            let port = *port;
-            serve_tenant(&tenant, move || dpdk_nic(&eal_args, port, host_ip, sandbox), stop, None)
+            let (port, capture) = (*port, Arc::clone(capture));
+            serve_tenant_observed(
+                &tenant,
+                move || Ok(Tapped::new(dpdk_nic(&eal_args, port, host_ip, sandbox)?, Arc::clone(&capture))),
+                stop,
+                None,
+                |_| {},
+                gauges,
+            )
         }
         #[cfg(not(feature = "dpdk"))]
         TenantNic::Dpdk { .. } => {
-            let _ = eal_args;
+            let _ = (eal_args, gauges, capture);
             Err(ServerError::Nic("built without the dpdk feature".into()))
         }
     }

@@ -272,6 +272,38 @@ pub enum Command {
         #[arg(long, value_name = "FILE")]
         config: PathBuf,
     },
+    /// Show each tenant's live counters, from a running daemon's control socket.
+    Stats {
+        /// The daemon's control socket.
+        #[arg(long, value_name = "PATH")]
+        control: PathBuf,
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+        /// Refresh until interrupted.
+        #[arg(long)]
+        watch: bool,
+        /// Seconds between refreshes with --watch.
+        #[arg(long, value_name = "SECONDS", default_value_t = 1.0)]
+        interval: f64,
+    },
+    /// Capture a tenant's NIC traffic into a pcap file while the daemon runs.
+    Capture {
+        /// The daemon's control socket.
+        #[arg(long, value_name = "PATH")]
+        control: PathBuf,
+        /// The tenant's name.
+        tenant: String,
+        /// The pcap file to write.
+        #[arg(long, value_name = "FILE")]
+        file: PathBuf,
+        /// Stop after this many seconds.
+        #[arg(long, value_name = "S")]
+        seconds: Option<f64>,
+        /// Stop after this many frames.
+        #[arg(long, value_name = "N")]
+        count: Option<u64>,
+    },
 }
 
 /// A validated configuration: the tenants, the EAL they share and the daemon's endpoints.
@@ -289,8 +321,10 @@ pub struct Config {
     pub metrics: Option<SocketAddr>,
     /// The log level the file asks for.
     pub log: Option<String>,
-    /// The config file, re-read on SIGHUP.
+    /// The config file.
     pub file: Option<PathBuf>,
+    /// The command line that read the config file, read again on SIGHUP (`None`: no file).
+    pub reload: Option<Args>,
 }
 
 impl Config {
@@ -370,6 +404,7 @@ impl TryFrom<Args> for Config {
             metrics: a.metrics,
             log: None,
             file: None,
+            reload: None,
         })
     }
 }
@@ -413,6 +448,7 @@ fn from_file(path: &std::path::Path, a: &Args, sandbox: Sandbox) -> Result<Confi
         metrics: a.metrics.or(file.daemon.metrics),
         log: file.daemon.log.take(),
         file: Some(path.to_path_buf()),
+        reload: Some(a.clone()),
     })
 }
 

@@ -37,7 +37,7 @@ pub enum TenantNic {
 }
 
 /// A validated tenant.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct TenantSpec {
     /// A name for logs and thread names.
     pub name: String,
