@@ -5,8 +5,8 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Parser;
-use slimtcp_vhost::daemon::client;
 use slimtcp_vhost::config::{Args, Command, Config};
+use slimtcp_vhost::daemon::client;
 use slimtcp_vhost::server::StopHandle;
 
 /// Exit code for bad command-line arguments.

@@ -145,3 +145,84 @@ fn a_worker_core_is_checked_against_the_cpus_the_process_may_use_not_a_count() {
     assert!(err.contains(&expected), "{err}");
     assert_eq!(err.lines().count(), 1, "one line: {err}");
 }
+
+/// A config file in a fresh temporary directory; the directory goes with it.
+struct ConfigFile {
+    dir: std::path::PathBuf,
+    path: std::path::PathBuf,
+}
+
+impl ConfigFile {
+    fn new(name: &str, body: impl Fn(&str) -> String) -> Self {
+        let dir = std::env::temp_dir().join(format!("slimtcp-cli-{}-{name}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        let path = dir.join("slimtcp.toml");
+        std::fs::write(&path, body(dir.to_str().expect("utf-8 path"))).expect("config file");
+        ConfigFile { dir, path }
+    }
+
+    fn path(&self) -> &str {
+        self.path.to_str().expect("utf-8 path")
+    }
+}
+
+impl Drop for ConfigFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Two valid tenants on cores 0 and `core_b`, with `extra` lines added to the second.
+fn two_tenants(dir: &str, daemon: &str, core_b: &str, extra: &str) -> String {
+    format!(
+        "[daemon]\n{daemon}\n[[tenant]]\nname = \"a\"\nsocket = \"{dir}/a.sock\"\nip = \"10.9.1.2/24\"\n\
+         tap = \"cfga\"\ncore = 0\n\n[[tenant]]\nname = \"b\"\nsocket = \"{dir}/b.sock\"\n\
+         ip = \"10.9.2.2/24\"\ntap = \"cfgb\"\ncore = {core_b}\n{extra}"
+    )
+}
+
+#[test]
+fn bad_config_files_get_one_line_naming_file_line_and_key_from_check_and_from_a_start() {
+    // (name, [daemon] lines, core of b, extra lines of b, the line, what the error says)
+    let cases: &[(&str, &str, &str, &str, usize, &str)] = &[
+        ("unknown-key", "", "1", "colour = \"red\"\n", 16, "colour: unknown key \"colour\""),
+        ("duplicate-core", "", "0", "", 15, "core: two tenants use the same core 0"),
+        ("core-not-allowed", "", "100000", "", 15, "core: --core 100000: this process may run on CPUs"),
+        (
+            "eal-lcore",
+            "eal = \"--no-pci -l 1\"",
+            "1",
+            "",
+            15,
+            "core: --core 1: the EAL's lcores run on CPUs 1",
+        ),
+        ("no-socket-dir", "", "1", "", 12, "socket: --socket: directory"),
+        ("bad-mac", "", "1", "mac = \"01:00:00:00:00:01\"\n", 16, "mac: mac=01:00:00:00:00:01"),
+        ("duplicate-address", "", "1", "", 13, "ip: two tenants use the same address 10.9.1.2"),
+    ];
+    for &(name, daemon, core_b, extra, line, says) in cases {
+        let file = ConfigFile::new(name, |dir| {
+            let text = two_tenants(dir, daemon, core_b, extra);
+            match name {
+                "no-socket-dir" => text.replace(&format!("{dir}/b.sock"), "/nonexistent-slimtcp/b.sock"),
+                "duplicate-address" => text.replace("10.9.2.2/24", "10.9.1.2/24"),
+                _ => text,
+            }
+        });
+        let want = format!("slimtcp-vhost: error: {}:{line}: {says}", file.path());
+        let (code, _, err) = run(&["check", "--config", file.path()]);
+        assert_eq!(code, 2, "{name}: check: {err}");
+        assert_eq!(err.lines().count(), 1, "{name}: one line: {err}");
+        assert!(err.starts_with(&want), "{name}: {err:?} does not start with {want:?}");
+        let (code, _, start_err) = run(&["--config", file.path()]);
+        assert_eq!(
+            (code, start_err.as_str()),
+            (2, err.as_str()),
+            "{name}: a real start says what check says"
+        );
+    }
+    let good = ConfigFile::new("good", |dir| two_tenants(dir, "", "1", ""));
+    let (code, out, err) = run(&["check", "--config", good.path()]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("valid, 2 tenants"), "{out}");
+}

@@ -170,8 +170,8 @@ impl ConfigFile {
     /// table's header when the key is not written, e.g. a missing one). An error about the
     /// EAL's cores names the `eal` key.
     pub fn tenant_error(&self, index: usize, e: ConfigError) -> ConfigError {
-        if let (ConfigError::BadEalCores { .. }, Some(span)) = (&e, &self.eal_span) {
-            return self.error(span.start, Some("eal"), e.to_string());
+        if let ConfigError::BadEalCores { .. } = e {
+            return self.eal_error(e);
         }
         let Some(table) = self.spans.get(index) else {
             return self.error(0, None, e.to_string());
@@ -180,6 +180,12 @@ impl ConfigFile {
         let at = key.and_then(|k| table.keys.get(k)).unwrap_or(&table.header).start;
         let why = e.to_string();
         self.error(at, Some(key.unwrap_or("tenant")), why)
+    }
+
+    /// `e`, about the EAL, at the `eal` key (or the file's start when it came from `--dpdk`).
+    pub fn eal_error(&self, e: ConfigError) -> ConfigError {
+        let at = self.eal_span.as_ref().map_or(0, |s| s.start);
+        self.error(at, Some("eal"), e.to_string())
     }
 
     /// An error at byte `at` of the file.

@@ -421,9 +421,6 @@ fn from_file(path: &std::path::Path, a: &Args, sandbox: Sandbox) -> Result<Confi
     }
     let mut file = file::ConfigFile::read(path)?;
     let eal_args = a.dpdk.as_deref().map(split_eal).or(file.daemon.eal.take());
-    if eal_args.is_some() && cfg!(not(feature = "dpdk")) {
-        return Err(ConfigError::DpdkNotBuilt);
-    }
     let dpdk = eal_args.is_some();
     let flags = a.flag_tenant(dpdk);
     if let Some(flag) = flags.first_given() {
@@ -440,6 +437,9 @@ fn from_file(path: &std::path::Path, a: &Args, sandbox: Sandbox) -> Result<Confi
     }
     check_unshared(&tenants).map_err(|(i, e)| file.tenant_error(i, e))?;
     check_eal_cores(&tenants, eal_args.as_deref()).map_err(|(i, e)| file.tenant_error(i, e))?;
+    if dpdk && cfg!(not(feature = "dpdk")) {
+        return Err(file.eal_error(ConfigError::DpdkNotBuilt));
+    }
     Ok(Config {
         tenants,
         eal_args,

@@ -53,7 +53,8 @@ fn ask(control: &Path, request: &Request) -> Result<(Reply, BufReader<UnixStream
     let mut reader = BufReader::new(stream);
     let mut answer = String::new();
     reader.read_line(&mut answer)?;
-    let reply = serde_json::from_str(&answer).map_err(|e| ClientError::BadReply(format!("{e}: {answer:?}")))?;
+    let reply =
+        serde_json::from_str(&answer).map_err(|e| ClientError::BadReply(format!("{e}: {answer:?}")))?;
     match reply {
         Reply::Error(why) => Err(ClientError::Refused(why)),
         r => Ok((r, reader)),

@@ -65,7 +65,12 @@ impl ControlServer {
         write_reply(&stream, &reply)
     }
 
-    fn start_capture(&self, tenant: &str, seconds: Option<f64>, count: Option<u64>) -> Result<Capture, String> {
+    fn start_capture(
+        &self,
+        tenant: &str,
+        seconds: Option<f64>,
+        count: Option<u64>,
+    ) -> Result<Capture, String> {
         let tap: Arc<CaptureTap> =
             self.tenants.borrow().capture_tap(tenant).ok_or_else(|| format!("no tenant {tenant:?}"))?;
         let duration = match seconds {

@@ -45,7 +45,9 @@ impl MetricsServer {
         let mut parts = first.split_whitespace();
         let (method, target) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
         let (status, content_type, body) = match (method, target.split('?').next().unwrap_or("")) {
-            ("GET", "/metrics") => ("200 OK", METRICS_CONTENT_TYPE, encode_metrics(self.tenants.borrow().stats())),
+            ("GET", "/metrics") => {
+                ("200 OK", METRICS_CONTENT_TYPE, encode_metrics(self.tenants.borrow().stats()))
+            }
             ("GET", _) => ("404 Not Found", "text/plain", "the metrics are at /metrics\n".to_owned()),
             _ => ("405 Method Not Allowed", "text/plain", "GET only\n".to_owned()),
         };

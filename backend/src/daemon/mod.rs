@@ -111,7 +111,11 @@ pub fn run(config: &Config, stop: &StopHandle) -> Result<(), DaemonError> {
     for spec in &config.tenants {
         tenants.borrow_mut().start(spec.clone())?;
     }
-    let life = Rc::new(RefCell::new(Lifecycle { config: config.clone(), stopping: None, started: config.tenants.len() }));
+    let life = Rc::new(RefCell::new(Lifecycle {
+        config: config.clone(),
+        stopping: None,
+        started: config.tenants.len(),
+    }));
     let mut loop_ = EventManager::<Box<dyn MutEventSubscriber>>::new().map_err(DaemonError::EventLoop)?;
     loop_.add_subscriber(Box::new(SignalHandler {
         signals,

@@ -58,7 +58,9 @@ impl Signals {
         let mut info: libc::signalfd_siginfo = unsafe { std::mem::zeroed() };
         let len = std::mem::size_of::<libc::signalfd_siginfo>();
         // SAFETY: `info` is a writable buffer of `len` bytes; the descriptor is open.
-        let n = unsafe { libc::read(self.fd.as_raw_fd(), (&mut info as *mut libc::signalfd_siginfo).cast(), len) };
+        let n = unsafe {
+            libc::read(self.fd.as_raw_fd(), (&mut info as *mut libc::signalfd_siginfo).cast(), len)
+        };
         (n == len as isize).then_some(info.ssi_signo as libc::c_int)
     }
 }

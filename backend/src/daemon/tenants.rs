@@ -99,8 +99,12 @@ impl TenantSet {
 
     /// Joins the tenants whose thread ended; returns their names.
     pub fn reap(&mut self) -> Vec<String> {
-        let done: Vec<String> =
-            self.running.iter().filter(|(_, t)| t.done.load(Ordering::Acquire)).map(|(n, _)| n.clone()).collect();
+        let done: Vec<String> = self
+            .running
+            .iter()
+            .filter(|(_, t)| t.done.load(Ordering::Acquire))
+            .map(|(n, _)| n.clone())
+            .collect();
         for name in &done {
             if let Some(t) = self.running.remove(name) {
                 let ok = t.thread.join().unwrap_or(false);
@@ -135,7 +139,10 @@ impl TenantSet {
 
     /// Every running tenant's stats, by name.
     pub fn stats(&self) -> Vec<TenantStats> {
-        self.running.iter().map(|(name, t)| TenantStats::new(name, &t.gauges.read(), &t.gauges.counters())).collect()
+        self.running
+            .iter()
+            .map(|(name, t)| TenantStats::new(name, &t.gauges.read(), &t.gauges.counters()))
+            .collect()
     }
 
     /// Tenant `name`'s capture tap.
