@@ -35,7 +35,7 @@ test: deps
 	$(CARGO) test --release --workspace --no-fail-fast && \
 	$(CARGO) build --release -p slimtcp --features dpdk --example tap_echo && $(CARGO) test --release -p slimtcp --features dpdk --test 'dpdk_*' --test 'interop_dpdk_*' && \
 	$(CARGO) build --release -p slimtcp-vhost --features dpdk --bin slimtcp-vhost && \
-	$(CARGO) test --release -p slimtcp-system-tests --features dpdk --test e2e_guest_dpdk_tap --test sandbox && \
+	$(CARGO) test --release -p slimtcp-system-tests --features dpdk --test e2e_guest_dpdk_tap --test cli_dpdk --test sandbox && \
 	$(CARGO) test --release -p slimtcp-perf --features dpdk --test 'dpdk_*' && \
 	./scripts/fuzz.sh 20 || status=$$?; \
 	./scripts/cleanup-netns.sh; \

@@ -95,10 +95,11 @@ pub(crate) fn serve_spec(
             }
             let eal_args = eal_args.ok_or_else(|| ServerError::Nic("a DPDK tenant needs --dpdk".into()))?;
             let eal_args = sandboxed_eal_args(eal_args, sandbox);
-            let (port, capture) = (*port, Arc::clone(capture));
+            let port = DpdkPort { port: *port, mac: spec.mac, promiscuous: spec.promiscuous, host_ip };
+            let capture = Arc::clone(capture);
             serve_tenant_observed(
                 &tenant,
-                move || Ok(Tapped::new(dpdk_nic(&eal_args, port, host_ip, sandbox)?, Arc::clone(&capture))),
+                move || Ok(Tapped::new(dpdk_nic(&eal_args, &port, sandbox)?, Arc::clone(&capture))),
                 stop,
                 None,
                 |_| {},
@@ -154,25 +155,52 @@ fn dpdk_log_to_stderr() {
     });
 }
 
-/// DPDK port `port` of the process's EAL (started on first use), promiscuous; with `host_ip`,
-/// the kernel side of the port's `net_tap` vdev gets that address.
+/// What a DPDK tenant asks of its port.
+#[cfg(feature = "dpdk")]
+#[derive(Debug, Clone, Copy)]
+struct DpdkPort {
+    /// The port number.
+    port: u16,
+    /// The stack's MAC when the tenant gave one (`None`: the port's own).
+    mac: Option<slimtcp::wire::EthernetAddress>,
+    /// Receive every frame (`promiscuous = true`).
+    promiscuous: bool,
+    /// The kernel side's address, for a `net_tap` vdev.
+    host_ip: Option<config::Cidr>,
+}
+
+/// DPDK port `want.port` of the process's EAL (started on first use), promiscuous only when
+/// asked: without, the port receives its own MAC's unicast frames and broadcasts (ARP), which
+/// is all the stack needs when it uses the port's MAC; a MAC of the tenant's own is added as a
+/// filter (with a warning when the driver refuses). With `host_ip`, the kernel side of the
+/// port's `net_tap` vdev gets that address.
 #[cfg(feature = "dpdk")]
 fn dpdk_nic(
     eal_args: &[String],
-    port: u16,
-    host_ip: Option<config::Cidr>,
+    want: &DpdkPort,
     sandbox: Sandbox,
 ) -> Result<slimtcp::nic::dpdk::DpdkNic, String> {
     use slimtcp::nic::dpdk::{DpdkNic, Eal, PortConfig};
+    let port = want.port;
     let eal = Eal::init(eal_args).map_err(|e| error_chain(&e))?;
     if sandbox != Sandbox::Off {
         dpdk_log_to_stderr();
     }
     let mut cfg = PortConfig::new(port.to_string());
-    cfg.promiscuous = true;
+    cfg.promiscuous = want.promiscuous;
     let nic =
         DpdkNic::open(eal, &cfg).map_err(|e| error_chain(&e))?.pop().ok_or("the DPDK port has no queue")?;
-    if let Some(h) = host_ip {
+    let own = nic.port_info().mac;
+    if let Some(mac) = want.mac.filter(|&m| m != own && !want.promiscuous) {
+        if let Err(e) = nic.add_mac_address(mac) {
+            log::warn!(
+                "DPDK port {port}: frames to mac={mac} (not the port's {own}) may not arrive without \
+                 promiscuous=true: {}",
+                error_chain(&e)
+            );
+        }
+    }
+    if let Some(h) = want.host_ip {
         let name = nic.port_info().name.clone();
         let iface = tap_vdev_iface(eal_args, &name).ok_or_else(|| {
             format!("host-ip needs DPDK port {port} ({name}) to be a net_tap vdev with iface=NAME in --dpdk")

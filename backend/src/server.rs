@@ -110,6 +110,9 @@ impl TenantConfig {
     pub fn from_spec(t: &TenantSpec, sandbox: Sandbox) -> Self {
         let mut iface =
             InterfaceConfig::new(t.mac.unwrap_or(crate::config::DEFAULT_MAC), t.ip.addr, t.ip.prefix_len);
+        // No MAC given: a DPDK port's own (the one its switch or PF expects), DEFAULT_MAC on a
+        // TAP (whose own is the kernel side's).
+        iface.mac_from_nic = t.mac.is_none();
         iface.gateway = t.gateway;
         iface.udp_queue = t.udp_queue;
         iface.rx_memory = t.rx_memory;
@@ -199,8 +202,7 @@ where
     // the socket (whose presence says the tenant is ready), and outlives VMM connections: a host
     // service can bind the host address before the VM boots. Reopened at the next connection
     // only when it failed.
-    let mut iface: Option<Interface<N>> =
-        Some(Interface::new(make_nic().map_err(ServerError::Nic)?, cfg.iface.clone()));
+    let mut iface: Option<Interface<N>> = Some(new_interface(cfg, make_nic().map_err(ServerError::Nic)?));
     let path = cfg.socket.display().to_string();
     // An existing file (a socket left by an earlier run) is replaced.
     let _ = std::fs::remove_file(&cfg.socket);
@@ -260,6 +262,20 @@ fn accept_unless_stopped(listener: &UnixListener, stop: &StopHandle) -> std::io:
         }
     }
     Ok(None)
+}
+
+/// The tenant's interface over `nic`, with the NIC's own MAC when the tenant gave none and the
+/// NIC has one (a DPDK port); logs the MAC it uses.
+fn new_interface<N: Nic>(cfg: &TenantConfig, nic: N) -> Interface<N> {
+    let iface = Interface::new(nic, cfg.iface.clone());
+    let mac = iface.config().mac;
+    let whose = match (cfg.iface.mac_from_nic, iface.nic().mac_address()) {
+        (false, _) => "configured",
+        (true, Some(_)) => "the NIC's own",
+        (true, None) => "the default",
+    };
+    log::info!("{}: stack MAC {mac} ({whose})", cfg.name);
+    iface
 }
 
 /// Waits between attempts after a transient failure: 10 ms doubling up to 2 s.
@@ -323,7 +339,7 @@ where
     // The NIC first: a VMM that cannot be served is turned away before the relay starts.
     let the_iface = match iface.take() {
         Some(i) => i,
-        None => Interface::new(make_nic().map_err(ServerError::Nic)?, cfg.iface.clone()),
+        None => new_interface(cfg, make_nic().map_err(ServerError::Nic)?),
     };
     let relay = match connect_daemon(&mut daemon, vmm, cfg, &launcher, served) {
         Ok(r) => r,
@@ -674,4 +690,32 @@ fn publish<N: Nic>(engine: &Engine<N>, gauges: &TenantGauges, polls: u64, busy: 
     gauges.publish(&engine.gauges());
     let iface = engine.iface();
     gauges.publish_counters(iface.counters(), iface.tcp_state_counts(), engine.report(), polls, busy);
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::TenantConfig;
+    use crate::config::{Args, Config, DEFAULT_MAC};
+    use crate::sandbox::Sandbox;
+
+    /// The tenant of `slimtcp-vhost --socket .. --tap t0 --ip .. EXTRA`.
+    fn tenant(extra: &[&str]) -> TenantConfig {
+        let base =
+            ["slimtcp-vhost", "--socket", "/tmp/slimtcp-mac.sock", "--tap", "t0", "--ip", "10.0.0.2/24"];
+        let args = Args::parse_from(base.iter().chain(extra));
+        let config = Config::try_from(args).expect("valid flags");
+        TenantConfig::from_spec(&config.tenants[0], Sandbox::Off)
+    }
+
+    #[test]
+    fn the_stack_takes_the_nics_mac_only_when_the_tenant_gives_none() {
+        let none = tenant(&[]);
+        assert!(none.iface.mac_from_nic, "no mac: the NIC's own, when it has one");
+        assert_eq!(none.iface.mac, DEFAULT_MAC, "and the default when it has none (a TAP)");
+        let given = tenant(&["--mac", "02:00:00:00:77:01"]);
+        assert!(!given.iface.mac_from_nic, "a mac given is used");
+        assert_eq!(given.iface.mac.to_string(), "02:00:00:00:77:01");
+    }
 }

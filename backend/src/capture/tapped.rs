@@ -141,4 +141,8 @@ impl<N: Nic> Nic for Tapped<N> {
     fn external_copied_bytes(&self) -> u64 {
         self.inner.external_copied_bytes()
     }
+
+    fn mac_address(&self) -> Option<slimtcp::wire::EthernetAddress> {
+        self.inner.mac_address()
+    }
 }

@@ -67,6 +67,14 @@ int shim_dev_info(uint16_t port, struct shim_dev_info *out)
 	return 0;
 }
 
+int shim_port_mac_addr_add(uint16_t port, const uint8_t mac[6])
+{
+	struct rte_ether_addr addr;
+
+	memcpy(addr.addr_bytes, mac, sizeof(addr.addr_bytes));
+	return rte_eth_dev_mac_addr_add(port, &addr, 0);
+}
+
 int shim_port_configure(uint16_t port, uint16_t nb_rx, uint16_t nb_tx, uint32_t offloads, uint16_t mtu)
 {
 	struct rte_eth_conf conf;

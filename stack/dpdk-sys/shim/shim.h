@@ -72,6 +72,8 @@ int shim_dev_info(uint16_t port, struct shim_dev_info *out);
 /* rte_eth_dev_configure with the paper's profile: TSO, LRO, RSS off; `offloads` (SHIM_CAP_*
  * bits, already masked by the caller with the port's capabilities) enabled; `mtu` (0 = keep). */
 int shim_port_configure(uint16_t port, uint16_t nb_rx, uint16_t nb_tx, uint32_t offloads, uint16_t mtu);
+/* rte_eth_dev_mac_addr_add(port, mac, pool 0): the port also receives unicast frames to `mac`. */
+int shim_port_mac_addr_add(uint16_t port, const uint8_t mac[6]);
 int shim_port_dma_map(uint16_t port, void *addr, uint64_t iova, size_t len);
 int shim_port_dma_unmap(uint16_t port, void *addr, uint64_t iova, size_t len);
 uint16_t shim_rx_burst(uint16_t port, uint16_t queue, struct rte_mbuf **pkts, uint16_t n);

@@ -282,6 +282,8 @@ extern "C" {
 
     pub fn shim_dev_info(port: u16, out: *mut shim_dev_info) -> c_int;
     pub fn shim_port_configure(port: u16, nb_rx: u16, nb_tx: u16, offloads: u32, mtu: u16) -> c_int;
+    /// `mac` points to 6 bytes: the port also receives unicast frames to that address.
+    pub fn shim_port_mac_addr_add(port: u16, mac: *const u8) -> c_int;
     pub fn shim_port_dma_map(port: u16, addr: *mut c_void, iova: u64, len: size_t) -> c_int;
     pub fn shim_port_dma_unmap(port: u16, addr: *mut c_void, iova: u64, len: size_t) -> c_int;
     pub fn shim_rx_burst(port: u16, queue: u16, pkts: *mut *mut rte_mbuf, n: u16) -> u16;

@@ -12,8 +12,11 @@ pub const DEFAULT_RX_MEMORY: usize = 256 << 20;
 /// How an interface is set up: its addresses, limits, and the defaults for new sockets.
 #[derive(Debug, Clone)]
 pub struct InterfaceConfig {
-    /// Our MAC address.
+    /// Our MAC address (see [`mac_from_nic`](Self::mac_from_nic)).
     pub mac: EthernetAddress,
+    /// Use the NIC's own address ([`Nic::mac_address`](crate::nic::Nic::mac_address)) instead of
+    /// `mac` when the NIC has one (a DPDK port); `mac` stays for NICs without one. Default off.
+    pub mac_from_nic: bool,
     /// Our IPv4 address.
     pub ip: Ipv4Addr,
     /// Prefix length of our subnet (addresses inside it are resolved directly with ARP).
@@ -44,6 +47,7 @@ impl InterfaceConfig {
     pub fn new(mac: EthernetAddress, ip: Ipv4Addr, prefix_len: u8) -> Self {
         InterfaceConfig {
             mac,
+            mac_from_nic: false,
             ip,
             prefix_len,
             gateway: None,
@@ -72,5 +76,50 @@ impl InterfaceConfig {
         } else {
             self.gateway
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::iface::Interface;
+    use crate::nic::{Nic, NicCapabilities, NicError, PacketBuf};
+    use crate::time::Instant;
+
+    /// A NIC that has an address of its own (as a DPDK port has) and no traffic.
+    struct NicWithAddress(Option<EthernetAddress>);
+
+    impl Nic for NicWithAddress {
+        fn capabilities(&self) -> NicCapabilities {
+            NicCapabilities::default()
+        }
+        fn receive(&mut self, _: Instant, _: &mut Vec<PacketBuf>, _: usize) -> Result<usize, NicError> {
+            Ok(0)
+        }
+        fn alloc_tx(&mut self) -> Result<PacketBuf, NicError> {
+            Err(NicError::NoBuffers)
+        }
+        fn transmit(&mut self, _: Instant, _: &mut Vec<PacketBuf>) -> Result<usize, NicError> {
+            Ok(0)
+        }
+        fn mac_address(&self) -> Option<EthernetAddress> {
+            self.0
+        }
+    }
+
+    const CONFIGURED: EthernetAddress = EthernetAddress([2, 0, 0, 0, 0, 1]);
+    const THE_NICS: EthernetAddress = EthernetAddress([2, 0x11, 0x22, 0x33, 0x44, 0x55]);
+
+    fn mac_of(nic: NicWithAddress, mac_from_nic: bool) -> EthernetAddress {
+        let mut cfg = InterfaceConfig::new(CONFIGURED, Ipv4Addr::new(10, 0, 0, 2), 24);
+        cfg.mac_from_nic = mac_from_nic;
+        Interface::new(nic, cfg).config().mac
+    }
+
+    #[test]
+    fn the_nics_own_address_is_used_only_when_asked_for_and_there() {
+        assert_eq!(mac_of(NicWithAddress(Some(THE_NICS)), true), THE_NICS);
+        assert_eq!(mac_of(NicWithAddress(None), true), CONFIGURED, "a NIC without one: the configured");
+        assert_eq!(mac_of(NicWithAddress(Some(THE_NICS)), false), CONFIGURED, "not asked: the configured");
     }
 }

@@ -111,8 +111,12 @@ pub struct Interface<N: Nic> {
 }
 
 impl<N: Nic> Interface<N> {
-    /// An interface over `nic` with `cfg`.
-    pub fn new(nic: N, cfg: InterfaceConfig) -> Self {
+    /// An interface over `nic` with `cfg` (whose `mac` is the NIC's own when
+    /// [`InterfaceConfig::mac_from_nic`] asks for it and the NIC has one).
+    pub fn new(nic: N, mut cfg: InterfaceConfig) -> Self {
+        if let Some(mac) = nic.mac_address().filter(|_| cfg.mac_from_nic) {
+            cfg.mac = mac;
+        }
         let caps = nic.capabilities();
         let isn = IsnGenerator::new();
         // Start ephemeral ports at a random-looking point of the IANA range.

@@ -18,7 +18,7 @@ pub use buf::{L4Proto, PacketBuf, TxOffload};
 pub use external_memory::ExternalMemory;
 
 use crate::time::Instant;
-use crate::wire::ChecksumCapabilities;
+use crate::wire::{ChecksumCapabilities, EthernetAddress};
 
 /// What a NIC can do, reported once at start.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -195,5 +195,12 @@ pub trait Nic {
     /// could not reference). Default: 0, for devices that never copy them.
     fn external_copied_bytes(&self) -> u64 {
         0
+    }
+
+    /// The device's own MAC address, when the stack may use it as its own: a DPDK port's (the
+    /// address its switch or VF expects frames from). `None` (the default) for devices whose
+    /// address belongs to someone else (a TAP's is the kernel side's) or that have none.
+    fn mac_address(&self) -> Option<EthernetAddress> {
+        None
     }
 }

@@ -16,7 +16,7 @@ use slimtcp::iface::InterfaceConfig;
 use slimtcp::nic::Nic;
 use slimtcp::wire::EthernetAddress;
 use slimtcp_guest::{GuestConfig, GuestSockets};
-use slimtcp_testkit::data::{pattern, pattern_mismatch};
+use slimtcp_testkit::data::{pattern, pattern_mismatch, StreamHasher};
 use slimtcp_testkit::linux_peer;
 use slimtcp_testkit::netns::{Netns, NsThread};
 use slimtcp_vhost::engine::SessionReport;
@@ -240,7 +240,8 @@ pub fn guest_to_linux<A: SocketApi>(api: &mut A, ns: &Netns, len: u64) {
     assert!(t.matches_pattern(31, len), "Linux received {t:?}");
 }
 
-/// A Linux sender sends `len` bytes of a seeded stream; the guest checks every byte.
+/// A Linux sender sends `len` bytes of a seeded stream; the guest checks every byte, and the
+/// SHA-256 of what it received against the sender's.
 pub fn linux_to_guest<A: SocketApi>(api: &mut A, ns: &Netns, len: u64) {
     let (bound, peer) =
         linux_peer::spawn_tcp_server_send(ns, SocketAddr::from((LINUX_IP, 5002)), len, 32, LIMIT)
@@ -248,14 +249,16 @@ pub fn linux_to_guest<A: SocketApi>(api: &mut A, ns: &Netns, len: u64) {
     let SocketAddr::V4(bound) = bound else { unreachable!("IPv4") };
     let fd = api.socket(Proto::Tcp).expect("socket");
     api.connect(fd, bound).expect("connect");
-    let mut off = 0u64;
+    let mut received = StreamHasher::new();
     while let Some(b) = api.recv_zc(fd).expect("recv_zc") {
+        let off = received.bytes();
         assert_eq!(pattern_mismatch(32, off, b.as_ref()), None, "corrupt near byte {off}");
-        off += b.as_ref().len() as u64;
+        received.update(b.as_ref());
     }
-    assert_eq!(off, len);
+    assert_eq!(received.bytes(), len);
     api.close(fd).expect("close");
-    peer.join().expect("linux sender");
+    let sent = peer.join().expect("linux sender");
+    assert_eq!(received.finish(), sent.digest, "the guest's SHA-256 of the stream is the sender's");
 }
 
 /// A Linux client connects to a guest listener and sends `len` bytes; the guest checks them.

@@ -45,7 +45,7 @@ use super::{
     TxOffload,
 };
 use crate::time::Instant;
-use crate::wire::{ChecksumCapabilities, ChecksumOffload};
+use crate::wire::{ChecksumCapabilities, ChecksumOffload, EthernetAddress};
 
 /// Counters of one DPDK NIC queue.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -159,6 +159,24 @@ impl DpdkNic {
     /// The port this queue belongs to.
     pub fn port_info(&self) -> &PortInfo {
         &self.port.info
+    }
+
+    /// Makes the port receive unicast frames to `mac` too (a MAC filter, for a stack address
+    /// other than the port's own without promiscuous mode). Fails when the driver has no such
+    /// filter or refuses it (a VF whose PF does not trust it).
+    pub fn add_mac_address(&self, mac: EthernetAddress) -> Result<(), PortError> {
+        let info = &self.port.info;
+        // SAFETY: the port is configured and started (it lives while `self` does); `mac.0` is
+        // the 6 bytes the shim reads (it copies them).
+        let rc = unsafe { sys::shim_port_mac_addr_add(info.port_id, mac.0.as_ptr()) };
+        if rc != 0 {
+            return Err(PortError::Setup {
+                device: info.name.clone(),
+                step: "rte_eth_dev_mac_addr_add".into(),
+                reason: sys::strerror(if rc < -1 { -rc } else { sys::errno() }),
+            });
+        }
+        Ok(())
     }
 
     /// This NIC's queue number on the port.
@@ -557,6 +575,12 @@ impl Nic for DpdkNic {
 
     fn external_copied_bytes(&self) -> u64 {
         self.stats.tx_external_copied_bytes
+    }
+
+    /// The port's MAC address: the one its switch (or, for a VF, the PF's anti-spoofing check)
+    /// expects frames from and delivers frames to.
+    fn mac_address(&self) -> Option<EthernetAddress> {
+        Some(self.port.info.mac)
     }
 
     fn poll_tx_completions(&mut self, out: &mut Vec<u64>) -> usize {

@@ -28,8 +28,9 @@ pub struct PortConfig {
     pub burst: usize,
     /// MTU (default 1500).
     pub mtu: u16,
-    /// Receive frames for every MAC (needed on `net_tap`, whose kernel side shares the port MAC,
-    /// and when the stack uses a MAC of its own). Default off.
+    /// Receive frames for every MAC (for a stack MAC other than the port's that the port cannot
+    /// filter for; `net_tap` hands over every frame either way). Default off: the port's own
+    /// unicast MAC and broadcasts.
     pub promiscuous: bool,
     /// Use the port's IPv4/TCP/UDP checksum offloads when it reports them (default on).
     pub checksum_offload: bool,
