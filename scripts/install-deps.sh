@@ -24,6 +24,8 @@ PACKAGES=(
     libvirt-clients # virt-xml-validate (+ libvirt0's schemas): tests/tests/vmm_configs.rs checks vmm-configs/libvirt/*.xml
     strace          # deriving the backend's seccomp allow-lists (scripts/seccomp-syscalls.py, docs/operating.md)
     libxml2-utils   # xmllint, which virt-xml-validate runs (Debian 12's libvirt-clients does not depend on it)
+    systemd         # systemd-analyze verify: tests/tests/vmm_configs.rs checks vmm-configs/daemon/*.service
+    curl            # scrapes the daemon's Prometheus endpoint in tests/tests/cli_config.rs
 )
 
 # Debian packages taken from bookworm-backports (Debian 12's own QEMU is 7.2; the VM tier uses 10).
