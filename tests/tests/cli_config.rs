@@ -246,6 +246,25 @@ fn a_two_tenant_config_file_serves_two_guests_with_metrics_stats_and_capture() {
     assert_eq!(stats.len(), 2);
     drop(a);
 
+    // `stats --watch` refreshes its table until stopped.
+    let watch_out = dir.0.join("watch.txt");
+    let watch = Command::new(slimtcp_vhost_bin())
+        .args(["stats", "--control", control.to_str().expect("utf-8 path"), "--watch", "--interval", "0.1"])
+        .stdout(std::fs::File::create(&watch_out).expect("watch output"))
+        .spawn()
+        .expect("stats --watch");
+    let watch = ChildGuard::new(watch);
+    let refreshed = wait_for(LIMIT, || {
+        std::fs::read_to_string(&watch_out).is_ok_and(|t| t.matches("TENANT").count() >= 3)
+    });
+    drop(watch);
+    let table = std::fs::read_to_string(&watch_out).unwrap_or_default();
+    assert!(refreshed, "three refreshes: {table:?}");
+    assert!(
+        table.contains("\x1b[2J") && table.contains("\nalpha ") && table.contains("\nbeta "),
+        "{table:?}"
+    );
+
     // The capture: 200 frames, every one well formed for tshark.
     let report = slimtcp_testkit::check::check_wellformed(&pcap).expect("tshark reads the capture");
     assert!(report.is_clean(), "{report:?}");
