@@ -52,23 +52,31 @@ pub struct LiveCounters {
     polls_ended: (u64, u64),
 }
 
+/// What the worker publishes of its session.
+#[derive(Debug, Clone, Default)]
+pub struct SessionReading {
+    /// The stack's counters.
+    pub stack: Counters,
+    /// TCP sockets by state.
+    pub tcp_states: [u64; 11],
+    /// The session's report so far.
+    pub report: SessionReport,
+    /// This session's worker polls.
+    pub polls: u64,
+    /// This session's polls that did work.
+    pub busy_polls: u64,
+}
+
 impl LiveCounters {
-    /// Stores the worker's view of the current session: `polls`/`busy` count this session's.
-    fn session(
-        &mut self,
-        stack: Counters,
-        tcp_states: [u64; 11],
-        report: SessionReport,
-        polls: u64,
-        busy: u64,
-    ) {
-        self.stack = stack;
-        self.tcp_states = tcp_states;
+    /// Stores the worker's view of the current session.
+    fn session(&mut self, r: SessionReading) {
+        self.stack = r.stack;
+        self.tcp_states = r.tcp_states;
         self.device = self.device_ended.clone();
-        self.device.add(&report.device);
-        self.session = Some(report);
-        self.polls = self.polls_ended.0 + polls;
-        self.busy_polls = self.polls_ended.1 + busy;
+        self.device.add(&r.report.device);
+        self.session = Some(r.report);
+        self.polls = self.polls_ended.0 + r.polls;
+        self.busy_polls = self.polls_ended.1 + r.busy_polls;
     }
 
     /// Closes the current session (its final report published before).
@@ -115,31 +123,17 @@ impl TenantGauges {
 
     /// Stores the current session's counters (the worker's side): skipped when a reader holds
     /// the lock, so the worker never waits (the next publication brings them).
-    pub fn publish_counters(
-        &self,
-        stack: Counters,
-        tcp_states: [u64; 11],
-        report: SessionReport,
-        polls: u64,
-        busy: u64,
-    ) {
+    pub fn publish_counters(&self, r: SessionReading) {
         if let Ok(mut c) = self.counters.try_lock() {
-            c.session(stack, tcp_states, report, polls, busy);
+            c.session(r);
         }
     }
 
-    /// As [`publish_counters`](Self::publish_counters), waiting for the lock: the session's
-    /// last publication, which must not be lost.
-    pub fn publish_final_counters(
-        &self,
-        stack: Counters,
-        tcp_states: [u64; 11],
-        report: SessionReport,
-        polls: u64,
-        busy: u64,
-    ) {
+    /// As [`publish_counters`](Self::publish_counters), waiting for the lock, and ends the
+    /// session: its last publication, which must not be lost.
+    pub fn publish_final_counters(&self, r: SessionReading) {
         let mut c = self.counters.lock().unwrap_or_else(PoisonError::into_inner);
-        c.session(stack, tcp_states, report, polls, busy);
+        c.session(r);
         c.end_session();
     }
 
@@ -184,21 +178,22 @@ mod tests {
         assert_eq!(g.read(), GaugeReading { publications: 2, ..r });
     }
 
-    fn report(requests: u64) -> SessionReport {
-        SessionReport { device: DeviceCounters { requests, ..Default::default() }, ..Default::default() }
+    fn reading(requests: u64, polls: u64, busy_polls: u64) -> SessionReading {
+        let device = DeviceCounters { requests, ..Default::default() };
+        let report = SessionReport { device, ..Default::default() };
+        SessionReading { report, polls, busy_polls, ..Default::default() }
     }
 
     #[test]
     fn device_counters_add_up_over_sessions_and_polls_too() {
         let g = TenantGauges::default();
-        let states = [0u64; 11];
-        g.publish_counters(Counters::default(), states, report(5), 10, 4);
+        g.publish_counters(reading(5, 10, 4));
         let c = g.counters();
         assert_eq!((c.device.requests, c.polls, c.busy_polls, c.session.is_some()), (5, 10, 4, true));
-        g.publish_final_counters(Counters::default(), states, report(7), 20, 6);
+        g.publish_final_counters(reading(7, 20, 6));
         let c = g.counters();
         assert_eq!((c.device.requests, c.sessions_ended, c.session.is_none()), (7, 1, true), "ended");
-        g.publish_counters(Counters::default(), states, report(3), 5, 5);
+        g.publish_counters(reading(3, 5, 5));
         let c = g.counters();
         assert_eq!((c.device.requests, c.polls, c.busy_polls), (10, 25, 11), "the second session on top");
     }

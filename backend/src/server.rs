@@ -21,7 +21,7 @@ use vm_memory::{GuestAddressSpace, GuestMemoryAtomic};
 use crate::config::{TenantSpec, MAX_QUEUE_SIZE};
 use crate::device::{DeviceError, NetDevice};
 use crate::engine::{Engine, EngineConfig, SessionReport, TenantLimits};
-use crate::gauges::{TenantGauges, PUBLISH_EVERY};
+use crate::gauges::{SessionReading, TenantGauges, PUBLISH_EVERY};
 use crate::guest_mem::GuestMem;
 use crate::relay::{Relay, RelayError};
 use crate::sandbox::{Sandbox, SandboxError, ThreadKind};
@@ -679,8 +679,7 @@ fn run_worker<N: Nic>(
     }
     gauges.publish(&engine.gauges());
     let report = engine.report();
-    let iface = engine.iface();
-    gauges.publish_final_counters(iface.counters(), iface.tcp_state_counts(), report.clone(), polls, busy);
+    gauges.publish_final_counters(session_reading(engine, polls, busy));
     log::info!("session counters: {report}");
     (failed, report)
 }
@@ -688,8 +687,19 @@ fn run_worker<N: Nic>(
 /// Publishes what the engine holds and counts ([`crate::gauges`]).
 fn publish<N: Nic>(engine: &Engine<N>, gauges: &TenantGauges, polls: u64, busy: u64) {
     gauges.publish(&engine.gauges());
+    gauges.publish_counters(session_reading(engine, polls, busy));
+}
+
+/// The session's counters as the worker publishes them.
+fn session_reading<N: Nic>(engine: &Engine<N>, polls: u64, busy_polls: u64) -> SessionReading {
     let iface = engine.iface();
-    gauges.publish_counters(iface.counters(), iface.tcp_state_counts(), engine.report(), polls, busy);
+    SessionReading {
+        stack: iface.counters(),
+        tcp_states: iface.tcp_state_counts(),
+        report: engine.report(),
+        polls,
+        busy_polls,
+    }
 }
 
 #[cfg(test)]

@@ -6,6 +6,8 @@
 
 mod e2e;
 
+use e2e::namespace_and_dir;
+
 use std::io::Write as _;
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::path::{Path, PathBuf};
@@ -25,23 +27,6 @@ use slimtcp_vhost::stats::TenantStats;
 const LIMIT: Duration = Duration::from_secs(60);
 /// The metrics endpoint, on the namespace's loopback.
 const METRICS: &str = "127.0.0.1:9464";
-
-struct TempDir(PathBuf);
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-/// A fresh namespace and directory named after `tag`.
-fn namespace_and_dir(tag: &str) -> (Netns, TempDir) {
-    let ns = Netns::create(tag).expect("namespace");
-    ns.exec_ok(&["ip", "link", "set", "lo", "up"]).expect("loopback up");
-    let dir = TempDir(std::env::temp_dir().join(format!("slimtcp-{tag}-{}", std::process::id())));
-    std::fs::create_dir_all(&dir.0).expect("temp dir");
-    (ns, dir)
-}
 
 /// A `[[tenant]]` table: tenant `name` on TAP `tap`, subnet 10.`net`.0/24.
 fn tenant_table(dir: &Path, name: &str, tap: &str, net: (u8, u8)) -> String {

@@ -5,31 +5,16 @@
 
 mod e2e;
 
+use e2e::namespace_and_dir;
+
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, SocketAddrV4};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
 use slimtcp_guest::{GuestConfig, GuestSockets};
 use slimtcp_system_tests::slimtcp_vhost_bin;
 use slimtcp_testkit::linux_peer;
 use slimtcp_testkit::netns::Netns;
-
-struct TempDir(PathBuf);
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-/// A fresh network namespace and a temporary directory for the backend's sockets, both named
-/// after `tag`.
-fn namespace_and_dir(tag: &str) -> (Netns, TempDir) {
-    let ns = Netns::create(tag).expect("namespace");
-    let dir = TempDir(std::env::temp_dir().join(format!("slimtcp-{tag}-{}", std::process::id())));
-    std::fs::create_dir_all(&dir.0).expect("temp dir");
-    (ns, dir)
-}
 
 fn attach(socket: &Path) -> GuestSockets {
     let up = slimtcp_testkit::wait::wait_for(Duration::from_secs(20), || socket.exists());

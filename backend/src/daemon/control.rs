@@ -124,20 +124,7 @@ fn spawn_capture(tenant: &str, mut capture: Capture, stream: UnixStream) -> std:
 
 impl MutEventSubscriber for ControlServer {
     fn process(&mut self, _events: Events, _ops: &mut EventOps) {
-        loop {
-            match self.listener.accept() {
-                Ok((stream, _)) => {
-                    if let Err(e) = self.serve(stream) {
-                        log::warn!("control socket: a client: {e}");
-                    }
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
-                Err(e) => {
-                    log::warn!("control socket: accept: {e}");
-                    break;
-                }
-            }
-        }
+        super::serve_pending("control socket", || self.listener.accept().map(|(s, _)| s), |s| self.serve(s));
     }
 
     fn init(&mut self, ops: &mut EventOps) {

@@ -75,20 +75,7 @@ fn read_head(stream: &mut TcpStream) -> std::io::Result<String> {
 
 impl MutEventSubscriber for MetricsServer {
     fn process(&mut self, _events: Events, _ops: &mut EventOps) {
-        loop {
-            match self.listener.accept() {
-                Ok((stream, peer)) => {
-                    if let Err(e) = self.serve(stream) {
-                        log::warn!("metrics: a scrape from {peer}: {e}");
-                    }
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
-                Err(e) => {
-                    log::warn!("metrics: accept: {e}");
-                    break;
-                }
-            }
-        }
+        super::serve_pending("metrics", || self.listener.accept().map(|(s, _)| s), |s| self.serve(s));
     }
 
     fn init(&mut self, ops: &mut EventOps) {

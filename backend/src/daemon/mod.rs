@@ -152,6 +152,29 @@ pub fn run(config: &Config, stop: &StopHandle) -> Result<(), DaemonError> {
     Ok(())
 }
 
+/// Serves every connection waiting on a non-blocking listener (`accept`) with `serve`; a
+/// client's failure is logged as `what`'s and ends nothing else.
+fn serve_pending<S>(
+    what: &str,
+    mut accept: impl FnMut() -> std::io::Result<S>,
+    mut serve: impl FnMut(S) -> std::io::Result<()>,
+) {
+    loop {
+        match accept() {
+            Ok(stream) => {
+                if let Err(e) = serve(stream) {
+                    log::warn!("{what}: a client: {e}");
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+            Err(e) => {
+                log::warn!("{what}: accept: {e}");
+                break;
+            }
+        }
+    }
+}
+
 /// Asks every tenant to stop (once).
 fn begin_stop(tenants: &TenantSet, life: &mut Lifecycle, by: &str) {
     if life.stopping.is_none() {

@@ -40,15 +40,6 @@ pub struct Tenant {
     _dir: TempDir,
 }
 
-/// A temporary directory removed on drop.
-struct TempDir(PathBuf);
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
 impl Tenant {
     /// Starts a backend with one queue pair whose NIC `make_nic` builds inside a new namespace.
     pub fn start<N, F>(tag: &str, make_nic: F) -> Tenant
@@ -471,4 +462,23 @@ macro_rules! e2e_tests {
             t.finish();
         }
     };
+}
+
+/// A directory removed with everything in it when dropped.
+pub struct TempDir(pub PathBuf);
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A fresh network namespace (loopback up) and a temporary directory for the backend's
+/// sockets, both named after `tag`.
+pub fn namespace_and_dir(tag: &str) -> (Netns, TempDir) {
+    let ns = Netns::create(tag).expect("namespace");
+    ns.exec_ok(&["ip", "link", "set", "lo", "up"]).expect("loopback up");
+    let dir = TempDir(std::env::temp_dir().join(format!("slimtcp-{tag}-{}", std::process::id())));
+    std::fs::create_dir_all(&dir.0).expect("temp dir");
+    (ns, dir)
 }
