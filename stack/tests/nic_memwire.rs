@@ -277,3 +277,70 @@ fn without_delay_faults_a_frame_is_due_whatever_the_receivers_clock_says() {
     let got = drain(&mut b, Instant::from_millis(1));
     assert_eq!(got.iter().map(tag).collect::<Vec<_>>(), vec![7]);
 }
+
+/// A frame whose checksums are left to the device: a TCP segment with the pseudo-header sum
+/// in its checksum field and a zero IPv4 checksum, as the stack builds it for an offloading NIC.
+fn offloaded_segment(nic: &mut MemwireNic) -> PacketBuf {
+    use slimtcp::nic::{L4Proto, TxOffload};
+    use slimtcp::wire::{checksum, ChecksumCapabilities, IpProtocol, Ipv4Addr};
+    let (src, dst) = (Ipv4Addr::new(10, 0, 0, 1), Ipv4Addr::new(10, 0, 0, 2));
+    let mut f = nic.alloc_tx().expect("buffer");
+    let bytes = f.append(14 + 20 + 20 + 8).expect("room");
+    bytes[12..14].copy_from_slice(&[0x08, 0x00]);
+    let ip = &mut bytes[14..34];
+    ip[0] = 0x45;
+    ip[2..4].copy_from_slice(&48u16.to_be_bytes());
+    ip[8] = 64;
+    ip[9] = 6;
+    ip[12..16].copy_from_slice(&src.octets());
+    ip[16..20].copy_from_slice(&dst.octets());
+    let tcp = &mut bytes[34..54];
+    tcp[0..2].copy_from_slice(&5001u16.to_be_bytes());
+    tcp[2..4].copy_from_slice(&5002u16.to_be_bytes());
+    tcp[12] = 5 << 4;
+    tcp[13] = 0x18;
+    tcp[14..16].copy_from_slice(&1024u16.to_be_bytes());
+    let pseudo = checksum::pseudo_header(src, dst, IpProtocol::Tcp, 28);
+    tcp[16..18].copy_from_slice(&pseudo.to_be_bytes());
+    bytes[54..].copy_from_slice(b"payload!");
+    f.offload = TxOffload::ipv4(L4Proto::Tcp, &ChecksumCapabilities::all());
+    f
+}
+
+#[test]
+fn an_offloading_link_fills_checksums_only_where_needed_and_gives_a_verdict() {
+    let offload = NicCapabilities {
+        checksum: slimtcp::wire::ChecksumCapabilities::all(),
+        ..NicCapabilities::default()
+    };
+    let clock = VirtualClock::new();
+    // Clean link: the frame crosses as built (checksums undone), reported verified.
+    let (mut a, mut b) = link(LinkConfig { caps: offload, ..LinkConfig::default() }).expect("link");
+    let mut frames = vec![offloaded_segment(&mut a)];
+    a.transmit(clock.now(), &mut frames).expect("transmit");
+    let got = drain(&mut b, clock.now());
+    assert_eq!(got[0].rx_checksum_ok, Some(true));
+    assert!(!slimtcp::nic::offload::verify(got[0].as_slice()), "nothing filled what nobody needed");
+    // With a capture, or towards an end without receive offload, the device fills them.
+    let (mut a, mut b) = link(LinkConfig {
+        caps: NicCapabilities {
+            checksum: slimtcp::wire::ChecksumCapabilities { ..slimtcp::wire::ChecksumCapabilities::none() },
+            ..offload
+        },
+        ..LinkConfig::default()
+    })
+    .expect("link");
+    let mut frames = vec![offloaded_segment(&mut a)];
+    a.transmit(clock.now(), &mut frames).expect("transmit");
+    let got = drain(&mut b, clock.now());
+    assert_eq!(got[0].rx_checksum_ok, None, "no receive offload: no verdict");
+    assert!(slimtcp::nic::offload::verify(got[0].as_slice()), "filled by the device");
+    // Corrupting link: real checksums, and a false verdict for a damaged frame.
+    let corrupting = FaultConfig { corrupt: 1.0, ..FaultConfig::default() };
+    let (mut a, mut b) =
+        link(LinkConfig { caps: offload, a_to_b: corrupting, ..LinkConfig::default() }).expect("link");
+    let mut frames = vec![offloaded_segment(&mut a)];
+    a.transmit(clock.now(), &mut frames).expect("transmit");
+    let got = drain(&mut b, clock.now());
+    assert_eq!(got[0].rx_checksum_ok, Some(false), "one flipped bit past the Ethernet header");
+}

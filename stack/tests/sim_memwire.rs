@@ -124,3 +124,34 @@ fn hundred_connections_are_exact_at_5_percent_loss_with_reorder_duplication_corr
         assert_eq!(r.verified, 100);
     }
 }
+
+/// A link that offers checksum offload both ways (memwire fills and verifies for the stacks).
+fn offloading(mut link: LinkConfig) -> LinkConfig {
+    link.caps.checksum = slimtcp::wire::ChecksumCapabilities::all();
+    link
+}
+
+#[test]
+fn with_checksum_offload_a_clean_link_transfer_is_exact() {
+    for seed in sim::seeds(&[31]) {
+        let mut s = pair(offloading(clean_link(seed)));
+        let r = sim::bulk_transfer(&mut s, 4, 4 * 1024 * 1024, seed);
+        eprintln!("{r:?}");
+        assert_eq!(r.verified, 4);
+        assert_eq!(s.b.counters().dropped_total(), 0);
+    }
+}
+
+#[test]
+fn with_checksum_offload_corrupted_frames_are_caught_by_the_devices_verdict() {
+    for seed in sim::seeds(&[32, 33]) {
+        let mut s = pair(offloading(faulty_link(seed)));
+        let r = sim::bulk_transfer(&mut s, 1, 4 * 1024 * 1024, seed);
+        eprintln!("{r:?}");
+        assert_eq!(r.verified, 1, "seed {seed}: every byte exactly once");
+        let corrupted = s.a.nic().stats().tx.faults.corrupted;
+        let caught = s.b.counters().dropped(slimtcp::iface::DropReason::BadChecksum);
+        assert!(corrupted > 0, "seed {seed}: the test needs corruption");
+        assert!(caught > 0, "seed {seed}: {corrupted} corrupted frames, none caught as bad checksums");
+    }
+}

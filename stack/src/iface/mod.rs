@@ -76,7 +76,8 @@ pub struct Interface<N: Nic> {
     caps: NicCapabilities,
     cfg: InterfaceConfig,
     sockets: SocketSet,
-    connections: HashMap<FourTuple, SocketHandle>,
+    /// Keyed (a random key per interface): the peer chooses the keys.
+    connections: HashMap<FourTuple, SocketHandle, ahash::RandomState>,
     listeners: HashMap<u16, SocketHandle>,
     udp_ports: HashMap<u16, SocketHandle>,
     arp: ArpCache,
@@ -136,7 +137,7 @@ impl<N: Nic> Interface<N> {
             nic,
             caps,
             sockets: SocketSet::default(),
-            connections: HashMap::new(),
+            connections: HashMap::with_hasher(ahash::RandomState::new()),
             listeners: HashMap::new(),
             udp_ports: HashMap::new(),
             isn,

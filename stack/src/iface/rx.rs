@@ -16,6 +16,7 @@ use crate::tcp::{
 };
 use crate::time::Instant;
 use crate::udp::Delivered;
+use crate::wire::ChecksumCapabilities;
 use crate::wire::{
     ArpOperation, ArpPacket, ArpRepr, EtherType, EthernetAddress, EthernetFrame, Icmpv4Packet, Icmpv4Repr,
     IpProtocol, Ipv4Packet, Ipv4Repr, TcpFlags, TcpPacket, TcpRepr, UdpPacket, UdpRepr,
@@ -62,8 +63,21 @@ impl<N: Nic> Interface<N> {
         }
     }
 
+    /// The checksums to verify in software for a received frame: none when the NIC verified
+    /// them good (its verdict, [`PacketBuf::rx_checksum_ok`]), else as the interface's receive
+    /// offloads say. Frames the NIC found bad are dropped before.
+    fn rx_checksum_caps(&self, frame: &PacketBuf) -> ChecksumCapabilities {
+        match frame.rx_checksum_ok {
+            Some(true) => ChecksumCapabilities::verified(),
+            _ => self.caps.checksum,
+        }
+    }
+
     fn process_ipv4(&mut self, now: Instant, src_mac: EthernetAddress, mut frame: PacketBuf) {
-        let caps = self.caps.checksum;
+        if frame.rx_checksum_ok == Some(false) {
+            return self.counters.drop(DropReason::BadChecksum);
+        }
+        let caps = self.rx_checksum_caps(&frame);
         let (ip_repr, l4_offset) = {
             let ip = match Ipv4Packet::new_checked(&frame.as_slice()[ETH_LEN..]) {
                 Ok(ip) => ip,
@@ -148,7 +162,7 @@ impl<N: Nic> Interface<N> {
                 Ok(p) => p,
                 Err(e) => return self.counters.drop(e.into()),
             };
-            match UdpRepr::parse(&packet, src, self.cfg.ip, &self.caps.checksum) {
+            match UdpRepr::parse(&packet, src, self.cfg.ip, &self.rx_checksum_caps(&l4)) {
                 Ok(r) => (r, usize::from(packet.len())),
                 Err(e) => return self.counters.drop(e.into()),
             }
@@ -176,7 +190,7 @@ impl<N: Nic> Interface<N> {
                 Ok(p) => p,
                 Err(e) => return self.counters.drop(e.into()),
             };
-            match TcpRepr::parse(&packet, src, self.cfg.ip, &self.caps.checksum) {
+            match TcpRepr::parse(&packet, src, self.cfg.ip, &self.rx_checksum_caps(&l4)) {
                 Ok(r) => (r, packet.header_len()),
                 Err(e) => return self.counters.drop(e.into()),
             }

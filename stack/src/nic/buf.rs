@@ -71,6 +71,7 @@ pub struct PacketBuf {
 #[derive(Debug)]
 enum Storage {
     Heap(Box<[u8]>),
+    Pooled(super::pool::PooledBytes),
     #[cfg(feature = "dpdk")]
     Mbuf(super::dpdk::mbuf::MbufStorage),
 }
@@ -80,6 +81,7 @@ impl Storage {
     fn bytes(&self) -> &[u8] {
         match self {
             Storage::Heap(b) => b,
+            Storage::Pooled(p) => p.bytes(),
             #[cfg(feature = "dpdk")]
             Storage::Mbuf(m) => m.bytes(),
         }
@@ -89,6 +91,7 @@ impl Storage {
     fn bytes_mut(&mut self) -> &mut [u8] {
         match self {
             Storage::Heap(b) => b,
+            Storage::Pooled(p) => p.bytes_mut(),
             #[cfg(feature = "dpdk")]
             Storage::Mbuf(m) => m.bytes_mut(),
         }
@@ -99,6 +102,7 @@ impl Clone for Storage {
     fn clone(&self) -> Self {
         match self {
             Storage::Heap(b) => Storage::Heap(b.clone()),
+            Storage::Pooled(p) => Storage::Heap(p.bytes().into()),
             #[cfg(feature = "dpdk")]
             Storage::Mbuf(m) => Storage::Heap(m.bytes().into()),
         }
@@ -111,6 +115,18 @@ impl PacketBuf {
         let headroom = headroom.min(capacity);
         PacketBuf {
             storage: Storage::Heap(vec![0u8; capacity].into_boxed_slice()),
+            start: headroom,
+            end: headroom,
+            offload: TxOffload::default(),
+            rx_checksum_ok: None,
+        }
+    }
+
+    /// An empty buffer over pooled bytes (see [`super::pool`]).
+    pub(crate) fn pooled(bytes: super::pool::PooledBytes, headroom: usize) -> Self {
+        let headroom = headroom.min(bytes.bytes().len());
+        PacketBuf {
+            storage: Storage::Pooled(bytes),
             start: headroom,
             end: headroom,
             offload: TxOffload::default(),
@@ -236,7 +252,7 @@ impl PacketBuf {
     pub(crate) fn into_mbuf(self) -> Result<(super::dpdk::mbuf::MbufStorage, usize, usize, TxOffload), Self> {
         match self.storage {
             Storage::Mbuf(m) => Ok((m, self.start, self.end, self.offload)),
-            Storage::Heap(_) => Err(self),
+            Storage::Heap(_) | Storage::Pooled(_) => Err(self),
         }
     }
 }

@@ -18,14 +18,16 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use crate::nic::buf::{DEFAULT_BUF_SIZE, DEFAULT_HEADROOM};
 use crate::nic::fault::{Fate, FaultConfig, FaultError, FaultInjector, FaultStats, Rng};
+use crate::nic::offload;
 use crate::nic::pcap::{PcapError, PcapWriter};
+use crate::nic::pool::BufferPool;
 use crate::nic::{ExternalFrame, Nic, NicCapabilities, NicError, PacketBuf};
 use crate::time::Instant;
 
 /// Default number of frames in flight per direction before frames are dropped.
 pub const DEFAULT_CAPACITY: usize = 4096;
-/// Most recycled transmit buffers an end keeps.
-const FREE_LIST_MAX: usize = 64;
+/// Most free transmit buffers a link keeps (both ends share them).
+const POOL_KEEP: usize = 1024;
 
 /// Errors setting up a link.
 #[derive(Debug, thiserror::Error)]
@@ -136,12 +138,12 @@ pub fn link(config: LinkConfig) -> Result<(MemwireNic, MemwireNic), MemwireError
         alive: [AtomicBool::new(true), AtomicBool::new(true)],
         capacity: config.capacity,
         capture,
+        pool: BufferPool::new(POOL_KEEP, DEFAULT_BUF_SIZE),
     });
     let end = |side| MemwireNic {
         shared: Arc::clone(&shared),
         side,
         caps: config.caps,
-        free: Vec::new(),
         completed: Vec::new(),
         external_copied_bytes: 0,
     };
@@ -155,7 +157,6 @@ pub struct MemwireNic {
     /// 0 for end A, 1 for end B; also the index of the direction this end transmits on.
     side: usize,
     caps: NicCapabilities,
-    free: Vec<PacketBuf>,
     /// Tokens of external payloads copied onto the link, not yet polled.
     completed: Vec<u64>,
     /// External payload bytes this end copied (memwire has no zero-copy path).
@@ -170,6 +171,8 @@ struct Shared {
     alive: [AtomicBool; 2],
     capacity: usize,
     capture: Option<Mutex<Capture>>,
+    /// Both ends' transmit buffers: a frame's buffer comes back when the receiver drops it.
+    pool: Arc<BufferPool>,
 }
 
 #[derive(Debug)]
@@ -310,19 +313,19 @@ impl MemwireNic {
         lock(&self.shared.dirs[self.rx_index()]).queue.len()
     }
 
+    /// Whether this end verifies received checksums for the stack (receive offload of every
+    /// protocol in its capabilities).
+    fn verifies_rx(&self) -> bool {
+        let c = self.caps.checksum;
+        c.ipv4.rx && c.tcp.rx && c.udp.rx
+    }
+
     /// Writes the capture's buffered frames to its file (no-op without a capture).
     pub fn flush_capture(&self) -> Result<(), PcapError> {
         let Some(capture) = &self.shared.capture else { return Ok(()) };
         match lock(capture).writer.as_mut() {
             Some(writer) => writer.flush(),
             None => Ok(()),
-        }
-    }
-
-    fn recycle(free: &mut Vec<PacketBuf>, mut buf: PacketBuf) {
-        if free.len() < FREE_LIST_MAX && buf.capacity() >= DEFAULT_BUF_SIZE {
-            buf.reset(DEFAULT_HEADROOM);
-            free.push(buf);
         }
     }
 }
@@ -363,7 +366,13 @@ impl Nic for MemwireNic {
             if let Some(cap) = capture.as_deref_mut() {
                 cap.record(entry.at, entry.frame.as_slice());
             }
-            out.push(entry.frame);
+            let mut frame = entry.frame;
+            if self.verifies_rx() {
+                // The device's verdict; a link that may corrupt frames checks for real.
+                let intact = dir.injector.config().corrupt == 0.0 || offload::verify(frame.as_slice());
+                frame.rx_checksum_ok = Some(intact);
+            }
+            out.push(frame);
             n += 1;
         }
         dir.stats.received += n as u64;
@@ -371,7 +380,7 @@ impl Nic for MemwireNic {
     }
 
     fn alloc_tx(&mut self) -> Result<PacketBuf, NicError> {
-        Ok(self.free.pop().unwrap_or_else(PacketBuf::new_tx))
+        Ok(self.shared.pool.take(DEFAULT_HEADROOM))
     }
 
     /// Takes every frame: frames beyond the link capacity, or lost by fault injection, are
@@ -389,10 +398,17 @@ impl Nic for MemwireNic {
         // Like a NIC's TX ring: when the link is full, the rest of the burst stays with the
         // caller (back-pressure), it is not lost.
         let count = frames.len().min(capacity.saturating_sub(dir.queue.len()));
-        for frame in frames.drain(..count) {
+        // Checksums left to the device are filled here only when something needs them real.
+        let fill =
+            self.shared.capture.is_some() || dir.injector.config().corrupt > 0.0 || !self.verifies_rx();
+        for mut frame in frames.drain(..count) {
+            if fill && offload::pending(&frame.offload) {
+                offload::fill(&mut frame);
+            }
             dir.stats.sent += 1;
             match dir.injector.apply(now, frame) {
-                Fate::Dropped(frame) => Self::recycle(&mut self.free, frame),
+                // Its buffer goes back to the pool.
+                Fate::Dropped(frame) => drop(frame),
                 Fate::Deliver { frame, at, duplicate } => {
                     dir.enqueue(at, frame);
                     if let Some(copy) = duplicate {
@@ -433,6 +449,7 @@ impl Nic for MemwireNic {
                 // Readable until its completion is reported below, after this copy.
                 frame.payload.copy_to(tail);
             }
+            flat.offload = frame.headers.offload;
             let mut one = vec![flat];
             if self.transmit(now, &mut one)? == 0 {
                 break;

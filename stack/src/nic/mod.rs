@@ -11,7 +11,9 @@ pub mod dpdk;
 pub mod external_memory;
 pub mod fault;
 pub mod memwire;
+pub mod offload;
 pub mod pcap;
+pub mod pool;
 pub mod tap;
 
 pub use buf::{L4Proto, PacketBuf, TxOffload};

@@ -227,4 +227,16 @@ impl ChecksumCapabilities {
         let off = ChecksumOffload { rx: false, tx: false };
         ChecksumCapabilities { ipv4: off, tcp: off, udp: off }
     }
+
+    /// Everything offloaded both ways (a device that fills and verifies every checksum).
+    pub const fn all() -> Self {
+        let on = ChecksumOffload { rx: true, tx: true };
+        ChecksumCapabilities { ipv4: on, tcp: on, udp: on }
+    }
+
+    /// For a frame the device verified good: nothing left to verify on receive.
+    pub const fn verified() -> Self {
+        let rx = ChecksumOffload { rx: true, tx: false };
+        ChecksumCapabilities { ipv4: rx, tcp: rx, udp: rx }
+    }
 }

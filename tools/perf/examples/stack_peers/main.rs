@@ -71,6 +71,9 @@ enum Command {
         /// comparison's instructions too; byte counts are always checked).
         #[arg(long)]
         verify: bool,
+        /// The link offers checksum offload, and both stacks use it.
+        #[arg(long)]
+        offload: bool,
     },
 }
 
@@ -107,7 +110,8 @@ fn run(args: Args) -> Result<(), ExampleError> {
         Command::Compare { seconds, runs, round_trips, out } => {
             compare(seconds, runs.max(1), round_trips, &out)
         }
-        Command::Segments { stack, mss, count, verify } => {
+        Command::Segments { stack, mss, count, verify, offload } => {
+            peers::set_checksum_offload(offload);
             let want = count * u64::from(mss);
             let b = match stack {
                 Stack::Slimtcp => bulk::<SlimPair>(mss, Until::Bytes(want), verify)?,

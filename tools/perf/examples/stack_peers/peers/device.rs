@@ -120,6 +120,10 @@ impl phy::Device for MemwireDevice {
         caps.medium = Medium::Ethernet;
         caps.max_transmission_unit = self.mtu;
         caps.max_burst_size = Some(BURST);
+        if super::checksum_offload() {
+            // The link fills and verifies checksums (memwire's offload): smoltcp skips both.
+            caps.checksum = smoltcp::phy::ChecksumCapabilities::ignored();
+        }
         caps
     }
 }

@@ -20,7 +20,10 @@ pub mod slim;
 pub mod smol;
 pub mod workload;
 
+use std::sync::atomic::{AtomicBool, Ordering};
+
 use slimtcp::nic::memwire::LinkConfig;
+use slimtcp::wire::ChecksumCapabilities;
 
 /// Frames in flight per direction: deep enough that the link never drops (neither stack has
 /// congestion control here), as in `slimtcp-perf --nic memwire`.
@@ -32,9 +35,28 @@ pub const PORT: u16 = 5001;
 /// Steps allowed for the handshake (and ARP) before set-up counts as failed.
 pub const SETUP_STEPS: u64 = 100_000;
 
+/// Whether the link offers checksum offload (set once per process, from `--offload`): memwire
+/// then fills and verifies checksums itself where anything needs them real (nothing does
+/// here), as a NIC would, and both stacks leave them to it.
+static CHECKSUM_OFFLOAD: AtomicBool = AtomicBool::new(false);
+
+/// Sets [`CHECKSUM_OFFLOAD`] for every pair made afterwards.
+pub fn set_checksum_offload(on: bool) {
+    CHECKSUM_OFFLOAD.store(on, Ordering::Relaxed);
+}
+
+/// Whether pairs use checksum offload.
+pub fn checksum_offload() -> bool {
+    CHECKSUM_OFFLOAD.load(Ordering::Relaxed)
+}
+
 /// The memwire link both stacks run over.
 pub fn link_config() -> LinkConfig {
-    LinkConfig { capacity: LINK_CAPACITY, ..LinkConfig::default() }
+    let mut config = LinkConfig { capacity: LINK_CAPACITY, ..LinkConfig::default() };
+    if checksum_offload() {
+        config.caps.checksum = ChecksumCapabilities::all();
+    }
+    config
 }
 
 /// Which end of the pair.
