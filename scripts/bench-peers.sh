@@ -7,6 +7,9 @@
 #      N and 2N segments of MSS 64 and 1460 (sender and receiver in one thread); the difference of
 #      the two totals divided by N leaves out start-up and connection set-up:
 #      -> target/bench/callgrind.md, callgrind.json.
+#      with checksums in software (both stacks compute and verify them) and with the link's
+#      checksum offload (memwire fills and verifies them where needed, nothing here needs them;
+#      both stacks leave them to it);
 #      glibc's memset/memcpy use `rep stosb`/`rep movsb` from 2 KiB on, which callgrind counts as
 #      one instruction per byte; GLIBC_TUNABLES moves those thresholds out of reach, so the
 #      vector loops (a few instructions per 32 bytes, as on the hardware) are counted instead.
@@ -37,14 +40,18 @@ TUNABLES=glibc.cpu.x86_rep_stosb_threshold=0x7fffffff:glibc.cpu.x86_rep_movsb_th
 : >"$RAW"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-for stack in slimtcp smoltcp smoltcp-one-poll; do
-    for mss in 64 1460; do
-        for count in "$N" "$((2 * N))"; do
-            GLIBC_TUNABLES="$TUNABLES" valgrind --tool=callgrind --callgrind-out-file="$tmp/cg.out" \
-                "$BIN" segments --stack "$stack" --mss "$mss" --count "$count" \
-                >"$tmp/stdout" 2>"$tmp/stderr" || { cat "$tmp/stderr" >&2; exit 1; }
-            ir=$(sed -n 's/.*Collected : \([0-9]*\).*/\1/p' "$tmp/stderr")
-            echo "$stack $mss $count $ir $(cat "$tmp/stdout")" | tee -a "$RAW"
+for checksums in software offload; do
+    flag=""
+    [ "$checksums" = offload ] && flag="--offload"
+    for stack in slimtcp smoltcp smoltcp-one-poll; do
+        for mss in 64 1460; do
+            for count in "$N" "$((2 * N))"; do
+                GLIBC_TUNABLES="$TUNABLES" valgrind --tool=callgrind --callgrind-out-file="$tmp/cg.out" \
+                    "$BIN" segments --stack "$stack" --mss "$mss" --count "$count" $flag \
+                    >"$tmp/stdout" 2>"$tmp/stderr" || { cat "$tmp/stderr" >&2; exit 1; }
+                ir=$(sed -n 's/.*Collected : \([0-9]*\).*/\1/p' "$tmp/stderr")
+                echo "$checksums $stack $mss $count $ir $(cat "$tmp/stdout")" | tee -a "$RAW"
+            done
         done
     done
 done
@@ -54,16 +61,16 @@ import json, sys, datetime, os
 raw, out, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
 ir = {}
 for line in open(raw):
-    stack, mss, count, total, js = line.split(" ", 4)
+    checksums, stack, mss, count, total, js = line.split(" ", 5)
     moved = json.loads(js)
     assert moved["segments"] == int(count) and moved["bytes"] == int(count) * int(mss), line
-    ir[(stack, int(mss), int(count))] = (int(total), moved)
+    ir[(checksums, stack, int(mss), int(count))] = (int(total), moved)
 STACKS = ("slimtcp", "smoltcp", "smoltcp-one-poll")
 rows = []
-for mss in (64, 1460):
-    row = {"mss": mss}
+for checksums, mss in [(c, m) for c in ("software", "offload") for m in (64, 1460)]:
+    row = {"mss": mss, "checksums": checksums}
     for stack in STACKS:
-        (t1, m1), (t2, m2) = ir[(stack, mss, n)], ir[(stack, mss, 2 * n)]
+        (t1, m1), (t2, m2) = ir[(checksums, stack, mss, n)], ir[(checksums, stack, mss, 2 * n)]
         row[stack] = {"instructions_per_segment": (t2 - t1) / n, "ir_n": t1, "ir_2n": t2,
                       "frames_a_to_b_per_segment": (m2["frames_a_to_b"] - m1["frames_a_to_b"]) / n,
                       "frames_b_to_a_per_segment": (m2["frames_b_to_a"] - m1["frames_b_to_a"]) / n}
@@ -80,12 +87,12 @@ json.dump({"meta": meta, "points": rows}, open(f"{out}/callgrind.json", "w"), in
 lines = [f"Instructions per segment (callgrind), {meta['date']}: (Ir(2N) - Ir(N)) / N with N = {n}; "
          "sender and receiver stacks, link and application copies, one thread. smoltcp: polled until idle; "
          "one poll: one `poll` per step.", "",
-         "| MSS | SlimTCP Ir/segment | smoltcp Ir/segment | SlimTCP/smoltcp | smoltcp one poll Ir/segment | "
+         "| checksums | MSS | SlimTCP Ir/segment | smoltcp Ir/segment | SlimTCP/smoltcp | smoltcp one poll Ir/segment | "
          "SlimTCP/smoltcp one poll | frames B->A per segment (SlimTCP / smoltcp / one poll) |",
-         "| --- | --- | --- | --- | --- | --- | --- |"]
+         "| --- | --- | --- | --- | --- | --- | --- | --- |"]
 for r in rows:
     s, m, o = r["slimtcp"], r["smoltcp"], r["smoltcp-one-poll"]
-    lines.append(f"| {r['mss']} | {s['instructions_per_segment']:.0f} | {m['instructions_per_segment']:.0f} | "
+    lines.append(f"| {r['checksums']} | {r['mss']} | {s['instructions_per_segment']:.0f} | {m['instructions_per_segment']:.0f} | "
                  f"{r['ratio']:.2f} | {o['instructions_per_segment']:.0f} | {r['ratio_one_poll']:.2f} | "
                  f"{s['frames_b_to_a_per_segment']:.3f} / {m['frames_b_to_a_per_segment']:.3f} / "
                  f"{o['frames_b_to_a_per_segment']:.3f} |")

@@ -49,7 +49,8 @@ if cg:
     with open(f"{tmp}/cg.dat", "w") as f:
         f.write("# mss slimtcp smoltcp smoltcp_one_poll\n")
         for p in cg["points"]:
-            f.write(f"\"MSS {p['mss']}\" {p['slimtcp']['instructions_per_segment']:.0f} "
+            label = f"MSS {p['mss']}" + (" offload" if p.get("checksums") == "offload" else "")
+            f.write(f"\"{label}\" {p['slimtcp']['instructions_per_segment']:.0f} "
                     f"{p['smoltcp']['instructions_per_segment']:.0f} "
                     f"{p.get('smoltcp-one-poll', {}).get('instructions_per_segment', float('nan')):.0f}\n")
 PY
@@ -81,7 +82,7 @@ fi
 if [[ -f $tmp/cg.dat ]]; then
     gnuplot -e "$common; set output '$OUT/instructions_per_segment.png';
         set title 'Instructions per segment (callgrind; both stacks of a pair, link, copies)';
-        set ylabel 'instructions per segment'; set yrange [0:*]; set xrange [-0.6:1.6]; set style data histograms;
+        set ylabel 'instructions per segment'; set yrange [0:*]; set xrange [-0.6:*]; set style data histograms;
         set style histogram clustered gap 1; set style fill solid 0.8 border -1; set boxwidth 0.9;
         plot '$tmp/cg.dat' using 2:xtic(1) title 'SlimTCP', '' using 3 title 'smoltcp (polled until idle)',
              '' using 4 title 'smoltcp (one poll per step)'"

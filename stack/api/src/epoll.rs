@@ -7,7 +7,9 @@
 //! until the next notification, one-shot ones are disarmed until modified. A wait therefore
 //! costs the number of ready descriptors, not the number registered.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
+
+use crate::id_map::IdMap;
 
 use super::types::{EpollEvent, EpollOp, Fd, Ready};
 use super::SocketError;
@@ -23,7 +25,7 @@ struct Registration {
 /// Registrations and the ready list of one epoll instance.
 #[derive(Debug, Default)]
 pub struct EpollSet {
-    regs: HashMap<Fd, Registration>,
+    regs: IdMap<Fd, Registration>,
     ready: VecDeque<Fd>,
 }
 

@@ -16,6 +16,7 @@
 pub mod app;
 mod epoll;
 mod error;
+pub mod id_map;
 pub mod report;
 mod socket_api;
 mod types;

@@ -241,6 +241,8 @@ pub struct FaultInjector {
     stats: FaultStats,
     /// Latest delivery time of an in-order frame: later in-order frames are never earlier.
     fifo_floor: Instant,
+    /// `config.is_none()`, computed once: a faultless link's per-frame path.
+    faultless: bool,
 }
 
 impl FaultInjector {
@@ -249,7 +251,13 @@ impl FaultInjector {
     /// Probabilities outside `0.0..=1.0` behave as clamped; use [`FaultConfig::validate`] to reject
     /// them instead.
     pub fn new(config: FaultConfig, seed: u64) -> Self {
-        FaultInjector { config, rng: Rng::new(seed), stats: FaultStats::default(), fifo_floor: Instant::ZERO }
+        FaultInjector {
+            config,
+            rng: Rng::new(seed),
+            stats: FaultStats::default(),
+            fifo_floor: Instant::ZERO,
+            faultless: config.is_none(),
+        }
     }
 
     /// The configuration.
@@ -265,7 +273,7 @@ impl FaultInjector {
     /// Decides the fate of a frame of `frame_len` bytes sent at `now`, and counts it.
     pub fn decide(&mut self, now: Instant, frame_len: usize) -> Decision {
         let cfg = self.config;
-        if cfg.is_none() {
+        if self.faultless {
             // Still clamp, so a caller whose `now` goes backwards cannot reorder frames.
             let at = now.max(self.fifo_floor);
             self.fifo_floor = at;

@@ -27,7 +27,6 @@ mod activity;
 mod control;
 mod events;
 mod held;
-mod id_map;
 mod loans;
 pub mod options;
 mod receive;
@@ -38,9 +37,9 @@ use std::fmt::Debug;
 
 pub use control::Connecting;
 pub use events::{Event, ServerEvent};
-pub use id_map::{IdHasher, IdMap};
 pub use receive::StreamReady;
 pub use sends::{DatagramPayload, DatagramSent};
+pub use slimtcp_api::id_map::{IdHasher, IdMap};
 
 use crate::api::{Proto, SocketError};
 use crate::iface::{Activity, IfaceError, Interface, SocketHandle};

@@ -83,6 +83,10 @@ pub struct Args {
     /// Extension: send with alloc_tx/send_zc and receive with recv_zc instead of copying.
     #[arg(long)]
     pub zero_copy: bool,
+    /// Extension: `--nic memwire` offers checksum offload (the link fills and verifies checksums
+    /// where anything needs them, as a NIC would; nothing does here), and both stacks use it.
+    #[arg(long)]
+    pub checksum_offload: bool,
     /// Extension: measured run time in seconds (default 10 for a sender; a receiver alone runs
     /// until its connections end).
     #[arg(long, value_name = "SECONDS")]

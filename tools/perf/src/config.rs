@@ -217,6 +217,8 @@ pub struct Config {
     pub duration: Option<Duration>,
     /// Zero-copy data path.
     pub zero_copy: bool,
+    /// The memwire link offers checksum offload.
+    pub checksum_offload: bool,
     /// JSON output.
     pub json: bool,
     /// Static neighbours from `--arp`.
@@ -336,6 +338,11 @@ impl TryFrom<(Vec<String>, Args)> for Config {
         }
         let connect_ip = args.connect_ip.as_deref().map(|ip| parse_ip("connect-ip", ip)).transpose()?;
         let memwire = nic == NicChoice::Memwire && !args.kernel;
+        if args.checksum_offload && !memwire {
+            return Err(ConfigError::Conflict(
+                "--checksum-offload is memwire's (other NICs report what they offload)".to_owned(),
+            ));
+        }
         let role = if memwire {
             Role::Both
         } else {
@@ -400,6 +407,7 @@ impl TryFrom<(Vec<String>, Args)> for Config {
             connections_given: args.connections.is_some(),
             duration,
             zero_copy: args.zero_copy,
+            checksum_offload: args.checksum_offload,
             json: args.json,
             arp: parse_arp(&args.arp)?,
         })

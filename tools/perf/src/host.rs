@@ -197,7 +197,10 @@ fn one_role<A: slimtcp::api::SocketApi>(
 
 /// Sender (side A) and receiver (side B) on the two ends of one memwire link.
 fn run_memwire(cfg: &Config, progress: workload::Progress<'_>) -> Result<Measurement, HostError> {
-    let link = LinkConfig { capacity: MEMWIRE_CAPACITY, ..LinkConfig::default() };
+    let mut link = LinkConfig { capacity: MEMWIRE_CAPACITY, ..LinkConfig::default() };
+    if cfg.checksum_offload {
+        link.caps.checksum = slimtcp::wire::ChecksumCapabilities::all();
+    }
     let (na, nb) = memwire::link(link).map_err(HostError::Link)?;
     let (mut ca, mut cb) = slimtcp::sim::default_configs();
     ca.burst = cfg.burst;

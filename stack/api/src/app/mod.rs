@@ -15,7 +15,7 @@ mod events;
 mod link;
 mod state;
 
-use std::collections::HashMap;
+use crate::id_map::IdMap;
 use std::time::Instant;
 
 pub use link::{Event, Limits, Link, Reply, Request, RxPayload, Submitted};
@@ -34,12 +34,12 @@ pub const MAX_BACKLOG: usize = 4096;
 pub struct AppSockets<L: Link> {
     link: L,
     limits: Limits,
-    sockets: HashMap<Fd, SockEntry<L::RxBuf>>,
+    sockets: IdMap<Fd, SockEntry<L::RxBuf>>,
     next_fd: u32,
-    epolls: HashMap<EpollFd, EpollSet>,
+    epolls: IdMap<EpollFd, EpollSet>,
     next_epoll: u32,
     /// Answers to pending requests, by ticket.
-    replies: HashMap<u64, Result<Reply, SocketError>>,
+    replies: IdMap<u64, Result<Reply, SocketError>>,
     /// Event buffer reused across pumps.
     events: Vec<Event<L::RxBuf>>,
 }
@@ -50,11 +50,11 @@ impl<L: Link> AppSockets<L> {
         AppSockets {
             limits: link.limits(),
             link,
-            sockets: HashMap::new(),
+            sockets: IdMap::default(),
             next_fd: 3,
-            epolls: HashMap::new(),
+            epolls: IdMap::default(),
             next_epoll: 1,
-            replies: HashMap::new(),
+            replies: IdMap::default(),
             events: Vec::new(),
         }
     }

@@ -1,5 +1,6 @@
-//! Maps keyed by socket ids and handles: small integers the server and the stack choose (never
-//! a peer or a guest), so they need no keyed hash against collision attacks: one multiply.
+//! Maps keyed by socket ids, handles, descriptors and cookies: small integers the server, the
+//! stack or the application's own library choose (never a peer or a guest), so they need no
+//! keyed hash against collision attacks: one multiply.
 
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
