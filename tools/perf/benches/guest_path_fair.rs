@@ -9,15 +9,17 @@
 //! | thread | guest path | host path |
 //! | --- | --- | --- |
 //! | A | guest library (`GuestSockets` over vhost-user) + the peer's application | host runtime application under test + the peer's application |
-//! | B | slimtcp-vhost's `Engine` over the guest's rings + the peer's host-runtime worker | the host runtime's worker serving both interfaces (`two_core_group`) |
+//! | B | slimtcp-vhost's `Engine` over the guest's rings + the peer's host-runtime worker | the host runtime's workers of both interfaces (as `two_core_group`'s thread steps them) |
 //!
 //! Design (a) of the issue: the real guest library attaches over vhost-user to slimtcp-vhost's
 //! own device (`NetDevice` in a `VhostUserDaemon`, whose threads sleep after set-up). The
 //! bench builds the tenant's `Engine` itself instead of calling `serve_tenant`, because its
 //! worker loop must also step the peer: it steps the engine, serves ring stops as slimtcp-vhost's
 //! worker does, and steps the peer's worker, which the host runtime hands out for that purpose
-//! (`runtime::external_group`). Both thread-B loops busy-poll; thread A alternates between the
-//! two applications with non-blocking calls. See `guest_path_fair/guest.rs` for what of
+//! (`runtime::external_group`); the host path's thread B steps its two workers through the same
+//! call. Every loop (thread A alternates between the two applications with non-blocking calls)
+//! idles by one rule, `guest_path_fair/idle.rs`: spin, then yield after each empty pass, never
+//! sleep. See `guest_path_fair/guest.rs` for what of
 //! slimtcp-vhost's serving path is left out (the relay, the sandbox, gauges).
 //!
 //! Measured, guest and host alternating, `FAIR_RUNS` times (default 3): bulk goodput over one
@@ -34,6 +36,8 @@ mod apps;
 mod guest;
 #[path = "guest_path_fair/host.rs"]
 mod host;
+#[path = "guest_path_fair/idle.rs"]
+mod idle;
 #[path = "guest_path_fair/link.rs"]
 mod link;
 #[path = "guest_path_fair/report.rs"]

@@ -8,6 +8,8 @@ use std::time::{Duration, Instant};
 
 use slimtcp::api::{Fd, Proto, Shutdown, SockOpt, SocketApi, SocketError};
 
+use super::idle::Idle;
+
 /// The peer's bulk port and echo port.
 const BULK_PORT: u16 = 5001;
 const ECHO_PORT: u16 = 7000;
@@ -185,14 +187,17 @@ fn pump<S: SocketApi, R: SocketApi>(
         *received += n as u64;
         Ok(Some(n))
     };
+    let mut idle = Idle::default();
     let t0 = Instant::now();
     let end = t0 + window;
     let now = loop {
         let at = (sent % PERIOD as u64) as usize;
-        if let Some(n) = nb(tx.send(tfd, &pat[at..at + CHUNK])).map_err(sock("send"))? {
+        let wrote = nb(tx.send(tfd, &pat[at..at + CHUNK])).map_err(sock("send"))?;
+        if let Some(n) = wrote {
             sent += n as u64;
         }
-        read(rx, &mut received)?;
+        let got = read(rx, &mut received)?;
+        idle.pass(wrote.is_some() || got.is_some());
         let now = Instant::now();
         if now >= end {
             break now;
@@ -202,8 +207,9 @@ fn pump<S: SocketApi, R: SocketApi>(
     tx.shutdown(tfd, Shutdown::Write).map_err(sock("shutdown(SHUT_WR)"))?;
     let limit = Instant::now() + DRAIN_LIMIT;
     loop {
-        if read(rx, &mut received)? == Some(0) {
-            break;
+        match read(rx, &mut received)? {
+            Some(0) => break,
+            got => idle.pass(got.is_some()),
         }
         if Instant::now() > limit {
             return Err(AppError::Drain(DRAIN_LIMIT, received));
@@ -244,31 +250,43 @@ fn echo_loop<G: SocketApi, P: SocketApi>(
     let mut echo = [0u8; 4 * MESSAGE];
     let (mut echo_len, mut echo_sent) = (0usize, 0usize);
     let mut back = [0u8; MESSAGE];
+    let mut idle = Idle::default();
     for i in 0..count + warm_up {
         let msg: [u8; MESSAGE] = std::array::from_fn(|k| (i.wrapping_mul(31) + k) as u8);
         let t0 = Instant::now();
         let (mut sent, mut got) = (0usize, 0usize);
         while got < MESSAGE {
+            let mut work = false;
             if sent < MESSAGE {
-                sent += nb(under.send(c, &msg[sent..])).map_err(sock("send"))?.unwrap_or(0);
+                let n = nb(under.send(c, &msg[sent..])).map_err(sock("send"))?.unwrap_or(0);
+                sent += n;
+                work |= n > 0;
             }
             // The peer's application: echoes what it reads.
             if echo_sent == echo_len {
                 match nb(peer.recv(s, &mut echo)).map_err(sock("peer recv"))? {
                     Some(0) => return Err(AppError::EchoEnded(i)),
-                    Some(n) => (echo_len, echo_sent) = (n, 0),
+                    Some(n) => {
+                        (echo_len, echo_sent) = (n, 0);
+                        work = true;
+                    }
                     None => {}
                 }
             }
             if echo_sent < echo_len {
-                echo_sent +=
-                    nb(peer.send(s, &echo[echo_sent..echo_len])).map_err(sock("peer send"))?.unwrap_or(0);
+                let n = nb(peer.send(s, &echo[echo_sent..echo_len])).map_err(sock("peer send"))?.unwrap_or(0);
+                echo_sent += n;
+                work |= n > 0;
             }
             match nb(under.recv(c, &mut back[got..])).map_err(sock("recv"))? {
                 Some(0) => return Err(AppError::EchoEnded(i)),
-                Some(n) => got += n,
+                Some(n) => {
+                    got += n;
+                    work = true;
+                }
                 None => {}
             }
+            idle.pass(work);
         }
         let rtt = t0.elapsed();
         if back != msg {

@@ -28,6 +28,7 @@ use vhost::vhost_user::Listener;
 use vhost_user_backend::VhostUserDaemon;
 use vm_memory::{GuestAddressSpace, GuestMemoryAtomic};
 
+use super::idle::Idle;
 use super::link::{self, LinkError};
 
 /// What failed setting up or running the guest path.
@@ -129,7 +130,7 @@ pub fn run<R>(
 }
 
 /// Thread B: the tenant's engine over the guest's rings and the peer's worker, stepped in turn
-/// without pause (as slimtcp-vhost's worker while busy), until `stop`. Ring stops asked by the
+/// (idling by the bench's one rule, [`Idle`]), until `stop`. Ring stops asked by the
 /// control plane (GET_VRING_BASE) are served as slimtcp-vhost's worker serves them.
 fn backend_loop<N: Nic>(
     mut engine: Engine<N>,
@@ -137,15 +138,17 @@ fn backend_loop<N: Nic>(
     device: &NetDevice,
     stop: &AtomicBool,
 ) -> Result<SessionReport, GuestPathError> {
+    let mut idle = Idle::default();
     // The peer runs from the start (its listener); the engine once the guest's rings are there.
     let (vrings, mem) = loop {
         if stop.load(Ordering::Acquire) {
             return Ok(engine.report());
         }
-        peer.step().map_err(GuestPathError::Peer)?;
+        let work = peer.step().map_err(GuestPathError::Peer)?;
         if let (Some(v), Some(m)) = (device.vrings(), device.memory()) {
             break (v, m);
         }
+        idle.pass(work);
     };
     let stops = device.ring_stops();
     stops.set_worker_active(true);
@@ -159,8 +162,9 @@ fn backend_loop<N: Nic>(
                 }
                 stops.served(stopping);
             }
-            engine.step(vrings.as_slice(), &m)?;
-            peer.step().map_err(GuestPathError::Peer)?;
+            let work = engine.step(vrings.as_slice(), &m)?;
+            let peer_work = peer.step().map_err(GuestPathError::Peer)?;
+            idle.pass(work | peer_work);
         }
         Ok(())
     })();
