@@ -72,6 +72,7 @@ bench: deps
 	./scripts/bench-peers.sh
 	./scripts/bench-guest-cost.sh
 	set -o pipefail; $(CARGO) bench -p slimtcp-perf --features dpdk --bench guest_path 2>&1 | tee target/bench/guest_path.txt
+	set -o pipefail; $(CARGO) bench -p slimtcp-perf --features dpdk --bench guest_path_fair 2>&1 | tee target/bench/guest_path_fair.txt
 	./scripts/bench-loss.sh
 	./scripts/bench-plots.sh
 

@@ -85,7 +85,7 @@ impl WorkerGroup {
 
     /// Steps every worker once; true when any did work. A worker whose NIC failed stops the
     /// group: its applications see `ENETDOWN`.
-    fn step_all(&mut self) -> Result<bool, SocketError> {
+    pub(super) fn step_all(&mut self) -> Result<bool, SocketError> {
         if self.failed {
             return Err(SocketError::StackDown);
         }
@@ -103,7 +103,7 @@ impl WorkerGroup {
         Ok(work)
     }
 
-    fn all_apps_gone(&self) -> bool {
+    pub(super) fn all_apps_gone(&self) -> bool {
         self.workers.iter().all(|w| w.app_gone())
     }
 }

@@ -18,6 +18,8 @@
 //!
 //! - Two-core mode ([`two_core`], [`two_core_group`]): the worker runs on a thread of its own,
 //!   pinned if asked; the rings are the only shared state (no socket locks).
+//! - External mode ([`external_group`]): the two-core rings, the worker stepped by a thread the
+//!   caller owns (a loop that also polls something else).
 //! - Single-thread mode ([`single`], [`single_group`]): the same worker and rings, but the
 //!   application thread steps the worker whenever it waits (run to completion on one core).
 //!
@@ -28,6 +30,7 @@
 
 mod buffers;
 mod driver;
+mod external;
 mod link;
 mod messages;
 mod worker;
@@ -38,6 +41,7 @@ use slimtcp_api::app::AppSockets;
 
 pub use buffers::{RxBuf, TxBuf, LARGE_TX, SMALL_TX};
 pub use driver::{IdlePolicy, RuntimeConfig, RuntimeError, WorkerThread};
+pub use external::{external_group, ExternalWorker};
 pub use link::HostLink;
 
 use buffers::ReleaseQueue;
