@@ -83,6 +83,8 @@ meta = {"date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d 
         "what": "valgrind --tool=callgrind total Ir of the whole process (both stacks, the memwire link, "
                 "the application's copies into and out of the sockets), (Ir(2N) - Ir(N)) / N; "
                 "GLIBC_TUNABLES keeps memset/memcpy off rep stosb/movsb"}
+state = next(m["slimtcp_connection_state_bytes"] for (_, m) in ir.values())
+meta["slimtcp_connection_state_bytes"] = state
 json.dump({"meta": meta, "points": rows}, open(f"{out}/callgrind.json", "w"), indent=1)
 lines = [f"Instructions per segment (callgrind), {meta['date']}: (Ir(2N) - Ir(N)) / N with N = {n}; "
          "sender and receiver stacks, link and application copies, one thread. smoltcp: polled until idle; "
@@ -96,6 +98,8 @@ for r in rows:
                  f"{r['ratio']:.2f} | {o['instructions_per_segment']:.0f} | {r['ratio_one_poll']:.2f} | "
                  f"{s['frames_b_to_a_per_segment']:.3f} / {m['frames_b_to_a_per_segment']:.3f} / "
                  f"{o['frames_b_to_a_per_segment']:.3f} |")
+lines += ["", f"SlimTCP per-connection state: {state} bytes (the TCB and its socket-table slot, "
+          "without buffer contents)."]
 open(f"{out}/callgrind.md", "w").write("\n".join(lines) + "\n")
 print("\n".join(lines))
 PY

@@ -14,13 +14,13 @@
 //! Instructions per segment: the difference of two runs' totals over the difference of their
 //! segments (so set-up does not count). `docs/benchmarks.md` has the figures.
 
-use std::collections::HashMap;
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::sync::Arc;
 use std::time::Duration;
 
 use slimtcp::iface::{Interface, InterfaceConfig};
 use slimtcp::nic::memwire::{link, LinkConfig};
+use slimtcp::server::IdMap;
 use slimtcp::tcp::TcpConfig;
 use slimtcp::time::{Clock, VirtualClock};
 use slimtcp::wire::EthernetAddress;
@@ -118,7 +118,7 @@ struct Driver {
     mem: Arc<GuestMem>,
     rx: Ring,
     tx: Ring,
-    rx_addr: HashMap<u16, u64>,
+    rx_addr: IdMap<u16, u64>,
     /// Where the fixed part of a request that is not a send goes.
     scratch: u64,
 }
@@ -166,7 +166,7 @@ fn main() {
         mem: mem.clone(),
         rx: Ring::new(0x1_0000),
         tx: Ring::new(0x2_0000),
-        rx_addr: HashMap::new(),
+        rx_addr: IdMap::default(),
         scratch: 0x8_0000,
     };
     let rings = LocalRings::new(vec![d.rx.queue(), d.tx.queue()]);
@@ -208,7 +208,7 @@ fn main() {
         mem.write_slice(&vec![0x5a_u8; SEND as usize], GuestAddress(slot_addr(i) + 4096)).expect("payload");
     }
     let mut free: Vec<u64> = (0..SLOTS).collect();
-    let mut slot_of_head = HashMap::new();
+    let mut slot_of_head = IdMap::default();
     let (mut queued, mut received, mut refused, mut blocked) = (0usize, 0usize, 0u32, false);
     let mut buf = vec![0u8; 64 * 1024];
     let mut cookie = 10u64;

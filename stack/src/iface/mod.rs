@@ -32,7 +32,7 @@ pub use cidr::Ipv4Cidr;
 pub use config::{InterfaceConfig, DEFAULT_RX_MEMORY};
 pub use counters::{Counters, DropReason};
 pub use martian::Martian;
-pub use socket_set::{FourTuple, SocketHandle};
+pub use socket_set::{FourTuple, SocketHandle, TCP_STATE_BYTES};
 pub use tcp_ops::TcpInfo;
 pub use udp_ops::PingReply;
 

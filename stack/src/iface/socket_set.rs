@@ -44,6 +44,11 @@ impl std::hash::Hash for FourTuple {
     }
 }
 
+/// Bytes of one connection's state: its boxed TCB (protocol state, header template,
+/// bookkeeping) and its slot in the socket table, without the contents of its send and
+/// receive buffers, which grow with use. The connection table's entry comes on top.
+pub const TCP_STATE_BYTES: usize = std::mem::size_of::<TcpSocket>() + std::mem::size_of::<Slot>();
+
 /// A listening TCP socket.
 #[derive(Debug)]
 pub struct TcpListener {

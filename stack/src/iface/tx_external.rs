@@ -11,7 +11,7 @@
 //! A UDP datagram's loaned payload is held here, by its token, until its one transmission
 //! completes; then it goes back to its socket (or is dropped if the socket is gone).
 
-use std::collections::HashMap;
+use slimtcp_api::id_map::IdMap;
 
 use super::neighbor::LoanedDatagram;
 use super::socket_set::{SocketHandle, SocketSet};
@@ -26,10 +26,10 @@ pub(super) struct ExternalTx {
     /// Frames not yet taken by the NIC, in order.
     pub(super) queue: Vec<ExternalFrame>,
     /// Token of each transmission in flight -> what it references.
-    tokens: HashMap<u64, InFlight>,
+    tokens: IdMap<u64, InFlight>,
     next_token: u64,
     /// Loans of freed connections, kept until their transmissions complete.
-    orphans: HashMap<LoanId, Loan>,
+    orphans: IdMap<LoanId, Loan>,
     done: Vec<u64>,
 }
 

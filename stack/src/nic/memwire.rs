@@ -145,6 +145,7 @@ pub fn link(config: LinkConfig) -> Result<(MemwireNic, MemwireNic), MemwireError
         side,
         caps: config.caps,
         completed: Vec::new(),
+        scratch: Vec::new(),
         external_copied_bytes: 0,
     };
     Ok((end(0), end(1)))
@@ -159,6 +160,8 @@ pub struct MemwireNic {
     caps: NicCapabilities,
     /// Tokens of external payloads copied onto the link, not yet polled.
     completed: Vec<u64>,
+    /// The one-frame burst `transmit_external` hands to `transmit` (kept to reuse).
+    scratch: Vec<PacketBuf>,
     /// External payload bytes this end copied (memwire has no zero-copy path).
     external_copied_bytes: u64,
 }
@@ -441,24 +444,32 @@ impl Nic for MemwireNic {
         frames: &mut Vec<ExternalFrame>,
     ) -> Result<usize, NicError> {
         let mut sent = 0;
-        while let Some(frame) = frames.first() {
-            let mut flat = PacketBuf::with_headroom(frame.headers.len() + frame.payload.len(), 0);
-            if let Some(dst) = flat.append(frame.headers.len() + frame.payload.len()) {
+        let mut one = std::mem::take(&mut self.scratch);
+        for frame in frames.iter() {
+            let len = frame.headers.len() + frame.payload.len();
+            let mut flat = if len <= self.shared.pool.buf_size() {
+                self.shared.pool.take(0)
+            } else {
+                PacketBuf::with_headroom(len, 0)
+            };
+            if let Some(dst) = flat.append(len) {
                 let (head, tail) = dst.split_at_mut(frame.headers.len());
                 head.copy_from_slice(frame.headers.as_slice());
                 // Readable until its completion is reported below, after this copy.
                 frame.payload.copy_to(tail);
             }
             flat.offload = frame.headers.offload;
-            let mut one = vec![flat];
+            one.push(flat);
             if self.transmit(now, &mut one)? == 0 {
+                one.clear();
                 break;
             }
-            let frame = frames.remove(0);
             self.external_copied_bytes += frame.payload.len() as u64;
             self.completed.push(frame.payload.token());
             sent += 1;
         }
+        frames.drain(..sent);
+        self.scratch = one;
         Ok(sent)
     }
 

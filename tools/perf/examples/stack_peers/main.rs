@@ -122,8 +122,8 @@ fn run(args: Args) -> Result<(), ExampleError> {
                 return Err(ExampleError::Short { stack: b.stack, got: b.bytes, want });
             }
             println!(
-                "{{\"stack\":\"{}\",\"mss\":{},\"segments\":{},\"bytes\":{},\"frames_a_to_b\":{},\"frames_b_to_a\":{},\"verified\":{}}}",
-                b.stack, mss, count, b.bytes, b.frames_a_to_b, b.frames_b_to_a, b.verified
+                "{{\"stack\":\"{}\",\"mss\":{},\"segments\":{},\"bytes\":{},\"frames_a_to_b\":{},\"frames_b_to_a\":{},\"verified\":{},\"slimtcp_connection_state_bytes\":{}}}",
+                b.stack, mss, count, b.bytes, b.frames_a_to_b, b.frames_b_to_a, b.verified, slimtcp::iface::TCP_STATE_BYTES
             );
             Ok(())
         }
