@@ -12,11 +12,13 @@ use std::io::{self, Read, Write};
 use std::net::Ipv4Addr;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::fs::OpenOptionsExt;
+use std::sync::Arc;
 use std::time::Duration;
 
 use libc::{c_char, c_int, c_short, c_uchar, c_ulong, c_ushort};
 
 use crate::nic::buf::{DEFAULT_BUF_SIZE, DEFAULT_HEADROOM};
+use crate::nic::pool::BufferPool;
 use crate::nic::{ExternalFrame, Nic, NicCapabilities, NicError, PacketBuf};
 use crate::time::Instant;
 use crate::wire::ChecksumCapabilities;
@@ -27,6 +29,8 @@ pub const TUN_PATH: &str = "/dev/net/tun";
 pub const TAP_MAX_BURST: usize = 32;
 /// Ethernet header plus one VLAN tag: what a frame may carry beyond the MTU.
 const L2_OVERHEAD: usize = 14 + 4;
+/// Free buffers a TAP keeps for reuse.
+const POOL_KEEP: usize = 512;
 
 /// Errors opening or configuring a TAP device.
 #[derive(Debug, thiserror::Error)]
@@ -275,6 +279,9 @@ pub struct TapNic {
     mtu: usize,
     /// A receive buffer left over from a read that found nothing, reused next time.
     spare: Option<PacketBuf>,
+    /// Receive and transmit buffers: each comes back when its frame is dropped (after the stack
+    /// processed it, or after it was written), so a steady flow allocates nothing.
+    pool: Arc<BufferPool>,
     /// Tokens of external payloads written (or failed): complete, not yet polled.
     completed: Vec<u64>,
     /// Frames dropped because the interface was down (`EIO` from the TAP).
@@ -303,12 +310,22 @@ impl TapNic {
 
         let ctl = control_socket()?;
 
-        let mut tap =
-            TapNic { file, ctl, name, mtu: 0, spare: None, completed: Vec::new(), link_down_drops: 0 };
+        let mut tap = TapNic {
+            file,
+            ctl,
+            name,
+            mtu: 0,
+            spare: None,
+            pool: BufferPool::new(1, DEFAULT_BUF_SIZE),
+            completed: Vec::new(),
+            link_down_drops: 0,
+        };
         let mut req = tap.request()?;
         ioctl_ifreq(tap.ctl.as_raw_fd(), libc::SIOCGIFMTU as libc::Ioctl, &mut req)
             .map_err(|source| TapError::GetMtu { name: tap.name.clone(), source })?;
         tap.mtu = usize::try_from(req.mtu()).unwrap_or(0);
+        // Buffers that hold the largest frame the MTU allows.
+        tap.pool = BufferPool::new(POOL_KEEP, DEFAULT_BUF_SIZE.max(DEFAULT_HEADROOM + tap.mtu + L2_OVERHEAD));
         Ok(tap)
     }
 
@@ -364,10 +381,7 @@ impl TapNic {
     fn rx_buf(&mut self) -> PacketBuf {
         match self.spare.take() {
             Some(buf) => buf,
-            None => {
-                let size = DEFAULT_BUF_SIZE.max(DEFAULT_HEADROOM + self.mtu + L2_OVERHEAD);
-                PacketBuf::with_headroom(size, DEFAULT_HEADROOM)
-            }
+            None => self.pool.take(DEFAULT_HEADROOM),
         }
     }
 }
@@ -432,7 +446,7 @@ impl Nic for TapNic {
     }
 
     fn alloc_tx(&mut self) -> Result<PacketBuf, NicError> {
-        Ok(PacketBuf::new_tx())
+        Ok(self.pool.take(DEFAULT_HEADROOM))
     }
 
     /// Writes frames in order until the device would block. If a write fails, the frames before
