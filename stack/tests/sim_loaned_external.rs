@@ -117,7 +117,11 @@ struct Sim {
 
 impl Sim {
     fn new() -> Sim {
-        let (na, nb) = memwire::link(LinkConfig::default()).expect("link");
+        Sim::over(LinkConfig::default())
+    }
+
+    fn over(link: LinkConfig) -> Sim {
+        let (na, nb) = memwire::link(link).expect("link");
         let (ca, cb) = default_configs();
         let late = LateNic { inner: na, held: Vec::new(), released: Vec::new() };
         Sim { clock: VirtualClock::new(), a: Interface::new(late, ca), b: Interface::new(nb, cb) }
@@ -350,4 +354,48 @@ fn a_closed_udp_socket_releases_its_loan_after_the_completion() {
     sim.step(false);
     assert_eq!(dropped.load(Ordering::SeqCst), 1, "released after the completion");
     assert_eq!(sim.a.external_in_flight(), 0);
+}
+
+/// A payload that counts the stack's reads of its bytes (its checksum sums go through
+/// `copy_to`: it offers no plain slice).
+#[derive(Debug)]
+struct Counted {
+    data: Vec<u8>,
+    reads: Arc<AtomicUsize>,
+}
+
+impl TxPayload for Counted {
+    fn len(&self) -> usize {
+        self.data.len()
+    }
+    fn copy_to(&self, offset: usize, dst: &mut [u8]) -> usize {
+        self.reads.fetch_add(1, Ordering::SeqCst);
+        slimtcp::tcp::copy_from_slice_at(&self.data, offset, dst)
+    }
+    fn external_addr(&self) -> Option<std::ptr::NonNull<u8>> {
+        // A Vec's heap bytes stay put and unmodified while the stack owns the box.
+        std::ptr::NonNull::new(self.data.as_ptr().cast_mut())
+    }
+}
+
+/// Sends 20,000 counted bytes by reference from A to B over `link`; returns the reads of the
+/// payload the stack made.
+fn reads_of_a_loan_over(link: LinkConfig) -> usize {
+    let mut sim = Sim::over(link);
+    let (a, b) = sim.connect();
+    let reads = Arc::new(AtomicUsize::new(0));
+    let data: Vec<u8> = (0..20_000u32).map(|i| (i % 251) as u8).collect();
+    let payload = Box::new(Counted { data: data.clone(), reads: Arc::clone(&reads) });
+    sim.a.tcp_send_loaned(a, payload).expect("open").expect("fits");
+    assert_eq!(read_all(&mut sim, b, data.len()), data, "the bytes arrive intact");
+    assert_eq!(sim.a.counters().tx_payload_copied_bytes, 0, "sent by reference");
+    reads.load(Ordering::SeqCst)
+}
+
+#[test]
+fn over_a_nic_that_fills_checksums_the_stack_never_reads_a_loans_bytes() {
+    let mut offload = LinkConfig::default();
+    offload.caps.checksum = slimtcp::wire::ChecksumCapabilities::all();
+    assert_eq!(reads_of_a_loan_over(offload), 0, "the NIC fills the checksums");
+    assert!(reads_of_a_loan_over(LinkConfig::default()) > 0, "software checksums read the bytes");
 }

@@ -77,21 +77,33 @@ impl HeaderTemplate {
         Ok(())
     }
 
-    /// Writes only the headers of a segment whose `payload` the NIC appends from where it lies
-    /// (external payload): checksums are computed in software over headers and payload (the
-    /// payload is read, not copied), so no offload is requested for the split frame.
+    /// Writes only the headers of a segment whose payload the NIC appends from where it lies
+    /// (external payload). With the payload's sum, the checksums are computed in software over
+    /// headers and payload (the payload was read for its sum, not copied) and no offload is
+    /// requested; without it (`None`, only when `caps` offload the TCP checksum), the NIC fills
+    /// them and the payload is never read by the stack.
     pub fn write_headers(
         &self,
         buf: &mut PacketBuf,
         repr: &TcpRepr,
         payload_len: usize,
-        payload_sum: u16,
+        payload_sum: Option<u16>,
+        caps: &ChecksumCapabilities,
     ) -> Result<(), NoRoom> {
         let frame = buf.append(TEMPLATE_LEN).ok_or(NoRoom)?;
         frame.copy_from_slice(&self.header);
-        let caps = ChecksumCapabilities::none();
-        self.patch(frame, repr, payload_len, Some(payload_sum), &caps);
-        buf.offload = TxOffload::default();
+        match payload_sum {
+            // The checksums in software, over the headers and the payload's sum.
+            Some(sum) => {
+                self.patch(frame, repr, payload_len, Some(sum), &ChecksumCapabilities::none());
+                buf.offload = TxOffload::default();
+            }
+            // No sum: the NIC fills the checksums (`caps`), as for a frame built whole.
+            None => {
+                self.patch(frame, repr, payload_len, None, caps);
+                buf.offload = TxOffload::ipv4(L4Proto::Tcp, caps);
+            }
+        }
         Ok(())
     }
 

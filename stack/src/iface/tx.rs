@@ -139,10 +139,10 @@ impl<N: Nic> FrameSink<'_, N> {
             self.blocked = true;
             return Err(SinkFull);
         };
-        let Some(LoanedSlice { addr, len, sum, loan }) = payload.by_reference() else {
+        let Some(LoanedSlice { addr, len, sum, loan }) = payload.by_reference(!self.caps.tcp.tx) else {
             return Err(SinkFull);
         };
-        self.template.write_headers(&mut headers, repr, len, sum).map_err(|_| SinkFull)?;
+        self.template.write_headers(&mut headers, repr, len, sum, &self.caps).map_err(|_| SinkFull)?;
         let token = self.ext.register(self.handle, loan);
         // SAFETY: the bytes belong to a loan that declared them sendable by reference: they stay
         // mapped while the stack holds the loan, and `lent` below makes the stack hold it until

@@ -64,11 +64,12 @@ impl<'a> Payload<'a> {
     }
 
     /// The payload as one piece of a loaned buffer that may be sent by reference (zero copy):
-    /// its address, sum and loan; `None` for copied data, an empty payload, or one spanning
-    /// buffers.
-    pub fn by_reference(&mut self) -> Option<LoanedSlice> {
+    /// its address, sum (when `with_sum`: a NIC that fills the checksum needs none, and then
+    /// the payload is not read) and loan; `None` for copied data, an empty payload, or one
+    /// spanning buffers.
+    pub fn by_reference(&mut self, with_sum: bool) -> Option<LoanedSlice> {
         let (offset, len) = (self.offset, self.len);
-        self.tx.as_deref_mut()?.by_reference_slice(offset, len)
+        self.tx.as_deref_mut()?.by_reference_slice(offset, len, with_sum)
     }
 
     /// Records that a NIC transmission referencing loan `id` was queued: the loan is not handed

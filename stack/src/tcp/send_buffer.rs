@@ -91,8 +91,9 @@ pub struct LoanedSlice {
     pub addr: NonNull<u8>,
     /// Bytes.
     pub len: usize,
-    /// The ones-complement sum of the bytes (`checksum::data`), for the segment's checksum.
-    pub sum: u16,
+    /// The ones-complement sum of the bytes (`checksum::data`), for the segment's checksum;
+    /// `None` when not asked for (the NIC fills the checksum: the bytes are not read).
+    pub sum: Option<u16>,
     /// The loan they belong to.
     pub loan: LoanId,
 }
@@ -318,16 +319,18 @@ impl SendBuffer {
         self.by_reference_piece(offset, len).is_some()
     }
 
-    /// Bytes `offset..offset+len` as one piece of a by-reference loan, with their sum and the
-    /// loan's id; `None` when they are copied data, span chunks, or are empty.
-    pub fn by_reference_slice(&mut self, offset: usize, len: usize) -> Option<LoanedSlice> {
+    /// Bytes `offset..offset+len` as one piece of a by-reference loan, with their sum (when
+    /// `with_sum`) and the loan's id; `None` when they are copied data, span chunks, or are
+    /// empty.
+    pub fn by_reference_slice(&mut self, offset: usize, len: usize, with_sum: bool) -> Option<LoanedSlice> {
         let (idx, from) = self.by_reference_piece(offset, len)?;
         let Chunk::Loaned(l) = self.chunks.get(idx)? else { return None };
         let base = l.payload.external_addr()?;
         // SAFETY: `from + len <= l.payload.len()` (checked by `by_reference_piece`) and the
         // payload promised `len()` mapped bytes from `base`, so the sum stays inside them.
         let addr = unsafe { NonNull::new_unchecked(base.as_ptr().add(from)) };
-        Some(LoanedSlice { addr, len, sum: payload_sum(l.payload.as_ref(), from, len), loan: l.id })
+        let sum = with_sum.then(|| payload_sum(l.payload.as_ref(), from, len));
+        Some(LoanedSlice { addr, len, sum, loan: l.id })
     }
 
     /// (chunk index, offset inside the loan) of bytes `offset..offset+len` when they lie in one
