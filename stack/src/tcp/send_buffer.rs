@@ -351,7 +351,14 @@ impl SendBuffer {
     }
 
     fn loan_mut(&mut self, id: LoanId) -> Option<&mut Loan> {
-        if let Ok(i) = self.loans.binary_search_by_key(&id, |&(id, _)| id) {
+        // Transmissions start on the newest loan and complete on the oldest, mostly: those two
+        // first, then a search.
+        let found = match (self.loans.front(), self.loans.back()) {
+            (Some(&(first, _)), _) if first == id => Ok(0),
+            (_, Some(&(last, _))) if last == id => Ok(self.loans.len() - 1),
+            _ => self.loans.binary_search_by_key(&id, |&(id, _)| id),
+        };
+        if let Ok(i) = found {
             let index = usize::try_from(self.loans[i].1 - self.popped).ok()?;
             match self.chunks.get_mut(index) {
                 Some(Chunk::Loaned(l)) if l.id == id => return Some(l),
