@@ -95,15 +95,15 @@ pub struct TcpSocket {
     pub in_activity: bool,
 }
 
-/// Any socket.
+/// Any socket, boxed: a slot of the socket table stays small (two words) whatever it holds.
 #[derive(Debug)]
 pub enum Socket {
     /// A listener.
-    Listener(TcpListener),
+    Listener(Box<TcpListener>),
     /// A TCP connection.
     Tcp(Box<TcpSocket>),
     /// A UDP socket.
-    Udp(UdpSocket),
+    Udp(Box<UdpSocket>),
 }
 
 #[derive(Debug)]
@@ -231,10 +231,10 @@ mod tests {
     #[test]
     fn stale_handles_are_rejected() {
         let mut set = SocketSet::default();
-        let a = set.insert(Socket::Udp(UdpSocket::new(1, 4)));
+        let a = set.insert(Socket::Udp(Box::new(UdpSocket::new(1, 4))));
         assert!(set.get(a).is_some());
         assert!(set.remove(a).is_some());
-        let b = set.insert(Socket::Udp(UdpSocket::new(2, 4)));
+        let b = set.insert(Socket::Udp(Box::new(UdpSocket::new(2, 4))));
         assert_eq!(a.index(), b.index(), "slot reused");
         assert!(set.get(a).is_none(), "old handle is stale");
         assert!(set.get(b).is_some());

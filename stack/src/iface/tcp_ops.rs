@@ -79,7 +79,7 @@ impl<N: Nic> Interface<N> {
         if self.sockets.len() >= self.cfg.max_sockets {
             return Err(SocketError::TooManySockets);
         }
-        let h = self.sockets.insert(Socket::Listener(TcpListener {
+        let h = self.sockets.insert(Socket::Listener(Box::new(TcpListener {
             port,
             backlog,
             pending: 0,
@@ -87,7 +87,7 @@ impl<N: Nic> Interface<N> {
             tcp_config,
             in_activity: false,
             last_cookie: None,
-        }));
+        })));
         self.listeners.insert(port, h);
         Ok(h)
     }

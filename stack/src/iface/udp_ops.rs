@@ -93,7 +93,7 @@ impl<N: Nic> Interface<N> {
         }
         let mut sock = UdpSocket::new(port, self.cfg.udp_queue);
         sock.bind_rx_budget(&self.rx_budget);
-        let h = self.sockets.insert(Socket::Udp(sock));
+        let h = self.sockets.insert(Socket::Udp(Box::new(sock)));
         self.udp_ports.insert(port, h);
         Ok(h)
     }
