@@ -35,6 +35,7 @@ use slimtcp::time::Clock;
 use slimtcp::wire::EthernetAddress;
 use slimtcp_guest::{GuestConfig, GuestSockets};
 use slimtcp_perf::host::no_progress;
+use slimtcp_perf::report::median;
 use slimtcp_perf::workload::{self, Receiver, Settings};
 use slimtcp_testkit::linux_peer;
 use slimtcp_testkit::Netns;
@@ -371,17 +372,6 @@ fn runs() -> usize {
             .filter(|&n| n > 0)
             .unwrap_or_else(|| panic!("GUEST_PATH_RUNS={v:?}: want a count > 0")),
         Err(_) => 3,
-    }
-}
-
-fn median(v: &[f64]) -> f64 {
-    let mut v = v.to_vec();
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
     }
 }
 

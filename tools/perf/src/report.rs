@@ -114,6 +114,19 @@ struct JsonSummary<'a> {
     datagrams_sent: Option<u64>,
 }
 
+/// The median of several runs' figures (the mean of the middle two for an even count; 0 for
+/// none), as every benchmark table here reports them.
+pub fn median(values: &[f64]) -> f64 {
+    let mut v = values.to_vec();
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    match n {
+        0 => 0.0,
+        _ if n % 2 == 1 => v[n / 2],
+        _ => (v[n / 2 - 1] + v[n / 2]) / 2.0,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::time::Duration;
@@ -165,5 +178,12 @@ mod tests {
         let j = s.to_json();
         assert!(j.ends_with(r#","datagrams":10,"total_datagrams":12,"datagrams_sent":20}"#), "{j}");
         assert!(s.human().ends_with("12 datagrams counted of 20 sent"), "{}", s.human());
+    }
+
+    #[test]
+    fn the_median_of_odd_even_and_no_runs() {
+        assert_eq!(median(&[3.0, 1.0, 2.0]), 2.0);
+        assert_eq!(median(&[4.0, 1.0, 3.0, 2.0]), 2.5);
+        assert_eq!(median(&[]), 0.0);
     }
 }

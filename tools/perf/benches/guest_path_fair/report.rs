@@ -3,17 +3,7 @@
 
 use serde_json::{json, Value};
 
-/// The median of `v` (not empty).
-pub fn median(v: &[f64]) -> f64 {
-    let mut v = v.to_vec();
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    }
-}
+pub use slimtcp_perf::report::median;
 
 fn range(v: &[f64]) -> (f64, f64) {
     let lo = v.iter().copied().fold(f64::INFINITY, f64::min);

@@ -21,6 +21,7 @@ use peers::smol::{SmolPair, SmolPairOnePoll};
 use peers::workload::{self, Bulk, Until};
 use peers::{Pair, PeerError};
 use slimtcp::report::error_chain;
+use slimtcp_perf::report::median;
 
 /// The segment sizes of the paper's experiment 1.
 const EXPERIMENT_1_MSS: [u16; 4] = [64, 256, 512, 1460];
@@ -152,11 +153,6 @@ fn rtts<P: Pair>(count: usize) -> Result<RttRun, ExampleError> {
     Ok((workload::percentile(&v, 50), workload::percentile(&v, 99), r.frames_per_round_trip))
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
-}
-
 /// The stacks of a bulk point, in report order: SlimTCP, smoltcp (polled until idle), smoltcp
 /// (one poll per step).
 const STACKS: [&str; 3] = ["slimtcp", "smoltcp", "smoltcp_one_poll"];
@@ -169,14 +165,17 @@ struct Point {
 
 impl Point {
     fn goodput(&self, stack: usize) -> f64 {
-        median(self.runs[stack].iter().map(Bulk::goodput_bps).collect())
+        median(&self.runs[stack].iter().map(Bulk::goodput_bps).collect::<Vec<_>>())
     }
     fn segments(&self, stack: usize) -> f64 {
-        median(self.runs[stack].iter().map(Bulk::segments_per_s).collect())
+        median(&self.runs[stack].iter().map(Bulk::segments_per_s).collect::<Vec<_>>())
     }
     fn acks_per_segment(&self, stack: usize) -> f64 {
         median(
-            self.runs[stack].iter().map(|b| b.frames_b_to_a as f64 / b.frames_a_to_b.max(1) as f64).collect(),
+            &self.runs[stack]
+                .iter()
+                .map(|b| b.frames_b_to_a as f64 / b.frames_a_to_b.max(1) as f64)
+                .collect::<Vec<_>>(),
         )
     }
     fn json(&self, stack: usize) -> String {
@@ -232,9 +231,9 @@ fn compare(seconds: f64, runs: usize, round_trips: usize, out: &std::path::Path)
         smol_rtt.push(rtts::<SmolPair>(round_trips)?);
     }
     let us = |v: &[RttRun], pick: fn(&RttRun) -> Duration| {
-        median(v.iter().map(|r| pick(r).as_secs_f64() * 1e6).collect())
+        median(&v.iter().map(|r| pick(r).as_secs_f64() * 1e6).collect::<Vec<_>>())
     };
-    let frames = |v: &[RttRun]| median(v.iter().map(|r| r.2).collect());
+    let frames = |v: &[RttRun]| median(&v.iter().map(|r| r.2).collect::<Vec<_>>());
     let rtt = [
         ("p50", us(&slim_rtt, |r| r.0), us(&smol_rtt, |r| r.0)),
         ("p99", us(&slim_rtt, |r| r.1), us(&smol_rtt, |r| r.1)),
