@@ -76,6 +76,8 @@ pub struct Interface<N: Nic> {
     caps: NicCapabilities,
     cfg: InterfaceConfig,
     sockets: SocketSet,
+    /// `cfg.tcp`, shared by every connection made with it.
+    tcp_cfg: std::sync::Arc<crate::tcp::TcpConfig>,
     /// Keyed (a random key per interface): the peer chooses the keys.
     connections: HashMap<FourTuple, SocketHandle, ahash::RandomState>,
     listeners: HashMap<u16, SocketHandle>,
@@ -137,6 +139,7 @@ impl<N: Nic> Interface<N> {
             nic,
             caps,
             sockets: SocketSet::default(),
+            tcp_cfg: std::sync::Arc::new(cfg.tcp.clone()),
             connections: HashMap::with_hasher(ahash::RandomState::new()),
             listeners: HashMap::new(),
             udp_ports: HashMap::new(),

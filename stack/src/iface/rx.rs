@@ -280,7 +280,7 @@ impl<N: Nic> Interface<N> {
     ) {
         let Some(listener) = self.sockets.listener_mut(lh) else { return };
         listener.last_cookie = Some(now);
-        let cfg = listener.tcp_config.as_ref().unwrap_or(&self.cfg.tcp);
+        let cfg = listener.tcp_config.as_deref().unwrap_or(&self.tcp_cfg);
         let iss = self.cookies.make(tuple.local, tuple.remote, syn, now);
         let syn_ack = cookie_syn_ack(cfg, syn, iss);
         self.counters.tcp_segs_in += 1;
@@ -303,7 +303,7 @@ impl<N: Nic> Interface<N> {
     ) {
         let Some(listener) = self.sockets.listener_mut(lh) else { return };
         listener.pending += 1;
-        let cfg = listener.tcp_config.clone().unwrap_or_else(|| self.cfg.tcp.clone());
+        let cfg = listener.tcp_config.clone().unwrap_or_else(|| std::sync::Arc::clone(&self.tcp_cfg));
         self.counters.tcp_segs_in += 1;
         self.counters.tcp_connections_opened += 1;
         self.counters.tcp_syn_cookies_accepted += 1;
@@ -339,7 +339,7 @@ impl<N: Nic> Interface<N> {
         self.counters.tcp_segs_in += 1;
         self.counters.tcp_connections_opened += 1;
         let iss = self.isn.isn(tuple.local, tuple.remote, now);
-        let cfg = listener.tcp_config.clone().unwrap_or_else(|| self.cfg.tcp.clone());
+        let cfg = listener.tcp_config.clone().unwrap_or_else(|| std::sync::Arc::clone(&self.tcp_cfg));
         let mut conn = Connection::accept(cfg, tuple.local, tuple.remote, syn, iss);
         conn.bind_rx_budget(&self.rx_budget);
         self.insert_passive(tuple, lh, src_mac, conn);

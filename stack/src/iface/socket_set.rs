@@ -61,7 +61,7 @@ pub struct TcpListener {
     /// Established connections not yet accepted.
     pub accept_queue: std::collections::VecDeque<SocketHandle>,
     /// Settings for the connections it accepts (the interface's when `None`).
-    pub tcp_config: Option<crate::tcp::TcpConfig>,
+    pub tcp_config: Option<std::sync::Arc<crate::tcp::TcpConfig>>,
     /// Already on the interface's activity list.
     pub in_activity: bool,
     /// When the listener last answered a SYN with a SYN cookie: ACKs are checked for cookies

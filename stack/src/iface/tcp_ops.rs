@@ -84,7 +84,7 @@ impl<N: Nic> Interface<N> {
             backlog,
             pending: 0,
             accept_queue: Default::default(),
-            tcp_config,
+            tcp_config: tcp_config.map(std::sync::Arc::new),
             in_activity: false,
             last_cookie: None,
         })));
@@ -148,7 +148,7 @@ impl<N: Nic> Interface<N> {
         };
         let tuple = FourTuple { local, remote };
         let iss = self.isn.isn(local, remote, now);
-        let cfg = tcp_config.unwrap_or_else(|| self.cfg.tcp.clone());
+        let cfg = tcp_config.map(std::sync::Arc::new).unwrap_or_else(|| std::sync::Arc::clone(&self.tcp_cfg));
         let mut conn = Connection::connect(cfg, local, remote, iss);
         conn.bind_rx_budget(&self.rx_budget);
         let sock = TcpSocket {

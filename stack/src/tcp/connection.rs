@@ -5,6 +5,7 @@
 //! [`SegmentSink`](super::output::SegmentSink).
 
 use std::net::SocketAddrV4;
+use std::sync::Arc;
 
 use super::config::TcpConfig;
 use super::events::Events;
@@ -46,7 +47,8 @@ pub enum SendError {
 /// One TCP connection.
 #[derive(Debug)]
 pub struct Connection {
-    pub(super) cfg: TcpConfig,
+    /// Shared with the interface's other connections of the same settings (one copy each).
+    pub(super) cfg: Arc<TcpConfig>,
     pub(super) state: State,
     pub(super) local: SocketAddrV4,
     pub(super) remote: SocketAddrV4,
@@ -190,7 +192,14 @@ pub struct ConnStats {
 }
 
 impl Connection {
-    fn new(cfg: TcpConfig, local: SocketAddrV4, remote: SocketAddrV4, iss: SeqNumber, state: State) -> Self {
+    fn new(
+        cfg: impl Into<Arc<TcpConfig>>,
+        local: SocketAddrV4,
+        remote: SocketAddrV4,
+        iss: SeqNumber,
+        state: State,
+    ) -> Self {
+        let cfg: Arc<TcpConfig> = cfg.into();
         let rtt = RttEstimator::new(cfg.rto_initial, cfg.rto_min, cfg.rto_max);
         let live = super::liveness::Liveness::from_config(&cfg);
         Connection {
@@ -251,14 +260,19 @@ impl Connection {
     }
 
     /// Active open: a connection in SYN-SENT whose SYN goes out on the next output.
-    pub fn connect(cfg: TcpConfig, local: SocketAddrV4, remote: SocketAddrV4, iss: SeqNumber) -> Self {
+    pub fn connect(
+        cfg: impl Into<Arc<TcpConfig>>,
+        local: SocketAddrV4,
+        remote: SocketAddrV4,
+        iss: SeqNumber,
+    ) -> Self {
         Self::new(cfg, local, remote, iss, State::SynSent)
     }
 
     /// Passive open: a connection in SYN-RECEIVED for the peer's `syn` (which a listener accepted);
     /// the SYN-ACK goes out on the next output.
     pub fn accept(
-        cfg: TcpConfig,
+        cfg: impl Into<Arc<TcpConfig>>,
         local: SocketAddrV4,
         remote: SocketAddrV4,
         syn: &TcpRepr,
@@ -282,11 +296,12 @@ impl Connection {
     /// already out, with the peer's options as the cookie recorded them. Feed it the ACK that
     /// returned the cookie: that completes the handshake (and delivers any data it carries).
     pub fn from_cookie(
-        cfg: TcpConfig,
+        cfg: impl Into<Arc<TcpConfig>>,
         local: SocketAddrV4,
         remote: SocketAddrV4,
         cookie: &super::syncookie::CookieSyn,
     ) -> Self {
+        let cfg: Arc<TcpConfig> = cfg.into();
         let window = usize::from(super::syncookie::syn_window(&cfg));
         let mut c = Self::new(cfg, local, remote, cookie.iss, State::SynReceived);
         c.irs = cookie.irs;
