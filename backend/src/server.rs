@@ -76,14 +76,6 @@ pub enum ServerError {
     /// The NIC could not be opened.
     #[error("opening the NIC: {0}")]
     Nic(String),
-    /// Some tenants of a multi-tenant process failed (each is logged with its error).
-    #[error("{failed} of {total} tenants failed (see the log)")]
-    TenantsFailed {
-        /// Tenants that ended with an error.
-        failed: usize,
-        /// Tenants configured.
-        total: usize,
-    },
 }
 
 /// What a tenant needs besides its NIC.

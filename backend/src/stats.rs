@@ -86,6 +86,7 @@ impl TenantStats {
     pub fn new(name: &str, g: &GaugeReading, c: &LiveCounters) -> Self {
         let s = &c.stack;
         let session = c.session.as_ref();
+        let device = c.device();
         TenantStats {
             tenant: name.to_owned(),
             vmm_connected: session.is_some(),
@@ -107,12 +108,12 @@ impl TenantStats {
             udp_datagrams_in: s.udp_in,
             udp_datagrams_out: s.udp_out,
             drops: s.drops().map(|(r, n)| (r.name().to_owned(), n)).collect(),
-            requests: c.device.requests,
-            error_completions: c.device.error_completions,
-            rx_messages: c.device.rx_messages,
-            tx_bytes_by_reference: c.device.tx_payload_by_reference,
-            tx_bytes_copied: c.device.tx_payload_copied + s.tx_payload_copied_bytes,
-            rx_bytes_copied: c.device.rx_payload_copied,
+            requests: device.requests,
+            error_completions: device.error_completions,
+            rx_messages: device.rx_messages,
+            tx_bytes_by_reference: device.tx_payload_by_reference,
+            tx_bytes_copied: device.tx_payload_copied + s.tx_payload_copied_bytes,
+            rx_bytes_copied: device.rx_payload_copied,
             guest_sockets: g.guest_sockets,
             stack_sockets: g.stack_sockets,
             sends_held: g.sends_held,
