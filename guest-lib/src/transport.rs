@@ -12,6 +12,7 @@
 //!   the notify BAR; interrupts are legacy INTx through `/dev/uioN`.
 
 use std::fmt;
+use std::os::fd::RawFd;
 use std::time::Duration;
 
 use crate::mem::DmaRegion;
@@ -28,6 +29,22 @@ pub trait Notify: Send + fmt::Debug {
 pub trait Interrupt: Send + fmt::Debug {
     /// Sleeps until the device signals or `timeout` passes (a spurious early return is fine).
     fn wait(&self, timeout: Duration) -> std::io::Result<()>;
+
+    /// A descriptor that turns readable when the device signals, for a caller that sleeps on
+    /// it together with descriptors of its own (`poll`, `epoll`: the preload library); `None`
+    /// when the transport has none. Call [`prepare`](Self::prepare) before such a sleep and
+    /// [`acknowledge`](Self::acknowledge) after it.
+    fn wait_fd(&self) -> Option<RawFd> {
+        None
+    }
+
+    /// Gets the interrupt ready to be waited for on [`wait_fd`](Self::wait_fd).
+    fn prepare(&self) -> std::io::Result<()> {
+        Ok(())
+    }
+
+    /// Clears a signal seen on [`wait_fd`](Self::wait_fd) without blocking.
+    fn acknowledge(&self) {}
 }
 
 /// Whether the device is still there.

@@ -66,6 +66,15 @@ impl Interrupt for EventCall {
         }
         Ok(())
     }
+
+    fn wait_fd(&self) -> Option<std::os::fd::RawFd> {
+        Some(self.0.as_raw_fd())
+    }
+
+    fn acknowledge(&self) {
+        // Non-blocking: EAGAIN (nothing signalled, or another thread read it) is fine.
+        let _ = self.0.read();
+    }
 }
 
 /// The backend connection, also the liveness probe of every pair.

@@ -81,6 +81,26 @@ impl GuestSockets {
     pub fn queue_pair(&self) -> usize {
         self.0.link().qp.index
     }
+
+    /// For a caller that sleeps in its own `poll`/`epoll_wait` on [`wait_fd`](Self::wait_fd)
+    /// together with other descriptors (the preload library): returns pending receive credit,
+    /// checks that the backend is there and arms the interrupts. `Ok(false)`: news is already
+    /// waiting, pump ([`progress`](AppSockets::progress)) instead of sleeping. After the sleep,
+    /// call [`sleep_end`](Self::sleep_end).
+    pub fn sleep_begin(&mut self) -> Result<bool, SocketError> {
+        self.0.link_mut().sleep_begin()
+    }
+
+    /// Ends a sleep begun with [`sleep_begin`](Self::sleep_begin).
+    pub fn sleep_end(&mut self) {
+        self.0.link_mut().sleep_end();
+    }
+
+    /// The descriptor the device's interrupt makes readable (vhost-user: the receive queue's
+    /// call eventfd; pci: `/dev/uioN`); `None` when the transport has none.
+    pub fn wait_fd(&self) -> Option<std::os::fd::RawFd> {
+        self.0.link().wait_fd()
+    }
 }
 
 impl std::ops::Deref for GuestSockets {

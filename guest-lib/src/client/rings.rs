@@ -216,6 +216,43 @@ impl GuestLink {
         Ok(())
     }
 
+    /// Before a sleep the caller does itself on [`wait_fd`](Self::wait_fd) beside its own
+    /// descriptors: returns pending credit, checks the link and arms the interrupts. False when
+    /// the rings already have news (do not sleep, pump); after a sleep, call
+    /// [`sleep_end`](Self::sleep_end).
+    pub(super) fn sleep_begin(&mut self) -> Result<bool, SocketError> {
+        self.flush_credits()?;
+        if !self.qp.link.alive() {
+            return Err(self.down());
+        }
+        let pending = self.qp.rx.ring.arm_interrupt() | self.qp.tx.ring.arm_interrupt();
+        if pending {
+            self.sleep_end();
+            return Ok(false);
+        }
+        if let Some(call) = &self.qp.rx.call {
+            if let Err(e) = call.prepare() {
+                log::debug!("queue pair {}: interrupt not prepared: {e}", self.qp.index);
+            }
+        }
+        Ok(true)
+    }
+
+    /// After a sleep begun with [`sleep_begin`](Self::sleep_begin): clears the interrupt and
+    /// disarms.
+    pub(super) fn sleep_end(&mut self) {
+        if let Some(call) = &self.qp.rx.call {
+            call.acknowledge();
+        }
+        self.qp.rx.ring.disarm_interrupt();
+        self.qp.tx.ring.disarm_interrupt();
+    }
+
+    /// The descriptor the receive interrupt makes readable, when the transport has one.
+    pub(super) fn wait_fd(&self) -> Option<std::os::fd::RawFd> {
+        self.qp.rx.call.as_ref().and_then(|c| c.wait_fd())
+    }
+
     /// One idle step of a wait: spin, then yield, then sleep on the receive interrupt.
     pub(super) fn idle_step(&mut self, idle: u32) -> Result<(), SocketError> {
         if idle < 256 {

@@ -87,4 +87,26 @@ impl Interrupt for QueueInterrupt {
         }
         Ok(())
     }
+
+    fn wait_fd(&self) -> Option<std::os::fd::RawFd> {
+        let uio = self.0.uio.lock().unwrap_or_else(PoisonError::into_inner);
+        Some(std::os::fd::AsRawFd::as_raw_fd(&*uio))
+    }
+
+    fn prepare(&self) -> std::io::Result<()> {
+        let _ = self.0.isr.read8(0);
+        self.0.unmask()
+    }
+
+    /// Reads the interrupt count if one is there (a read of `/dev/uioN` blocks otherwise).
+    fn acknowledge(&self) {
+        let mut uio = self.0.uio.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut pfd =
+            libc::pollfd { fd: std::os::fd::AsRawFd::as_raw_fd(&*uio), events: libc::POLLIN, revents: 0 };
+        // SAFETY: one valid pollfd for the duration of the call; a zero timeout never blocks.
+        if unsafe { libc::poll(&mut pfd, 1, 0) } > 0 {
+            let mut count = [0u8; 4];
+            let _ = uio.read_exact(&mut count);
+        }
+    }
 }

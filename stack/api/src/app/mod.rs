@@ -64,6 +64,32 @@ impl<L: Link> AppSockets<L> {
         &self.link
     }
 
+    /// The link, for provider-specific calls (the guest library's sleep hooks).
+    pub fn link_mut(&mut self) -> &mut L {
+        &mut self.link
+    }
+
+    /// What `fd` is ready for now (epoll's rules), from what the link last reported: call
+    /// [`progress`](Self::progress) first for news.
+    pub fn readiness(&self, fd: Fd) -> Result<crate::Ready, SocketError> {
+        Ok(self.entry(fd)?.readiness())
+    }
+
+    /// Bytes a read would return now (`FIONREAD`): a stream's queued bytes, or the size of a
+    /// datagram socket's next datagram.
+    pub fn readable_bytes(&self, fd: Fd) -> Result<usize, SocketError> {
+        let s = self.entry(fd)?;
+        Ok(match s.proto {
+            crate::Proto::Tcp => s.rxq.iter().map(|b| b.as_ref().len()).sum(),
+            crate::Proto::Udp => s.datagrams.front().map_or(0, |(_, d)| d.as_ref().len()),
+        })
+    }
+
+    /// Whether `fd` is listening.
+    pub fn is_listening(&self, fd: Fd) -> Result<bool, SocketError> {
+        Ok(self.entry(fd)?.phase == state::Phase::Listening)
+    }
+
     /// Applies whatever the provider reported (and lets it run, where the application thread
     /// drives it) without waiting; true when anything happened. Blocking calls and
     /// `epoll_wait` do this already.
