@@ -25,7 +25,10 @@ PACKAGES=(
     strace          # deriving the backend's seccomp allow-lists (scripts/seccomp-syscalls.py, docs/operating.md)
     libxml2-utils   # xmllint, which virt-xml-validate runs (Debian 12's libvirt-clients does not depend on it)
     systemd         # systemd-analyze verify: tests/tests/vmm_configs.rs checks vmm-configs/daemon/*.service
-    curl            # scrapes the daemon's Prometheus endpoint in tests/tests/cli_config.rs
+    curl            # scrapes the daemon's Prometheus endpoint in tests/tests/cli_config.rs; preloaded in tests/tests/preload_apps.rs
+    redis-server    # an unmodified app on the preload library (tests/tests/preload_apps.rs, make bench)
+    redis-tools     # redis-benchmark, redis-cli: the same
+    nginx-light     # an epoll server on the preload library (tests/tests/preload_apps.rs)
 )
 
 # Debian packages taken from bookworm-backports (Debian 12's own QEMU is 7.2; the VM tier uses 10).

@@ -246,6 +246,8 @@ fn value_of(entry: &Entry, level: c_int, name: c_int) -> Sys<Value> {
         (libc::IPPROTO_TCP, libc::TCP_KEEPCNT) => keep(lib(SockOptName::KeepCount)?),
         (libc::IPPROTO_TCP, libc::TCP_USER_TIMEOUT) => keep(lib(SockOptName::UserTimeout)?),
         (libc::IPPROTO_TCP, libc::TCP_INFO) => Value::Bytes(tcp_info(entry, &lib)?),
+        // SlimTCP has no congestion control to name (iperf3 asks, and copes with the error).
+        (libc::IPPROTO_TCP, libc::TCP_CONGESTION) => return Err(Errno(libc::ENOPROTOOPT)),
         _ => {
             warn_once(format!("get {level}/{name}"), || {
                 format!("getsockopt level {level} option {name} is not supported by SlimTCP: ENOPROTOOPT")
