@@ -9,7 +9,8 @@
 //!
 //! - `--tap`: creates TAP interface `IFNAME` in the current network namespace (or attaches to an
 //!   existing one), brings it up and, with `--host-ip`, gives the kernel's side of the link that
-//!   address.
+//!   address. TCP/UDP checksums are left to the kernel (virtio-net header) unless
+//!   `--no-checksum-offload` is given.
 //! - `--dpdk` (build with `--features dpdk`): starts DPDK's EAL with `EAL ARGS` (split at
 //!   whitespace) and serves on DPDK port 0 (promiscuous: the stack uses its own MAC), e.g.
 //!   `--dpdk '--no-huge --no-pci --no-shconf --vdev=net_tap0,iface=slimB'`. With a `net_tap`
@@ -33,7 +34,7 @@ use std::time::Duration;
 use clap::Parser;
 use slimtcp::api::SocketError;
 use slimtcp::iface::{Activity, Interface, InterfaceConfig, SocketHandle};
-use slimtcp::nic::tap::TapNic;
+use slimtcp::nic::tap::{TapConfig, TapNic};
 use slimtcp::nic::Nic;
 use slimtcp::report::{error_chain, usage_error_line};
 use slimtcp::time::Instant;
@@ -89,6 +90,10 @@ struct Args {
         value_parser = EthernetAddress::parse_unicast
     )]
     mac: EthernetAddress,
+    /// TAP: no virtio-net header, every checksum in software (by default the kernel fills and
+    /// verifies TCP/UDP checksums; a capture on its side then shows them partial).
+    #[arg(long)]
+    no_checksum_offload: bool,
 }
 
 impl Args {
@@ -372,7 +377,8 @@ fn install_signal_handlers() -> std::io::Result<()> {
 
 /// Creates and configures the TAP device.
 fn open_tap(args: &Args, name: &str) -> Result<TapNic, String> {
-    let tap = TapNic::open(name).map_err(|e| error_chain(&e))?;
+    let config = TapConfig { checksum_offload: !args.no_checksum_offload };
+    let tap = TapNic::open_with(name, config).map_err(|e| error_chain(&e))?;
     tap.set_up().map_err(|e| error_chain(&e))?;
     if let Some(host) = args.host_ip {
         tap.set_host_address(host.addr, host.prefix_len).map_err(|e| error_chain(&e))?;

@@ -12,8 +12,9 @@ mod common;
 
 use common::{scenarios, tap_echo, Testbed};
 
-/// The kernel computes full checksums on a TAP device (no `TUNSETOFFLOAD`): nothing to turn off
-/// before capturing, unlike on a veth pair.
+/// The suite's TAP is opened without checksum offload (`Testbed::open_tap`): the kernel computes
+/// full checksums on it, nothing to turn off before capturing, unlike on a veth pair. (The
+/// offload's own suite: `interop_tap_offload`.)
 fn assert_no_checksum_offload(bed: &Testbed) {
     let features = bed.ns.exec_ok(&["ethtool", "-k", &bed.tap]).expect("ethtool -k");
     assert!(features.lines().any(|l| l.trim() == "tx-checksumming: off"), "TAP offloads: {features}");

@@ -52,7 +52,11 @@ pub struct PacketBuf {
     storage: Storage,
     start: usize,
     end: usize,
-    /// Offloads requested for transmit.
+    /// Checksums left to the device: on a frame to transmit, the offloads the stack requests;
+    /// on a received frame, what its sender left to a device and nothing filled (a virtio-net
+    /// `NEEDS_CSUM` frame from the TAP, a memwire frame with offload). Such a frame is valid as
+    /// it is (its verdict says so); a copy that must show real checksums (a capture) is
+    /// completed with [`offload::fill_bytes`](super::offload::fill_bytes).
     pub offload: TxOffload,
     /// The NIC's checksum verdict for a received frame:
     /// - `Some(true)`: the NIC verified the IPv4 header checksum and the TCP/UDP checksum, both

@@ -1,4 +1,5 @@
-//! Checksum offload done in software by a device that offers it (memwire): the checksums a
+//! Checksum offload done in software by a device that offers it (memwire), or for a copy that
+//! must show real checksums (a capture of a TAP or DPDK port with offload): the checksums a
 //! stack left to the device ([`TxOffload`]) filled in, and a received frame's checksums
 //! verified, as a NIC's hardware would. A device calls these only where it must (a capture, a
 //! receiver without receive offload, a link that may corrupt frames); otherwise the frame goes
@@ -27,33 +28,51 @@ pub fn pending(offload: &TxOffload) -> bool {
 /// is recomputed. A frame too short for the lengths it claims is left as it is.
 pub fn fill(frame: &mut PacketBuf) {
     let o = frame.offload;
-    let (l2, l3) = (usize::from(o.l2_len), usize::from(o.l3_len));
-    let bytes = frame.as_mut_slice();
+    fill_bytes(frame.as_mut_slice(), &o);
+    frame.offload = TxOffload::default();
+}
+
+/// [`fill`] on the bytes of a frame (a copy, e.g. for a capture) whose request is `offload`.
+/// On a received frame the request is the one its device left undone (a virtio-net
+/// `NEEDS_CSUM` frame from the TAP, a memwire frame with offload).
+pub fn fill_bytes(bytes: &mut [u8], offload: &TxOffload) {
+    let (l2, l3) = (usize::from(offload.l2_len), usize::from(offload.l3_len));
     if bytes.len() < l2 + l3 {
         return;
     }
-    if o.ipv4_checksum {
+    if offload.ipv4_checksum {
         let header = &mut bytes[l2..l2 + l3];
-        header[IPV4_CHECKSUM_AT..IPV4_CHECKSUM_AT + 2].fill(0);
-        let sum = !checksum::data(header);
-        header[IPV4_CHECKSUM_AT..IPV4_CHECKSUM_AT + 2].copy_from_slice(&sum.to_be_bytes());
+        if header.len() >= IPV4_CHECKSUM_AT + 2 {
+            header[IPV4_CHECKSUM_AT..IPV4_CHECKSUM_AT + 2].fill(0);
+            let sum = !checksum::data(header);
+            header[IPV4_CHECKSUM_AT..IPV4_CHECKSUM_AT + 2].copy_from_slice(&sum.to_be_bytes());
+        }
     }
-    if let Some(l4) = o.l4_checksum {
+    if let Some(l4) = offload.l4_checksum {
         let at = match l4 {
             L4Proto::Tcp => TCP_CHECKSUM_AT,
             L4Proto::Udp => UDP_CHECKSUM_AT,
         };
-        let segment = &mut bytes[l2 + l3..];
-        if segment.len() >= at + 2 {
-            // The field holds the pseudo-header's sum: the sum over the segment is the total.
-            let mut sum = !checksum::data(segment);
-            if l4 == L4Proto::Udp && sum == 0 {
-                sum = 0xffff;
-            }
-            segment[at..at + 2].copy_from_slice(&sum.to_be_bytes());
-        }
+        complete_partial(bytes, l2 + l3, at, l4 == L4Proto::Udp);
     }
-    frame.offload = TxOffload::default();
+}
+
+/// Completes a partial checksum as a virtio-net device does for `NEEDS_CSUM`: the 16-bit field
+/// at `start + offset` holds the pseudo-header sum, and receives the checksum over
+/// `bytes[start..]`. For UDP a result of 0 is sent as 0xffff (0 means "no checksum"). Returns
+/// false (nothing written) when the field lies outside `bytes`.
+pub fn complete_partial(bytes: &mut [u8], start: usize, offset: usize, udp: bool) -> bool {
+    let Some(segment) = bytes.get_mut(start..) else { return false };
+    if segment.len() < offset.saturating_add(2) {
+        return false;
+    }
+    // The field holds the pseudo-header's sum: the sum over the segment is the total.
+    let mut sum = !checksum::data(segment);
+    if udp && sum == 0 {
+        sum = 0xffff;
+    }
+    segment[offset..offset + 2].copy_from_slice(&sum.to_be_bytes());
+    true
 }
 
 /// Whether a received Ethernet frame's IPv4, TCP and UDP checksums are right (frames of other

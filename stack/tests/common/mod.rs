@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use slimtcp::api::SocketError;
 use slimtcp::iface::{Counters, Interface, InterfaceConfig, SocketHandle};
-use slimtcp::nic::tap::TapNic;
+use slimtcp::nic::tap::{TapConfig, TapNic};
 use slimtcp::nic::Nic;
 use slimtcp::tcp::State;
 use slimtcp::time::Instant;
@@ -68,11 +68,20 @@ impl Testbed {
     }
 
     /// Creates the TAP interface inside the namespace, brings it up and addresses the kernel side.
+    /// Without checksum offload: the scenarios check a capture on the kernel side, which shows
+    /// real checksums only when neither side leaves them to the other (the offload's own suite is
+    /// `interop_tap_offload`).
     #[allow(dead_code)] // not in the DPDK suite
     pub fn open_tap(&self) -> TapNic {
+        self.open_tap_with(TapConfig { checksum_offload: false })
+    }
+
+    /// [`open_tap`](Self::open_tap) with `config`.
+    #[allow(dead_code)] // not in the DPDK suite
+    pub fn open_tap_with(&self, config: TapConfig) -> TapNic {
         let (name, host, prefix) = (self.tap.clone(), self.host_ip, self.prefix_len);
         self.ns.run(move || {
-            let tap = TapNic::open(&name).expect("create the TAP interface");
+            let tap = TapNic::open_with(&name, config).expect("create the TAP interface");
             tap.set_up().expect("bring the TAP interface up");
             tap.set_host_address(host, prefix).expect("address the kernel side");
             tap

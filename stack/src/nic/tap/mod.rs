@@ -5,23 +5,54 @@
 //! to an existing one of that name), non-blocking and without packet-information prefix. The
 //! kernel side of the link is configured with [`TapNic::set_up`] and
 //! [`TapNic::set_host_address`]; [`TapNic::wait_readable`] lets an idle loop sleep until a frame
-//! arrives or its next timer is due. No offloads: the stack computes every checksum.
+//! arrives or its next timer is due.
+//!
+//! **Checksum offload** ([`TapConfig::checksum_offload`], on by default): every frame carries a
+//! virtio-net header ([`vnet`]: `IFF_VNET_HDR`, 12 bytes, `TUNSETOFFLOAD` with `TUN_F_CSUM`
+//! only, no TSO/GSO/UFO). The TAP then offers TCP and UDP transmit checksum offload: a frame
+//! whose TCP/UDP checksum the stack left to it goes with `NEEDS_CSUM`, and the kernel completes
+//! it where a real one is needed (forwarding, egress on a device without offload) or trusts it
+//! (delivery to a local socket): Linux peers cost no software checksum on either side. The
+//! IPv4 header checksum is not offloaded (virtio-net has no flag for it): the stack writes it.
+//! On receive the kernel marks frames `DATA_VALID` (verified) or `NEEDS_CSUM` (its own, with a
+//! partial checksum): both reach the stack with the "good" verdict of
+//! [`PacketBuf::rx_checksum_ok`] once their IPv4 header checksum is checked here; frames with
+//! neither flag are verified by the stack in software. A partial frame keeps its checksum
+//! request in [`PacketBuf::offload`] so that a capture completes it
+//! ([`offload::fill_bytes`](crate::nic::offload::fill_bytes)). GSO frames (never negotiated)
+//! and headers pointing outside their frame are dropped and counted ([`TapStats`]).
+//!
+//! Without offload the frames are plain, the kernel side has `tx-checksumming` off (so a
+//! capture on it shows real checksums both ways), and the stack computes and verifies every
+//! checksum. A capture with `tcpdump` on the kernel side of an offloading TAP shows the partial
+//! checksums (tshark reports them bad), as on any NIC with offload; the frames on the wire past
+//! a forwarding hop carry real ones.
+//!
+//! - [`ifreq`]: the interface ioctls; [`vnet`]: the virtio-net header; [`io`]: the frame I/O
+//!   (the [`Nic`] implementation).
+
+mod ifreq;
+mod io;
+pub mod vnet;
 
 use std::fs::{File, OpenOptions};
-use std::io::{self, Read, Write};
+use std::io as stdio;
 use std::net::Ipv4Addr;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::os::unix::fs::OpenOptionsExt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use libc::{c_char, c_int, c_short, c_uchar, c_ulong, c_ushort};
+use libc::{c_int, c_short, c_ulong};
+
+pub use ifreq::configure_host_side;
+use ifreq::{control_socket, ioctl_ifreq, ioctl_int_ptr, ioctl_value, set_address_via, set_up_via, IfReq};
 
 use crate::nic::buf::{DEFAULT_BUF_SIZE, DEFAULT_HEADROOM};
 use crate::nic::pool::BufferPool;
-use crate::nic::{ExternalFrame, Nic, NicCapabilities, NicError, PacketBuf};
-use crate::time::Instant;
-use crate::wire::ChecksumCapabilities;
+#[cfg(doc)]
+use crate::nic::Nic;
+use crate::nic::PacketBuf;
 
 /// The TUN/TAP clone device.
 pub const TUN_PATH: &str = "/dev/net/tun";
@@ -43,7 +74,7 @@ pub enum TapError {
     },
     /// `/dev/net/tun` could not be opened.
     #[error("cannot open {TUN_PATH}")]
-    OpenDevice(#[source] io::Error),
+    OpenDevice(#[source] stdio::Error),
     /// `TUNSETIFF` failed: the interface could not be created or attached to.
     #[error("cannot create or attach TAP interface {name}")]
     Attach {
@@ -51,11 +82,11 @@ pub enum TapError {
         name: String,
         /// The OS error.
         #[source]
-        source: io::Error,
+        source: stdio::Error,
     },
     /// The `AF_INET` socket used for interface ioctls could not be created.
     #[error("cannot create the interface control socket")]
-    ControlSocket(#[source] io::Error),
+    ControlSocket(#[source] stdio::Error),
     /// `SIOCGIFMTU` failed.
     #[error("cannot read the MTU of {name}")]
     GetMtu {
@@ -63,7 +94,7 @@ pub enum TapError {
         name: String,
         /// The OS error.
         #[source]
-        source: io::Error,
+        source: stdio::Error,
     },
     /// `SIOCGIFFLAGS` failed.
     #[error("cannot read the flags of {name}")]
@@ -72,7 +103,7 @@ pub enum TapError {
         name: String,
         /// The OS error.
         #[source]
-        source: io::Error,
+        source: stdio::Error,
     },
     /// `SIOCSIFFLAGS` failed.
     #[error("cannot set the flags of {name}")]
@@ -81,7 +112,7 @@ pub enum TapError {
         name: String,
         /// The OS error.
         #[source]
-        source: io::Error,
+        source: stdio::Error,
     },
     /// `SIOCSIFADDR` failed.
     #[error("cannot set the address of {name}")]
@@ -90,7 +121,7 @@ pub enum TapError {
         name: String,
         /// The OS error.
         #[source]
-        source: io::Error,
+        source: stdio::Error,
     },
     /// `SIOCSIFNETMASK` failed.
     #[error("cannot set the netmask of {name}")]
@@ -99,7 +130,25 @@ pub enum TapError {
         name: String,
         /// The OS error.
         #[source]
-        source: io::Error,
+        source: stdio::Error,
+    },
+    /// `TUNSETVNETHDRSZ` or `TUNSETVNETLE` failed: no virtio-net header in front of frames.
+    #[error("cannot set up the virtio-net header of {name}")]
+    VnetHeader {
+        /// The interface.
+        name: String,
+        /// The OS error.
+        #[source]
+        source: stdio::Error,
+    },
+    /// `TUNSETOFFLOAD` failed.
+    #[error("cannot set the checksum offload of {name}")]
+    SetOffload {
+        /// The interface.
+        name: String,
+        /// The OS error.
+        #[source]
+        source: stdio::Error,
     },
     /// A prefix length above 32.
     #[error("invalid IPv4 prefix length /{prefix_len}")]
@@ -114,158 +163,46 @@ pub enum TapError {
         name: String,
         /// The OS error.
         #[source]
-        source: io::Error,
+        source: stdio::Error,
     },
 }
 
-/// `struct ifmap` from `<linux/if.h>`: the largest member of the `ifreq` union.
-#[repr(C)]
-#[derive(Clone, Copy)]
-struct IfMap {
-    mem_start: c_ulong,
-    mem_end: c_ulong,
-    base_addr: c_ushort,
-    irq: c_uchar,
-    dma: c_uchar,
-    port: c_uchar,
+/// How to open a TAP.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TapConfig {
+    /// Exchange a virtio-net header with every frame and let the kernel fill and verify TCP/UDP
+    /// checksums (see the module documentation). Default: on. Off: plain frames, every checksum
+    /// in software, real checksums in a capture on the kernel side.
+    pub checksum_offload: bool,
 }
 
-/// The `ifr_ifru` union of `struct ifreq`, restricted to the members used here.
-#[repr(C)]
-#[derive(Clone, Copy)]
-union IfReqData {
-    addr: libc::sockaddr_in,
-    flags: c_short,
-    mtu: c_int,
-    qlen: c_int,
-    map: IfMap,
-}
-
-/// `struct ifreq` from `<linux/if.h>` (layout checked against `libc::ifreq` in the tests).
-#[repr(C)]
-#[derive(Clone, Copy)]
-struct IfReq {
-    name: [c_char; libc::IFNAMSIZ],
-    data: IfReqData,
-}
-
-impl IfReq {
-    /// A zeroed request for interface `name` (at most `IFNAMSIZ - 1` bytes, no NUL).
-    fn new(name: &str) -> Option<Self> {
-        let bytes = name.as_bytes();
-        if bytes.is_empty() || bytes.len() >= libc::IFNAMSIZ || bytes.contains(&0) {
-            return None;
-        }
-        // `map` is the largest member, so this initialises every byte of the union.
-        let map = IfMap { mem_start: 0, mem_end: 0, base_addr: 0, irq: 0, dma: 0, port: 0 };
-        let mut req = IfReq { name: [0; libc::IFNAMSIZ], data: IfReqData { map } };
-        for (dst, src) in req.name.iter_mut().zip(bytes) {
-            *dst = *src as c_char;
-        }
-        Some(req)
-    }
-
-    /// The (NUL-terminated) interface name in the request.
-    fn name(&self) -> String {
-        let bytes: Vec<u8> = self.name.iter().take_while(|c| **c != 0).map(|c| *c as u8).collect();
-        String::from_utf8_lossy(&bytes).into_owned()
-    }
-
-    fn flags(&self) -> c_short {
-        // SAFETY: every byte of the union is initialised (`new` writes the largest member) and
-        // any bit pattern is a valid `c_short`.
-        unsafe { self.data.flags }
-    }
-
-    fn mtu(&self) -> c_int {
-        // SAFETY: every byte of the union is initialised (`new` writes the largest member) and
-        // any bit pattern is a valid `c_int`.
-        unsafe { self.data.mtu }
+impl Default for TapConfig {
+    fn default() -> Self {
+        TapConfig { checksum_offload: true }
     }
 }
 
-fn sockaddr_in(addr: Ipv4Addr) -> libc::sockaddr_in {
-    libc::sockaddr_in {
-        sin_family: libc::AF_INET as libc::sa_family_t,
-        sin_port: 0,
-        sin_addr: libc::in_addr { s_addr: u32::from_ne_bytes(addr.octets()) },
-        sin_zero: [0; 8],
-    }
-}
-
-/// The netmask of a prefix length, or `None` above 32.
-fn prefix_mask(prefix_len: u8) -> Option<Ipv4Addr> {
-    match prefix_len {
-        0 => Some(Ipv4Addr::UNSPECIFIED),
-        1..=32 => Some(Ipv4Addr::from(u32::MAX << (32 - u32::from(prefix_len)))),
-        _ => None,
-    }
-}
-
-/// Issues an interface ioctl taking a `struct ifreq`.
-fn ioctl_ifreq(fd: RawFd, request: libc::Ioctl, req: &mut IfReq) -> io::Result<()> {
-    // SAFETY: `req` is an exclusively borrowed, fully initialised `struct ifreq` with the kernel's
-    // layout, alive for the whole call; the requests used here (TUNSETIFF, SIOC[GS]IF*) read and
-    // write only within that struct.
-    let rc = unsafe { libc::ioctl(fd, request, req as *mut IfReq) };
-    if rc < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(())
-    }
-}
-
-/// An `AF_INET` socket for interface ioctls, in the calling thread's network namespace.
-fn control_socket() -> Result<OwnedFd, TapError> {
-    // SAFETY: plain socket(2) call with constant arguments; no pointers involved.
-    let raw = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
-    if raw < 0 {
-        return Err(TapError::ControlSocket(io::Error::last_os_error()));
-    }
-    // SAFETY: `raw` is a freshly created socket descriptor that nothing else owns.
-    Ok(unsafe { OwnedFd::from_raw_fd(raw) })
-}
-
-/// Frames the kernel may queue for us on the device (its transmit queue, kernel -> SlimTCP).
-/// Linux's default of 1000 overflows while a busy worker is away for a moment, and SlimTCP,
-/// which keeps no reorder buffer, pays each dropped frame with a go-back-N retransmission.
-const TAP_TX_QUEUE: c_int = 10_000;
-
-fn set_up_via(fd: RawFd, name: &str) -> Result<(), TapError> {
-    let mut req = IfReq::new(name).ok_or_else(|| TapError::InvalidName { name: name.to_string() })?;
-    ioctl_ifreq(fd, libc::SIOCGIFFLAGS as libc::Ioctl, &mut req)
-        .map_err(|source| TapError::GetFlags { name: name.to_string(), source })?;
-    req.data.flags = req.flags() | libc::IFF_UP as c_short;
-    ioctl_ifreq(fd, libc::SIOCSIFFLAGS as libc::Ioctl, &mut req)
-        .map_err(|source| TapError::SetFlags { name: name.to_string(), source })?;
-    let mut qlen = IfReq::new(name).ok_or_else(|| TapError::InvalidName { name: name.to_string() })?;
-    qlen.data.qlen = TAP_TX_QUEUE;
-    if let Err(e) = ioctl_ifreq(fd, libc::SIOCSIFTXQLEN as libc::Ioctl, &mut qlen) {
-        // Not fatal: the device works with the kernel's default queue, only drops sooner.
-        log::warn!("{name}: cannot set the transmit queue to {TAP_TX_QUEUE} frames: {e}");
-    }
-    Ok(())
-}
-
-fn set_address_via(fd: RawFd, name: &str, addr: Ipv4Addr, prefix_len: u8) -> Result<(), TapError> {
-    let mask = prefix_mask(prefix_len).ok_or(TapError::InvalidPrefix { prefix_len })?;
-    let request = || IfReq::new(name).ok_or_else(|| TapError::InvalidName { name: name.to_string() });
-    let mut req = request()?;
-    req.data.addr = sockaddr_in(addr);
-    ioctl_ifreq(fd, libc::SIOCSIFADDR as libc::Ioctl, &mut req)
-        .map_err(|source| TapError::SetAddress { name: name.to_string(), source })?;
-    let mut req = request()?;
-    req.data.addr = sockaddr_in(mask);
-    ioctl_ifreq(fd, libc::SIOCSIFNETMASK as libc::Ioctl, &mut req)
-        .map_err(|source| TapError::SetNetmask { name: name.to_string(), source })
-}
-
-/// Brings interface `name` of the calling thread's network namespace up and gives it
-/// `addr/prefix_len`: the kernel side of a TAP link someone else created (e.g. DPDK's `net_tap`).
-pub fn configure_host_side(name: &str, addr: Ipv4Addr, prefix_len: u8) -> Result<(), TapError> {
-    let ctl = control_socket()?;
-    set_up_via(ctl.as_raw_fd(), name)?;
-    set_address_via(ctl.as_raw_fd(), name, addr, prefix_len)
+/// Counters of a TAP: checksum work by direction, and frames dropped.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TapStats {
+    /// Frames written with `NEEDS_CSUM`: the kernel has their TCP/UDP checksum to complete.
+    pub tx_checksum_offloaded: u64,
+    /// Frames whose checksum the TAP filled in software because the frame asked for work this
+    /// device does not do (an IPv4 header checksum; any checksum without offload). The stack
+    /// asks only for what [`Nic::capabilities`] offers: 0 unless something else built frames.
+    pub tx_checksum_filled: u64,
+    /// Frames received with `DATA_VALID`: checksums verified before the TAP.
+    pub rx_data_valid: u64,
+    /// Frames received with `NEEDS_CSUM`: made by the host with a partial checksum it trusts.
+    pub rx_checksum_partial: u64,
+    /// Frames received with neither flag (with offload on): the stack verifies them.
+    pub rx_unverified: u64,
+    /// GSO frames received (never negotiated) and dropped.
+    pub rx_gso_dropped: u64,
+    /// Frames received with a header that does not fit them, dropped.
+    pub rx_bad_header: u64,
+    /// Frames lost because the interface was down (`EIO` from the TAP).
+    pub link_down_drops: u64,
 }
 
 /// A TAP interface of the current network namespace. Closing it (drop) removes a non-persistent
@@ -277,6 +214,8 @@ pub struct TapNic {
     ctl: OwnedFd,
     name: String,
     mtu: usize,
+    /// Frames carry a virtio-net header and TCP/UDP checksums are offloaded.
+    offload: bool,
     /// A receive buffer left over from a read that found nothing, reused next time.
     spare: Option<PacketBuf>,
     /// Receive and transmit buffers: each comes back when its frame is dropped (after the stack
@@ -284,17 +223,22 @@ pub struct TapNic {
     pool: Arc<BufferPool>,
     /// Tokens of external payloads written (or failed): complete, not yet polled.
     completed: Vec<u64>,
-    /// Frames dropped because the interface was down (`EIO` from the TAP).
-    link_down_drops: u64,
+    /// A frame flattened to fill its checksum in software (only without offload, see
+    /// [`TapStats::tx_checksum_filled`]).
+    scratch: Vec<u8>,
+    stats: TapStats,
 }
-
-/// The TAP's answer to a write while its interface is down: the frame is lost, nothing broke.
-const LINK_DOWN: i32 = libc::EIO;
 
 impl TapNic {
     /// Opens `/dev/net/tun` and creates (or attaches to) TAP interface `name` in the calling
-    /// thread's network namespace, non-blocking, without packet-information prefix.
+    /// thread's network namespace, non-blocking, without packet-information prefix, with the
+    /// default [`TapConfig`] (checksum offload on).
     pub fn open(name: &str) -> Result<TapNic, TapError> {
+        Self::open_with(name, TapConfig::default())
+    }
+
+    /// [`open`](Self::open) with `config`.
+    pub fn open_with(name: &str, config: TapConfig) -> Result<TapNic, TapError> {
         let invalid = || TapError::InvalidName { name: name.to_string() };
         let mut req = IfReq::new(name).ok_or_else(invalid)?;
         let file = OpenOptions::new()
@@ -303,10 +247,26 @@ impl TapNic {
             .custom_flags(libc::O_NONBLOCK)
             .open(TUN_PATH)
             .map_err(TapError::OpenDevice)?;
-        req.data.flags = (libc::IFF_TAP | libc::IFF_NO_PI) as c_short;
+        let mut flags = libc::IFF_TAP | libc::IFF_NO_PI;
+        if config.checksum_offload {
+            flags |= libc::IFF_VNET_HDR;
+        }
+        req.data.flags = flags as c_short;
         ioctl_ifreq(file.as_raw_fd(), libc::TUNSETIFF as libc::Ioctl, &mut req)
             .map_err(|source| TapError::Attach { name: name.to_string(), source })?;
         let name = req.name();
+        let fd = file.as_raw_fd();
+        if config.checksum_offload {
+            let vnet = |source| TapError::VnetHeader { name: name.clone(), source };
+            ioctl_int_ptr(fd, libc::TUNSETVNETHDRSZ as libc::Ioctl, vnet::VNET_HDR_LEN as c_int)
+                .map_err(vnet)?;
+            ioctl_int_ptr(fd, libc::TUNSETVNETLE as libc::Ioctl, 1).map_err(vnet)?;
+        }
+        // Checksum only, never TSO/UFO; without offload also clears what an earlier user of a
+        // persistent interface may have left (the kernel would send us partial checksums).
+        let features = if config.checksum_offload { c_ulong::from(libc::TUN_F_CSUM) } else { 0 };
+        ioctl_value(fd, libc::TUNSETOFFLOAD as libc::Ioctl, features)
+            .map_err(|source| TapError::SetOffload { name: name.clone(), source })?;
 
         let ctl = control_socket()?;
 
@@ -315,16 +275,19 @@ impl TapNic {
             ctl,
             name,
             mtu: 0,
+            offload: config.checksum_offload,
             spare: None,
             pool: BufferPool::new(1, DEFAULT_BUF_SIZE),
             completed: Vec::new(),
-            link_down_drops: 0,
+            scratch: Vec::new(),
+            stats: TapStats::default(),
         };
         let mut req = tap.request()?;
         ioctl_ifreq(tap.ctl.as_raw_fd(), libc::SIOCGIFMTU as libc::Ioctl, &mut req)
             .map_err(|source| TapError::GetMtu { name: tap.name.clone(), source })?;
         tap.mtu = usize::try_from(req.mtu()).unwrap_or(0);
-        // Buffers that hold the largest frame the MTU allows.
+        // Buffers that hold the largest frame the MTU allows (a received frame's virtio-net
+        // header is read into the headroom).
         tap.pool = BufferPool::new(POOL_KEEP, DEFAULT_BUF_SIZE.max(DEFAULT_HEADROOM + tap.mtu + L2_OVERHEAD));
         Ok(tap)
     }
@@ -337,6 +300,16 @@ impl TapNic {
     /// The MTU read from the device when it was opened.
     pub fn mtu(&self) -> usize {
         self.mtu
+    }
+
+    /// Whether frames carry a virtio-net header and TCP/UDP checksums are offloaded.
+    pub fn checksum_offload(&self) -> bool {
+        self.offload
+    }
+
+    /// The TAP's counters.
+    pub fn stats(&self) -> TapStats {
+        self.stats
     }
 
     fn request(&self) -> Result<IfReq, TapError> {
@@ -365,8 +338,8 @@ impl TapNic {
         // SAFETY: `pfd` is one valid, exclusively borrowed `pollfd` and nfds is 1.
         let rc = unsafe { libc::poll(&mut pfd, 1, millis) };
         if rc < 0 {
-            let err = io::Error::last_os_error();
-            if err.kind() == io::ErrorKind::Interrupted {
+            let err = stdio::Error::last_os_error();
+            if err.kind() == stdio::ErrorKind::Interrupted {
                 return Ok(false);
             }
             return Err(TapError::Poll { name: self.name.clone(), source: err });
@@ -374,23 +347,10 @@ impl TapNic {
         Ok(rc > 0 && pfd.revents != 0)
     }
 
-    fn io_error(&self, source: io::Error) -> NicError {
-        NicError::Io { device: self.name.clone(), source }
-    }
-
-    fn rx_buf(&mut self) -> PacketBuf {
-        match self.spare.take() {
-            Some(buf) => buf,
-            None => self.pool.take(DEFAULT_HEADROOM),
-        }
-    }
-}
-
-impl TapNic {
     /// Frames dropped because the interface was down (an operator's `ip link set .. down`, the
     /// Linux side's namespace going away): lost like on an unplugged wire, TCP retransmits.
     pub fn link_down_drops(&self) -> u64 {
-        self.link_down_drops
+        self.stats.link_down_drops
     }
 }
 
@@ -407,187 +367,17 @@ impl AsFd for TapNic {
     }
 }
 
-impl Nic for TapNic {
-    fn capabilities(&self) -> NicCapabilities {
-        NicCapabilities { checksum: ChecksumCapabilities::none(), mtu: self.mtu, max_burst: TAP_MAX_BURST }
-    }
-
-    /// Reads frames until the device has none left or `min(max, 32)` were read. A read error
-    /// after some frames were read is reported by the next call.
-    fn receive(&mut self, _now: Instant, out: &mut Vec<PacketBuf>, max: usize) -> Result<usize, NicError> {
-        let max = max.min(TAP_MAX_BURST);
-        let mut n = 0;
-        while n < max {
-            let mut buf = self.rx_buf();
-            buf.reset(DEFAULT_HEADROOM);
-            let room = buf.tailroom();
-            let result = (&self.file).read(buf.append(room).unwrap_or_default());
-            match result {
-                Ok(len) if len > 0 => {
-                    buf.truncate(len);
-                    out.push(buf);
-                    n += 1;
-                }
-                Ok(_) => {
-                    self.spare = Some(buf);
-                    break;
-                }
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => self.spare = Some(buf),
-                Err(e) => {
-                    self.spare = Some(buf);
-                    if e.kind() == io::ErrorKind::WouldBlock || n > 0 {
-                        break;
-                    }
-                    return Err(self.io_error(e));
-                }
-            }
-        }
-        Ok(n)
-    }
-
-    fn alloc_tx(&mut self) -> Result<PacketBuf, NicError> {
-        Ok(self.pool.take(DEFAULT_HEADROOM))
-    }
-
-    /// Writes frames in order until the device would block. If a write fails, the frames before
-    /// it are reported sent (`Ok`); when the very first frame fails it is removed, dropped, and
-    /// the error returned, so one bad frame cannot wedge the queue.
-    fn transmit(&mut self, _now: Instant, frames: &mut Vec<PacketBuf>) -> Result<usize, NicError> {
-        let mut sent = 0;
-        let mut failure = None;
-        'frames: for frame in frames.iter() {
-            loop {
-                match (&self.file).write(frame.as_slice()) {
-                    Ok(_) => {
-                        sent += 1;
-                        break;
-                    }
-                    Err(e) if e.raw_os_error() == Some(LINK_DOWN) => {
-                        // The interface is down: the frame is lost, as on an unplugged wire.
-                        self.link_down_drops += 1;
-                        sent += 1;
-                        break;
-                    }
-                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => break 'frames,
-                    Err(e) => {
-                        failure = Some(e);
-                        break 'frames;
-                    }
-                }
-            }
-        }
-        match failure {
-            Some(e) if sent == 0 => {
-                frames.remove(0);
-                Err(self.io_error(e))
-            }
-            _ => {
-                frames.drain(..sent);
-                Ok(sent)
-            }
-        }
-    }
-
-    fn supports_external(&self) -> bool {
-        true
-    }
-
-    /// Writes each frame's headers and external payload with one `writev` (the kernel copies
-    /// both into its buffer; our code copies nothing), so a payload is complete as soon as the
-    /// call returns, successful or not. Stops when the device would block. If a write fails,
-    /// the frames before it are reported sent; when the very first frame fails it is removed
-    /// (its payload reported complete) and the error returned.
-    fn transmit_external(
-        &mut self,
-        _now: Instant,
-        frames: &mut Vec<ExternalFrame>,
-    ) -> Result<usize, NicError> {
-        let mut sent = 0;
-        let mut failure = None;
-        'frames: for frame in frames.iter() {
-            let headers = frame.headers.as_slice();
-            let iov = [
-                libc::iovec { iov_base: headers.as_ptr().cast_mut().cast(), iov_len: headers.len() },
-                libc::iovec {
-                    iov_base: frame.payload.addr().cast_mut().cast(),
-                    iov_len: frame.payload.len(),
-                },
-            ];
-            loop {
-                // SAFETY: two iovecs over readable memory: the headers (borrowed from `frame`) and
-                // the external payload (readable until its completion is reported, contract of
-                // `ExternalPayload::new`); the kernel only reads them during the call.
-                let rc = unsafe { libc::writev(self.file.as_raw_fd(), iov.as_ptr(), 2) };
-                if rc >= 0 {
-                    self.completed.push(frame.payload.token());
-                    sent += 1;
-                    break;
-                }
-                let e = io::Error::last_os_error();
-                if e.raw_os_error() == Some(LINK_DOWN) {
-                    self.link_down_drops += 1;
-                    self.completed.push(frame.payload.token());
-                    sent += 1;
-                    break;
-                }
-                match e.kind() {
-                    io::ErrorKind::Interrupted => {}
-                    io::ErrorKind::WouldBlock => break 'frames,
-                    _ => {
-                        failure = Some(e);
-                        break 'frames;
-                    }
-                }
-            }
-        }
-        match failure {
-            Some(e) if sent == 0 => {
-                let frame = frames.remove(0);
-                self.completed.push(frame.payload.token());
-                Err(self.io_error(e))
-            }
-            _ => {
-                frames.drain(..sent);
-                Ok(sent)
-            }
-        }
-    }
-
-    fn poll_tx_completions(&mut self, out: &mut Vec<u64>) -> usize {
-        let n = self.completed.len();
-        out.append(&mut self.completed);
-        n
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn ifreq_layout_matches_libc() {
-        assert_eq!(std::mem::size_of::<IfReq>(), std::mem::size_of::<libc::ifreq>());
-        assert_eq!(std::mem::align_of::<IfReq>(), std::mem::align_of::<libc::ifreq>());
-        assert_eq!(std::mem::offset_of!(IfReq, data), libc::IFNAMSIZ);
-    }
-
-    #[test]
-    fn names_are_validated() {
-        assert!(IfReq::new("").is_none());
-        assert!(IfReq::new("sixteen-chars-xx").is_none());
-        assert!(IfReq::new("a\0b").is_none());
-        let req = IfReq::new("fifteen-chars-x").expect("15 bytes fit");
-        assert_eq!(req.name(), "fifteen-chars-x");
+    fn names_are_validated_before_anything_opens() {
         assert!(matches!(TapNic::open("sixteen-chars-xx"), Err(TapError::InvalidName { .. })));
     }
 
     #[test]
-    fn prefix_masks() {
-        assert_eq!(prefix_mask(0), Some(Ipv4Addr::new(0, 0, 0, 0)));
-        assert_eq!(prefix_mask(24), Some(Ipv4Addr::new(255, 255, 255, 0)));
-        assert_eq!(prefix_mask(31), Some(Ipv4Addr::new(255, 255, 255, 254)));
-        assert_eq!(prefix_mask(32), Some(Ipv4Addr::new(255, 255, 255, 255)));
-        assert_eq!(prefix_mask(33), None);
+    fn offload_is_on_by_default() {
+        assert!(TapConfig::default().checksum_offload);
     }
 }
