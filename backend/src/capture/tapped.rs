@@ -2,7 +2,8 @@
 
 use std::sync::Arc;
 
-use slimtcp::nic::{ExternalFrame, ExternalMemory, Nic, NicCapabilities, NicError, PacketBuf};
+use slimtcp::nic::offload;
+use slimtcp::nic::{ExternalFrame, ExternalMemory, Nic, NicCapabilities, NicError, PacketBuf, TxOffload};
 use slimtcp::time::Instant;
 
 use super::tap::CaptureTap;
@@ -15,10 +16,12 @@ use super::tap::CaptureTap;
 ///   read with [`ExternalPayload::copy_to`](slimtcp::nic::ExternalPayload::copy_to) (as memwire
 ///   reads them), again only those the inner NIC took.
 ///
-/// Frames are captured as the stack hands them over: a checksum left to the NIC's offload
-/// (`TxOffload`) is not filled in the capture, and tshark flags it as bad. Disarmed, each
-/// receive or transmit call costs one relaxed load more; armed, transmit copies the burst
-/// before the inner call (the frames leave with it) and keeps the copies of the frames sent.
+/// Frames are captured as they are on the wire: a checksum left to the NIC's offload
+/// (`PacketBuf::offload`, on a frame to send, or on a received one whose sender's device left it
+/// partial, as the TAP's `NEEDS_CSUM` frames) is filled in the copy, so tshark sees real
+/// checksums. Disarmed, each receive or transmit call costs one relaxed load more; armed,
+/// transmit copies the burst before the inner call (the frames leave with it) and keeps the
+/// copies of the frames sent.
 #[derive(Debug)]
 pub struct Tapped<N: Nic> {
     inner: N,
@@ -63,6 +66,15 @@ impl<N: Nic> Tapped<N> {
     }
 }
 
+/// A copy of `frame` with the checksums `offload` leaves to the device filled in.
+fn wire_copy(frame: &[u8], offload: &TxOffload) -> Vec<u8> {
+    let mut copy = frame.to_vec();
+    if offload::pending(offload) {
+        offload::fill_bytes(&mut copy, offload);
+    }
+    copy
+}
+
 impl<N: Nic> Nic for Tapped<N> {
     fn capabilities(&self) -> NicCapabilities {
         self.inner.capabilities()
@@ -74,7 +86,12 @@ impl<N: Nic> Nic for Tapped<N> {
         if n > 0 && self.tap.is_armed() {
             if let (Some(mut recorder), Some(received)) = (self.tap.recorder(), out.get(start..)) {
                 for frame in received {
-                    if !recorder.record(frame.as_slice()) {
+                    let kept = if offload::pending(&frame.offload) {
+                        recorder.record_owned(wire_copy(frame.as_slice(), &frame.offload))
+                    } else {
+                        recorder.record(frame.as_slice())
+                    };
+                    if !kept {
                         break;
                     }
                 }
@@ -91,7 +108,7 @@ impl<N: Nic> Nic for Tapped<N> {
         if frames.is_empty() || !self.tap.is_armed() {
             return self.inner.transmit(now, frames);
         }
-        let copies: Vec<Vec<u8>> = frames.iter().map(|f| f.as_slice().to_vec()).collect();
+        let copies: Vec<Vec<u8>> = frames.iter().map(|f| wire_copy(f.as_slice(), &f.offload)).collect();
         let sent = self.inner.transmit(now, frames)?;
         self.record_sent(copies, sent);
         Ok(sent)
@@ -114,6 +131,7 @@ impl<N: Nic> Nic for Tapped<N> {
                 let (head, tail) = flat.split_at_mut(headers.len());
                 head.copy_from_slice(headers);
                 f.payload.copy_to(tail);
+                offload::fill_bytes(&mut flat, &f.headers.offload);
                 flat
             })
             .collect();
