@@ -87,6 +87,11 @@ pub struct Args {
     /// where anything needs them, as a NIC would; nothing does here), and both stacks use it.
     #[arg(long)]
     pub checksum_offload: bool,
+    /// Extension: `--nic tap:IFNAME` without the TAP's checksum offload (no virtio-net header:
+    /// the stack computes and verifies every checksum; by default the kernel fills and verifies
+    /// TCP/UDP checksums).
+    #[arg(long, conflicts_with = "checksum_offload")]
+    pub no_checksum_offload: bool,
     /// Extension: measured run time in seconds (default 10 for a sender; a receiver alone runs
     /// until its connections end).
     #[arg(long, value_name = "SECONDS")]

@@ -219,6 +219,8 @@ pub struct Config {
     pub zero_copy: bool,
     /// The memwire link offers checksum offload.
     pub checksum_offload: bool,
+    /// The TAP goes without its checksum offload (`--no-checksum-offload`).
+    pub no_checksum_offload: bool,
     /// JSON output.
     pub json: bool,
     /// Static neighbours from `--arp`.
@@ -343,6 +345,12 @@ impl TryFrom<(Vec<String>, Args)> for Config {
                 "--checksum-offload is memwire's (other NICs report what they offload)".to_owned(),
             ));
         }
+        let tap = matches!(nic, NicChoice::Tap { .. }) && !args.kernel;
+        if args.no_checksum_offload && !tap {
+            return Err(ConfigError::Conflict(
+                "--no-checksum-offload is the TAP's (other NICs report what they offload)".to_owned(),
+            ));
+        }
         let role = if memwire {
             Role::Both
         } else {
@@ -408,6 +416,7 @@ impl TryFrom<(Vec<String>, Args)> for Config {
             duration,
             zero_copy: args.zero_copy,
             checksum_offload: args.checksum_offload,
+            no_checksum_offload: args.no_checksum_offload,
             json: args.json,
             arp: parse_arp(&args.arp)?,
         })
@@ -486,6 +495,17 @@ mod tests {
         assert!(e.to_string().starts_with("--connections"), "{e}");
         let e = config("--nic memwire --runtime three").expect_err("bad runtime");
         assert!(e.to_string().starts_with("--runtime"), "{e}");
+    }
+
+    #[test]
+    fn each_checksum_switch_belongs_to_its_nic() {
+        let tap = config("--nic tap:x --bind-ip 10.1.0.2 --listen --bind-port 9 --no-checksum-offload");
+        assert!(tap.expect("the TAP can go without offload").no_checksum_offload);
+        let e = config("--nic memwire --no-checksum-offload").expect_err("memwire has no such switch");
+        assert!(e.to_string().contains("--no-checksum-offload is the TAP's"), "{e}");
+        let e = config("--nic tap:x --bind-ip 10.1.0.2 --listen --bind-port 9 --checksum-offload")
+            .expect_err("memwire's switch");
+        assert!(e.to_string().contains("--checksum-offload is memwire's"), "{e}");
     }
 
     #[test]

@@ -3,7 +3,7 @@
 
 use slimtcp::iface::{Interface, InterfaceConfig};
 use slimtcp::nic::memwire::{self, LinkConfig, MemwireError};
-use slimtcp::nic::tap::{TapError, TapNic};
+use slimtcp::nic::tap::{TapConfig, TapError, TapNic};
 use slimtcp::nic::Nic;
 use slimtcp::runtime::{self, HostSockets, RuntimeConfig, RuntimeError};
 use slimtcp::time::Clock;
@@ -74,7 +74,7 @@ pub fn run(cfg: &Config, progress: workload::Progress<'_>) -> Result<Measurement
             Ok(one_role(&mut api, cfg, progress)?)
         }
         NicChoice::Tap { ifname } => {
-            let tap = open_tap(ifname)?;
+            let tap = open_tap(ifname, TapConfig { checksum_offload: !cfg.no_checksum_offload })?;
             run_one(iface(tap, local(cfg), cfg.burst, &cfg.arp), cfg, progress)
         }
         #[cfg(feature = "dpdk")]
@@ -117,9 +117,9 @@ fn iface<N: Nic>(
     Interface::new(nic, c)
 }
 
-fn open_tap(ifname: &str) -> Result<TapNic, HostError> {
+fn open_tap(ifname: &str, config: TapConfig) -> Result<TapNic, HostError> {
     let err = |source| HostError::Tap { ifname: ifname.to_owned(), source };
-    let tap = TapNic::open(ifname).map_err(err)?;
+    let tap = TapNic::open_with(ifname, config).map_err(err)?;
     tap.set_up().map_err(err)?;
     Ok(tap)
 }
