@@ -392,10 +392,36 @@ fn reads_of_a_loan_over(link: LinkConfig) -> usize {
     reads.load(Ordering::SeqCst)
 }
 
+/// Sends a datagram of 1,400 counted bytes by reference from A to B over `link`; returns the
+/// reads of the payload the stack made.
+fn reads_of_a_datagram_loan_over(link: LinkConfig) -> usize {
+    let mut sim = Sim::over(link);
+    let a = sim.a.udp_bind(0).expect("bind a");
+    let b = sim.b.udp_bind(PORT).expect("bind b");
+    let reads = Arc::new(AtomicUsize::new(0));
+    let data: Vec<u8> = (0..1400u32).map(|i| (i % 251) as u8).collect();
+    let payload = Box::new(Counted { data: data.clone(), reads: Arc::clone(&reads) });
+    let now = sim.clock.now();
+    sim.a.udp_send_loaned(now, a, payload, Some(SocketAddrV4::new(B_IP, PORT))).expect("send");
+    let mut got = Vec::new();
+    let mut buf = vec![0u8; 2048];
+    sim.run_until("the datagram arrives", |s| {
+        if let Ok((n, _)) = s.b.udp_recv_from(b, &mut buf) {
+            got = buf[..n].to_vec();
+        }
+        !got.is_empty()
+    });
+    assert_eq!(got, data, "the datagram arrives intact");
+    assert_eq!(sim.a.counters().tx_payload_copied_bytes, 0, "sent by reference");
+    reads.load(Ordering::SeqCst)
+}
+
 #[test]
 fn over_a_nic_that_fills_checksums_the_stack_never_reads_a_loans_bytes() {
     let mut offload = LinkConfig::default();
     offload.caps.checksum = slimtcp::wire::ChecksumCapabilities::all();
-    assert_eq!(reads_of_a_loan_over(offload), 0, "the NIC fills the checksums");
+    assert_eq!(reads_of_a_loan_over(offload.clone()), 0, "the NIC fills the checksums");
     assert!(reads_of_a_loan_over(LinkConfig::default()) > 0, "software checksums read the bytes");
+    assert_eq!(reads_of_a_datagram_loan_over(offload), 0, "the NIC fills the UDP checksum");
+    assert!(reads_of_a_datagram_loan_over(LinkConfig::default()) > 0, "software: read for its sum");
 }

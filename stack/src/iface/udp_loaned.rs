@@ -5,10 +5,12 @@
 //! NIC completed the transmission, or at once when the datagram was copied instead (a NIC
 //! without by-reference transmit, a payload that is not `by_reference`, an empty payload) or
 //! dropped (transmit queue full, next hop unresolvable). A datagram waiting for ARP keeps its
-//! loan until it leaves. Checksums of such a frame are computed in software over the headers
-//! and the payload (read through the payload's own copies: guest memory is no slice, see
-//! [`crate::tcp::tx_payload`]). UDP promises no order: a datagram sent by
-//! reference may leave ahead of copied frames queued in the same round.
+//! loan until it leaves. Over a NIC that fills UDP checksums (a TAP with its virtio-net header,
+//! a DPDK port, memwire with offload) the stack leaves the checksum to it and never reads the
+//! payload; otherwise it is computed in software over the headers and the payload (read through
+//! the payload's own copies: guest memory is no slice, see [`crate::tcp::tx_payload`]). UDP
+//! promises no order: a datagram sent by reference may leave ahead of copied frames queued in
+//! the same round.
 
 use std::net::SocketAddrV4;
 
@@ -19,7 +21,7 @@ use super::neighbor::LoanedDatagram;
 use super::tx::emit_eth_ipv4;
 use super::udp_ops::{Route, ETH_IP_LEN, UDP_LEN};
 use super::{Interface, SocketHandle, TX_BACKLOG_BURSTS};
-use crate::nic::{Nic, TxOffload};
+use crate::nic::{L4Proto, Nic, TxOffload};
 use crate::tcp::{payload_sum, TxPayload};
 use crate::time::Instant;
 use crate::wire::{ChecksumCapabilities, EthernetAddress, IpProtocol, UdpPacket, UdpRepr};
@@ -46,23 +48,17 @@ impl<N: Nic> Interface<N> {
         let mut headers = self.nic.alloc_tx().map_err(|_| SocketError::WouldBlock)?;
         let frame = headers.append(ETH_IP_LEN + UDP_LEN).ok_or(SocketError::MessageTooLong)?;
         let (src, dst_ip) = (self.cfg.ip, *dst.ip());
-        // The NIC is asked for no offload on a split frame: every checksum is written here.
-        let software = ChecksumCapabilities::none();
+        // The NIC fills the UDP checksum (and the IPv4 one if it offers that), or nothing is
+        // left to it: every checksum is written here, the payload read for its sum.
+        let caps = if self.caps.checksum.udp.tx { self.caps.checksum } else { ChecksumCapabilities::none() };
         let placeholder = EthernetAddress([0; 6]);
-        emit_eth_ipv4(
-            frame,
-            self.cfg.mac,
-            placeholder,
-            src,
-            dst_ip,
-            IpProtocol::Udp,
-            UDP_LEN + len,
-            &software,
-        );
+        emit_eth_ipv4(frame, self.cfg.mac, placeholder, src, dst_ip, IpProtocol::Udp, UDP_LEN + len, &caps);
         let repr = UdpRepr { src_port, dst_port: dst.port() };
         let udp = &mut UdpPacket::new_unchecked(&mut frame[ETH_IP_LEN..]);
-        repr.emit_header(udp, src, dst_ip, len, payload_sum(payload.as_ref(), 0, len));
-        headers.offload = TxOffload::default();
+        let sum = (!caps.udp.tx).then(|| payload_sum(payload.as_ref(), 0, len));
+        repr.emit_header(udp, src, dst_ip, len, sum);
+        headers.offload =
+            if caps.udp.tx { TxOffload::ipv4(L4Proto::Udp, &caps) } else { TxOffload::default() };
         let datagram = LoanedDatagram { socket: h, headers, payload };
         match self.route(now, dst_ip)? {
             Route::Now(mac) => self.queue_loaned_datagram(mac, datagram),

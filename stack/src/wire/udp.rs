@@ -202,15 +202,17 @@ impl UdpRepr {
     }
 
     /// Writes the 8-byte header of a datagram whose `payload_len` payload bytes lie elsewhere
-    /// (sent by reference after these headers) and sum to `payload_sum` ([`checksum::data`]).
-    /// The checksum is always computed in software. Panics if the buffer is shorter than 8.
+    /// (sent by reference after these headers) and sum to `payload_sum` ([`checksum::data`]):
+    /// the checksum is computed in software from it. Without the payload's sum (`None`, for a
+    /// device that fills UDP checksums) only the non-inverted pseudo-header sum is written.
+    /// Panics if the buffer is shorter than 8.
     pub fn emit_header<T: AsRef<[u8]> + AsMut<[u8]>>(
         &self,
         packet: &mut UdpPacket<T>,
         src: Ipv4Addr,
         dst: Ipv4Addr,
         payload_len: usize,
-        payload_sum: u16,
+        payload_sum: Option<u16>,
     ) {
         let len = self.buffer_len(payload_len);
         debug_assert!(len <= usize::from(u16::MAX));
@@ -220,6 +222,10 @@ impl UdpRepr {
         set_u16(buf, offs::LENGTH, len as u16);
         set_u16(buf, offs::CHECKSUM, 0);
         let pseudo = checksum::pseudo_header(src, dst, IpProtocol::Udp, len as u32);
+        let Some(payload_sum) = payload_sum else {
+            set_u16(buf, offs::CHECKSUM, pseudo);
+            return;
+        };
         // The header is 8 bytes (even): the sums of header and payload simply combine.
         let value = match !checksum::combine(&[pseudo, checksum::data(buf), payload_sum]) {
             0 => 0xffff,
@@ -280,9 +286,16 @@ mod tests {
             SRC,
             DST,
             9,
-            checksum::data(payload),
+            Some(checksum::data(payload)),
         );
         assert_eq!(header[..], bytes[..8]);
+        // Left to the device: the pseudo-header sum only, as `emit` writes it with offload.
+        repr.emit_header(&mut UdpPacket::new_unchecked(&mut header[..]), SRC, DST, 9, None);
+        let mut whole = vec![0u8; 17];
+        whole[8..].copy_from_slice(payload);
+        let offload = ChecksumCapabilities::all();
+        repr.emit(&mut UdpPacket::new_unchecked(&mut whole[..]), SRC, DST, 9, &offload);
+        assert_eq!(header[..], whole[..8]);
     }
 
     #[test]
