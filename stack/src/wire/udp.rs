@@ -291,7 +291,7 @@ mod tests {
         assert_eq!(header[..], bytes[..8]);
         // Left to the device: the pseudo-header sum only, as `emit` writes it with offload.
         repr.emit_header(&mut UdpPacket::new_unchecked(&mut header[..]), SRC, DST, 9, None);
-        let mut whole = vec![0u8; 17];
+        let mut whole = [0u8; 17];
         whole[8..].copy_from_slice(payload);
         let offload = ChecksumCapabilities::all();
         repr.emit(&mut UdpPacket::new_unchecked(&mut whole[..]), SRC, DST, 9, &offload);
