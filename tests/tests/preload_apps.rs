@@ -37,6 +37,11 @@ struct Bench {
 
 impl Bench {
     fn start(tag: &str) -> Bench {
+        Bench::start_with(&[], tag)
+    }
+
+    /// With extra backend arguments.
+    fn start_with(extra: &[&str], tag: &str) -> Bench {
         let (ns, dir) = namespace_and_dir(tag);
         let socket = dir.0.join("tenant.sock");
         let tap = Netns::unique_ifname("pre");
@@ -54,6 +59,7 @@ impl Bench {
                 "--host-ip",
                 &format!("{HOST}/24"),
             ])
+            .args(extra)
             .stdout(Stdio::null())
             .stderr(log)
             .spawn()
@@ -242,7 +248,7 @@ fn iperf3_sends_and_receives_tcp_through_the_preload_library() {
     let client = json(&out.stdout, "client");
     let text = std::fs::read_to_string(&srv_log).expect("server output");
     // The banner is on stderr, in the same file: the JSON starts at the first brace.
-    let server = json(text[text.find('{').expect("JSON")..].as_bytes(), "server");
+    let server = json(&text.as_bytes()[text.find('{').expect("JSON")..], "server");
     assert_counts_agree(&client, &server, 1);
 
     // Eight streams.
@@ -462,4 +468,75 @@ fn nginx_and_curl_move_exact_files_through_the_preload_library() {
     assert_eq!((code.as_str(), size, sha.as_str()), ("200", small_len, small_sha.as_str()), "preloaded curl");
     drop(server);
     assert!(!b.backend_log().contains("panicked"), "{}", b.backend_log());
+}
+
+/// The peer and checker scripts of the semantics test.
+fn script(name: &str) -> String {
+    slimtcp_system_tests::workspace_root()
+        .join("tests/preload")
+        .join(name)
+        .to_str()
+        .expect("utf-8 path")
+        .to_string()
+}
+
+#[test]
+fn python_sockets_keep_linux_semantics_through_the_preload_library() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let b = Bench::start_with(&["--queues", "4"], "presem");
+    let sinks = b.dir.0.join("sinks");
+    std::fs::create_dir_all(&sinks).expect("sink dir");
+    let peer_log = b.dir.0.join("peer.log");
+    let _peer = Server::start(
+        b.kernel(&["python3", &script("peer.py"), HOST, sinks.to_str().expect("utf-8")]),
+        &peer_log,
+    );
+    wait_listening(&b.ns, 7004);
+
+    let out = run(
+        b.preloaded(&["python3", &script("semantics.py"), GUEST, HOST, sinks.to_str().expect("utf-8")]),
+        Duration::from_secs(120),
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "semantics.py failed:\n{stdout}\n{stderr}");
+    for check in [
+        "echo",
+        "peek-fionread",
+        "rcvtimeo",
+        "dup",
+        "refused",
+        "poll-mixed",
+        "epoll-mixed",
+        "listen-accept",
+        "loopback-kernel",
+        "udp",
+        "threads",
+        "fork",
+    ] {
+        assert!(stdout.lines().any(|l| l == format!("ok {check}")), "no ok {check}:\n{stdout}\n{stderr}");
+    }
+    assert!(stderr.contains("(4 queue pairs)"), "{stderr}");
+
+    // A program that exits without closing: its data still arrives, then the end of stream.
+    let len = 8 << 20;
+    let sender = format!(
+        "import socket, os\ns = socket.create_connection(('{HOST}', 7002))\ns.sendall(b'z' * {len})\nos._exit(0)\n"
+    );
+    let out = run(b.preloaded(&["python3", "-c", &sender]), Duration::from_secs(60));
+    assert!(out.status.success(), "sender: {}", String::from_utf8_lossy(&out.stderr));
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let record = loop {
+        let done = std::fs::read_dir(&sinks)
+            .expect("sinks")
+            .flatten()
+            .map(|e| e.path())
+            .find(|p| p.extension().is_some_and(|x| x == "txt"));
+        if let Some(p) = done {
+            break std::fs::read_to_string(p).expect("sink record");
+        }
+        assert!(Instant::now() < deadline, "the sink never saw the connection end");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(record.trim(), format!("{len} 1"), "bytes received and end of stream");
 }

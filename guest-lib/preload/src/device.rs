@@ -13,7 +13,7 @@
 //! - **Exit.** Linux closes a process's sockets at exit and keeps sending what they hold; the
 //!   backend instead resets everything when the process goes away. So an `atexit` handler
 //!   closes every socket and waits (up to `SLIMTCP_LINGER_MS`) until the peers acknowledged
-//!   all sent data.
+//!   all sent data and every closed connection ended ([`closing`](crate::closing)).
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard, OnceLock, PoisonError, TryLockError};
@@ -22,6 +22,7 @@ use std::time::{Duration, Instant};
 use slimtcp_api::SocketError;
 use slimtcp_guest::{GuestConfig, GuestDevice, GuestSockets};
 
+use crate::closing::Lingering;
 use crate::config::Config;
 use crate::logger;
 
@@ -29,7 +30,14 @@ use crate::logger;
 #[derive(Debug)]
 pub struct Pair {
     index: usize,
-    api: Mutex<Option<GuestSockets>>,
+    state: Mutex<Option<PairState>>,
+}
+
+/// A taken pair: its library instance and its closing connections.
+#[derive(Debug)]
+struct PairState {
+    api: GuestSockets,
+    lingering: Lingering,
 }
 
 /// The attached device.
@@ -40,6 +48,8 @@ pub struct Device {
     device: Mutex<GuestDevice>,
     pairs: Vec<Pair>,
     next_pair: AtomicUsize,
+    /// The process that attached (a `vfork` child shares our memory but not our pid).
+    pid: u32,
 }
 
 /// Why no SlimTCP socket can be made.
@@ -108,8 +118,14 @@ impl Device {
         let name = config.device.to_string();
         let failed = |why: String| AttachError::Device { device: name.clone(), why };
         let device = GuestDevice::open(&config.device, cfg).map_err(|e| failed(e.to_string()))?;
-        let pairs = (0..device.queue_pairs()).map(|index| Pair { index, api: Mutex::new(None) }).collect();
-        let dev = Device { config, device: Mutex::new(device), pairs, next_pair: AtomicUsize::new(0) };
+        let pairs = (0..device.queue_pairs()).map(|index| Pair { index, state: Mutex::new(None) }).collect();
+        let dev = Device {
+            config,
+            device: Mutex::new(device),
+            pairs,
+            next_pair: AtomicUsize::new(0),
+            pid: std::process::id(),
+        };
         // Pair 0 now: its hello says whether the backend really serves us, and gives our address.
         dev.with_pair(0, |_| ()).map_err(|e| failed(format!("hello on queue pair 0: {e}")))?;
         Ok(dev)
@@ -152,22 +168,39 @@ impl Device {
             return Err(SocketError::StackDown);
         }
         let pair = self.pairs.get(k).ok_or(SocketError::BadHandle)?;
-        let mut slot = lock(&pair.api);
+        let mut slot = lock(&pair.state);
         self.ready(pair, &mut slot)?;
-        match slot.as_mut() {
-            Some(api) => Ok(f(api)),
-            None => Err(SocketError::StackDown),
+        let state = slot.as_mut().ok_or(SocketError::StackDown)?;
+        let r = f(&mut state.api);
+        state.lingering.sweep(&mut state.api);
+        Ok(r)
+    }
+
+    /// Closes `fd` on pair `k` the way Linux closes (see [`closing`](crate::closing)).
+    pub fn close_socket(
+        &self,
+        k: usize,
+        fd: slimtcp_api::Fd,
+        proto: slimtcp_api::Proto,
+    ) -> Result<(), SocketError> {
+        if forked() {
+            return Err(SocketError::StackDown);
         }
+        let pair = self.pairs.get(k).ok_or(SocketError::BadHandle)?;
+        let mut slot = lock(&pair.state);
+        let state = slot.as_mut().ok_or(SocketError::StackDown)?;
+        state.lingering.close(&mut state.api, fd, proto);
+        Ok(())
     }
 
     /// Takes `pair` into `slot` when it is still empty.
-    fn ready(&self, pair: &Pair, slot: &mut MutexGuard<'_, Option<GuestSockets>>) -> Result<(), SocketError> {
+    fn ready(&self, pair: &Pair, slot: &mut MutexGuard<'_, Option<PairState>>) -> Result<(), SocketError> {
         if slot.is_none() {
             let api = lock(&self.device).take(pair.index).map_err(|e| {
                 log::error!("queue pair {}: {e}", pair.index);
                 SocketError::StackDown
             })?;
-            **slot = Some(api);
+            **slot = Some(PairState { api, lingering: Lingering::default() });
         }
         Ok(())
     }
@@ -178,11 +211,11 @@ impl Device {
         &self,
         k: usize,
         deadline: Instant,
-        f: impl FnOnce(&mut GuestSockets) -> R,
+        f: impl FnOnce(&mut PairState) -> R,
     ) -> Option<R> {
         let pair = self.pairs.get(k)?;
         loop {
-            match pair.api.try_lock() {
+            match pair.state.try_lock() {
                 Ok(mut slot) => return slot.as_mut().map(f),
                 Err(TryLockError::Poisoned(p)) => return p.into_inner().as_mut().map(f),
                 Err(TryLockError::WouldBlock) if Instant::now() < deadline => {
@@ -210,17 +243,27 @@ extern "C" fn in_forked_child() {
 }
 
 extern "C" fn at_exit() {
+    linger();
+}
+
+/// Closes every socket and waits for the connections to finish (see the module
+/// documentation): from `exit` (an `atexit` handler) and from `_exit`/`_Exit`.
+pub fn linger() {
     if forked() {
         return;
     }
     let Some(dev) = attached() else { return };
+    if dev.pid != std::process::id() {
+        return;
+    }
     crate::socket::close_all_at_exit();
     let deadline = Instant::now() + dev.config.linger;
     for k in 0..dev.pairs.len() {
         loop {
-            let busy = dev.with_pair_until(k, deadline, |api| {
-                let _ = api.progress();
-                api.tx_buffers_outstanding() > 0
+            let busy = dev.with_pair_until(k, deadline, |state| {
+                let _ = state.api.progress();
+                state.lingering.sweep(&mut state.api);
+                !state.lingering.is_empty() || state.api.tx_buffers_outstanding() > 0
             });
             if busy != Some(true) || Instant::now() >= deadline {
                 break;

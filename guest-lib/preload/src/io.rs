@@ -26,14 +26,22 @@ pub fn recv(entry: &Entry, buf: &mut [u8], flags: c_int) -> Sys<(usize, Option<S
         return Err(Errno(libc::EOPNOTSUPP));
     }
     if entry.proto == Proto::Tcp {
+        if flags & libc::MSG_PEEK != 0 {
+            return peek(entry, buf, flags).map(|n| (n, None));
+        }
         let mut peeked = lock(&entry.peeked);
         if !peeked.is_empty() {
             let n = peeked.len().min(buf.len());
             buf[..n].copy_from_slice(&peeked[..n]);
-            if flags & libc::MSG_PEEK == 0 {
-                peeked.drain(..n);
-            }
-            return Ok((n, None));
+            peeked.drain(..n);
+            drop(peeked);
+            // What arrived after the peeked bytes, as far as it is there already.
+            let more = if n < buf.len() {
+                recv(entry, &mut buf[n..], flags & !libc::MSG_WAITALL | libc::MSG_DONTWAIT).map_or(0, |r| r.0)
+            } else {
+                0
+            };
+            return Ok((n + more, None));
         }
     }
     let s = if entry.proto == Proto::Udp { entry.slim_or_make()? } else { entry.slim()? };
@@ -49,13 +57,6 @@ pub fn recv(entry: &Entry, buf: &mut [u8], flags: c_int) -> Sys<(usize, Option<S
         let (n, from) = blocking(s, Ready::IN, nonblocking, timeout, |api| api.recv_from(s.fd, buf))?;
         return Ok((n, Some(from)));
     }
-    if flags & libc::MSG_PEEK != 0 {
-        let mut ahead = vec![0u8; buf.len()];
-        let n = blocking(s, Ready::IN, nonblocking, timeout, |api| api.recv(s.fd, &mut ahead))?;
-        buf[..n].copy_from_slice(&ahead[..n]);
-        lock(&entry.peeked).extend_from_slice(&ahead[..n]);
-        return Ok((n, None));
-    }
     let mut got = blocking(s, Ready::IN, nonblocking, timeout, |api| api.recv(s.fd, buf))?;
     if flags & libc::MSG_WAITALL != 0 && !nonblocking {
         while got > 0 && got < buf.len() {
@@ -66,6 +67,27 @@ pub fn recv(entry: &Entry, buf: &mut [u8], flags: c_int) -> Sys<(usize, Option<S
         }
     }
     Ok((got, None))
+}
+
+/// `MSG_PEEK` on a stream: reads ahead into the socket's peek buffer (waiting, by the
+/// socket's blocking rule, only while it is empty) and copies from it without consuming.
+fn peek(entry: &Entry, buf: &mut [u8], flags: c_int) -> Sys<usize> {
+    let have = lock(&entry.peeked).len();
+    if have < buf.len() {
+        let s = entry.slim()?;
+        let nonblocking = have > 0 || !blocks(entry, flags);
+        let timeout = lock(&entry.options).recv_timeout;
+        let mut ahead = vec![0u8; buf.len() - have];
+        match blocking(s, Ready::IN, nonblocking, timeout, |api| api.recv(s.fd, &mut ahead)) {
+            Ok(n) => lock(&entry.peeked).extend_from_slice(&ahead[..n]),
+            Err(e) if have == 0 => return Err(e),
+            Err(_) => {}
+        }
+    }
+    let peeked = lock(&entry.peeked);
+    let n = peeked.len().min(buf.len());
+    buf[..n].copy_from_slice(&peeked[..n]);
+    Ok(n)
 }
 
 /// Sends `data` (to `dst` for a datagram socket not connected).

@@ -15,12 +15,14 @@
 //!   SlimTCP) is decided at `bind`/`connect`.
 //! - [`net`], [`io`], [`options`], [`poll`], [`epoll`]: the calls' meaning.
 //! - [`wait`]: blocking without holding a queue pair.
+//! - [`closing`]: `close` finishing connections in the background, as Linux does.
 //! - `calls`: the exported C symbols (absent from unit-test builds).
 //! - [`real`]: the C library's own functions.
 
 pub mod addr;
 #[cfg(not(test))]
 mod calls;
+pub mod closing;
 pub mod config;
 pub mod device;
 pub mod epoll;

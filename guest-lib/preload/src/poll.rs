@@ -32,7 +32,10 @@ pub fn has_slim(fds: &[pollfd]) -> bool {
 }
 
 /// `poll` over `fds`, which hold at least one SlimTCP socket. `timeout` `None`: for ever.
-pub fn poll(fds: &mut [pollfd], timeout: Option<Duration>, mask: *const sigset_t) -> Sys<c_int> {
+///
+/// # Safety
+/// `mask` NULL or a valid signal set (as for `ppoll(2)`).
+pub unsafe fn poll(fds: &mut [pollfd], timeout: Option<Duration>, mask: *const sigset_t) -> Sys<c_int> {
     let dev = dev()?;
     let members: Vec<Member> = fds
         .iter()
@@ -128,7 +131,7 @@ fn revents(r: Ready, events: c_short) -> c_short {
 /// `select` as `poll`: the three sets become poll entries and back.
 ///
 /// # Safety
-/// The sets are NULL or valid `fd_set`s covering `nfds` descriptors.
+/// The sets are NULL or valid `fd_set`s covering `nfds` descriptors; `mask` as for [`poll`].
 pub unsafe fn select(
     nfds: c_int,
     read: *mut libc::fd_set,
@@ -160,7 +163,8 @@ pub unsafe fn select(
             fds.push(pollfd { fd, events, revents: 0 });
         }
     }
-    poll(&mut fds, timeout, mask)?;
+    // SAFETY: forwarded contract.
+    unsafe { poll(&mut fds, timeout, mask) }?;
     for set in [read, write, except] {
         if !set.is_null() {
             // SAFETY: non-null, valid (contract).

@@ -54,6 +54,33 @@ macro_rules! real {
     };
 }
 
+/// The C library's `_exit`.
+///
+/// # Safety
+/// The C function's contract (it does not return).
+pub unsafe fn _exit(status: c_int) -> ! {
+    static SLOT: AtomicUsize = AtomicUsize::new(0);
+    let addr = lookup(&SLOT, "_exit\0");
+    // SAFETY: the C library's `_exit`, whose prototype this is.
+    let f: unsafe extern "C" fn(c_int) -> ! = unsafe { std::mem::transmute(addr) };
+    // SAFETY: the caller's call.
+    unsafe { f(status) }
+}
+
+/// The C library's `_Exit`.
+///
+/// # Safety
+/// The C function's contract (it does not return).
+#[allow(non_snake_case)] // the C name
+pub unsafe fn _Exit(status: c_int) -> ! {
+    static SLOT: AtomicUsize = AtomicUsize::new(0);
+    let addr = lookup(&SLOT, "_Exit\0");
+    // SAFETY: the C library's `_Exit`, whose prototype this is.
+    let f: unsafe extern "C" fn(c_int) -> ! = unsafe { std::mem::transmute(addr) };
+    // SAFETY: the caller's call.
+    unsafe { f(status) }
+}
+
 real! {
     fn socket(domain: c_int, ty: c_int, protocol: c_int) -> c_int;
     fn bind(fd: c_int, addr: *const sockaddr, len: socklen_t) -> c_int;

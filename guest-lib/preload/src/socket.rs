@@ -218,9 +218,8 @@ impl Entry {
         let old = std::mem::replace(&mut *lock(&self.state), State::Closed);
         if let (State::Slim(s), false) = (old, device::forked()) {
             if let Some(dev) = device::attached() {
-                match dev.with_pair(s.pair, |api| api.close(s.fd)) {
-                    Ok(Ok(())) => {}
-                    Ok(Err(e)) | Err(e) => log::debug!("close: {e}"),
+                if let Err(e) = dev.close_socket(s.pair, s.fd, self.proto) {
+                    log::debug!("close: {e}");
                 }
             }
         }

@@ -11,6 +11,7 @@ mod fd;
 mod fortify;
 mod io;
 mod net;
+mod process;
 mod wait;
 
 use std::time::Duration;

@@ -28,7 +28,8 @@ pub unsafe extern "C" fn poll(fds: *mut pollfd, n: nfds_t, timeout: c_int) -> c_
         // SAFETY: the caller's call, unchanged.
         return unsafe { real::poll(fds, n, timeout) };
     }
-    ret_int(guard(|| polling::poll(set, super::millis(timeout), std::ptr::null())))
+    // SAFETY: no signal mask.
+    ret_int(guard(|| unsafe { polling::poll(set, super::millis(timeout), std::ptr::null()) }))
 }
 
 /// # Safety
@@ -47,7 +48,7 @@ pub unsafe extern "C" fn ppoll(
         return unsafe { real::ppoll(fds, n, ts, mask) };
     }
     // SAFETY: forwarded contract.
-    ret_int(guard(|| polling::poll(set, unsafe { super::timespec(ts) }, mask)))
+    ret_int(guard(|| unsafe { polling::poll(set, super::timespec(ts), mask) }))
 }
 
 /// # Safety
@@ -135,8 +136,8 @@ pub unsafe extern "C" fn epoll_pwait(
     mask: *const sigset_t,
 ) -> c_int {
     match EPOLLS.get(epfd) {
-        // SAFETY: forwarded contract.
         Some(side) => {
+            // SAFETY: forwarded contract.
             ret_int(guard(|| unsafe { epoll::wait(epfd, &side, events, max, super::millis(timeout), mask) }))
         }
         // SAFETY: the caller's call, unchanged.
