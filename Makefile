@@ -62,7 +62,8 @@ lint: deps
 # target/bench/guest_cost.{md,json}; then the guest-library path beside
 # the host runtime over memwire, TAP and DPDK memif: target/bench/guest_path.{md,json}
 # (GUEST_PATH_LINKS=memif for one link); goodput under random loss (0.1/1/5% each way, nftables)
-# SlimTCP <-> Linux over TAP beside Linux <-> Linux over veth: target/bench/loss.{md,json}; last,
+# SlimTCP <-> Linux over TAP beside Linux <-> Linux over veth: target/bench/loss.{md,json}; the
+# TAP's checksum offload beside software checksums: target/bench/tap_offload.{md,json}; last,
 # PNG plots of all of it: target/bench/*.png.
 bench: deps
 	mkdir -p target/bench
@@ -74,6 +75,7 @@ bench: deps
 	set -o pipefail; $(CARGO) bench -p slimtcp-perf --features dpdk --bench guest_path 2>&1 | tee target/bench/guest_path.txt
 	set -o pipefail; $(CARGO) bench -p slimtcp-perf --features dpdk --bench guest_path_fair 2>&1 | tee target/bench/guest_path_fair.txt
 	./scripts/bench-loss.sh
+	./scripts/bench-tap-offload.sh
 	./scripts/bench-plots.sh
 
 demo: deps
