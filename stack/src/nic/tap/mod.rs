@@ -28,8 +28,8 @@
 //! checksums (tshark reports them bad), as on any NIC with offload; the frames on the wire past
 //! a forwarding hop carry real ones.
 //!
-//! - [`ifreq`]: the interface ioctls; [`vnet`]: the virtio-net header; [`io`]: the frame I/O
-//!   (the [`Nic`] implementation).
+//! - `ifreq`: the interface ioctls; [`vnet`]: the virtio-net header; `io`: the frame I/O (the
+//!   [`Nic`] implementation).
 
 mod ifreq;
 mod io;

@@ -15,8 +15,8 @@
 //!   `NEEDS_CSUM` (a frame the host made with a partial checksum, which it trusts) are both the
 //!   device's "good" verdict, after the 20-byte IPv4 header checksum is checked here; a frame with
 //!   neither is verified by the stack. A partial frame keeps its checksum request in
-//!   [`PacketBuf::offload`](crate::nic::PacketBuf::offload), so a capture can complete it
-//!   ([`offload::fill_bytes`](crate::nic::offload::fill_bytes)) and show a real checksum.
+//!   [`PacketBuf::offload`], so a capture can complete it
+//!   ([`offload::fill_bytes`]) and show a real checksum.
 
 use super::TapStats;
 use crate::nic::buf::{L4Proto, PacketBuf, TxOffload};
@@ -181,7 +181,7 @@ pub(super) fn accept(buf: &mut PacketBuf, stats: &mut TapStats) -> bool {
 }
 
 /// The checksum request a received partial frame keeps so that a capture can complete it with
-/// [`offload::fill_bytes`](crate::nic::offload::fill_bytes): `None` when the checksum is not at
+/// [`offload::fill_bytes`]: `None` when the checksum is not at
 /// a TCP or UDP header's place after an Ethernet header (then it is completed at once).
 fn partial_offload(frame: &[u8], start: usize, offset: usize) -> Option<TxOffload> {
     let l4 = match u16::try_from(offset).ok()? {
