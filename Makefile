@@ -76,6 +76,7 @@ bench: deps
 	set -o pipefail; $(CARGO) bench -p slimtcp-perf --features dpdk --bench guest_path_fair 2>&1 | tee target/bench/guest_path_fair.txt
 	./scripts/bench-loss.sh
 	./scripts/bench-tap-offload.sh
+	./scripts/bench-preload.sh
 	./scripts/bench-plots.sh
 
 demo: deps

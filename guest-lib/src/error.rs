@@ -13,6 +13,15 @@ pub enum GuestError {
         source: vhost::Error,
     },
     /// The backend acknowledged a vhost-user message with a failure (REPLY_ACK).
+    /// The backend did not answer a set-up message in time: another process (VMM) is attached
+    /// to that tenant, or the backend hangs.
+    #[error("the backend did not answer vhost-user {step} within {after:?} (is another process attached to this tenant?)")]
+    NoAnswer {
+        /// The message.
+        step: &'static str,
+        /// How long we waited.
+        after: std::time::Duration,
+    },
     #[error("the backend refused vhost-user {step}")]
     Refused {
         /// The step (message) it refused.

@@ -132,6 +132,33 @@ pub struct VhostUserTransport {
     pub protocol_features: VhostUserProtocolFeatures,
 }
 
+/// Shuts a socket down if not stopped within a time: blocked reads on it then return.
+struct Watchdog {
+    stop: std::sync::mpsc::Sender<()>,
+    thread: std::thread::JoinHandle<bool>,
+}
+
+impl Watchdog {
+    fn start(fd: libc::c_int, after: Duration) -> Watchdog {
+        let (stop, stopped) = std::sync::mpsc::channel::<()>();
+        let thread = std::thread::spawn(move || {
+            if stopped.recv_timeout(after) == Err(std::sync::mpsc::RecvTimeoutError::Timeout) {
+                // SAFETY: `fd` stays open until `stop` joined this thread (the caller holds it).
+                unsafe { libc::shutdown(fd, libc::SHUT_RDWR) };
+                return true;
+            }
+            false
+        });
+        Watchdog { stop, thread }
+    }
+
+    /// Stops the watchdog; true when it fired.
+    fn stop(self) -> bool {
+        let _ = self.stop.send(());
+        self.thread.join().unwrap_or(true)
+    }
+}
+
 fn vhost_err(step: &'static str) -> impl FnOnce(vhost::Error) -> GuestError {
     move |source| match source {
         // A negative acknowledgement (REPLY_ACK): the backend handled the message and said no.
@@ -174,7 +201,20 @@ impl VhostUserTransport {
     /// as the device has).
     pub fn connect(path: impl AsRef<Path>, cfg: &GuestConfig) -> Result<VhostUserTransport, GuestError> {
         cfg.validate()?;
-        let mut fe = Frontend::connect(path.as_ref(), 3).map_err(vhost_err("connect"))?;
+        let fe = Frontend::connect(path.as_ref(), 3).map_err(vhost_err("connect"))?;
+        // A backend serves one frontend per socket and accepts the next only when the first
+        // leaves: our messages then wait unanswered in its listen queue (and vhost's reads
+        // retry for ever). A watchdog shuts the socket down when set-up takes too long.
+        let watchdog = Watchdog::start(fe.as_raw_fd(), cfg.hello_timeout);
+        let set_up = Self::set_up(fe, cfg);
+        if watchdog.stop() {
+            return Err(GuestError::NoAnswer { step: "set-up", after: cfg.hello_timeout });
+        }
+        set_up
+    }
+
+    /// The set-up messages after connecting (see [`connect`](Self::connect)).
+    fn set_up(mut fe: Frontend, cfg: &GuestConfig) -> Result<VhostUserTransport, GuestError> {
         fe.set_owner().map_err(vhost_err("set_owner"))?;
         let Negotiated { features, protocol_features, pairs } = negotiate(&mut fe, cfg)?;
         let whole = share_memory(&mut fe, cfg)?;

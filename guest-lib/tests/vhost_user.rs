@@ -34,3 +34,23 @@ fn bad_settings_are_refused_before_connecting() {
     let err = GuestSockets::connect_vhost_user("/nonexistent", cfg).expect_err("bad size");
     assert!(matches!(err, GuestError::Config(_)), "{err}");
 }
+
+/// A backend busy with another frontend leaves a new connection unanswered in its listen queue
+/// (and vhost's reads retry for ever): attaching gives up after `hello_timeout`, saying why.
+#[test]
+fn a_backend_that_never_answers_set_up_fails_the_attach_after_the_hello_timeout() {
+    let dir = std::env::temp_dir().join(format!("slimtcp-noanswer-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let path = dir.join("busy.sock");
+    let _listener = std::os::unix::net::UnixListener::bind(&path).expect("listen, never accept");
+    let cfg = slimtcp_guest::GuestConfig {
+        hello_timeout: std::time::Duration::from_millis(300),
+        ..Default::default()
+    };
+    let started = std::time::Instant::now();
+    let err = slimtcp_guest::GuestDevice::connect_vhost_user(&path, cfg).expect_err("nobody answers");
+    assert!(matches!(err, slimtcp_guest::GuestError::NoAnswer { .. }), "{err}");
+    assert!(err.to_string().contains("another process attached"), "{err}");
+    assert!(started.elapsed() < std::time::Duration::from_secs(30), "it gave up");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -540,3 +540,49 @@ fn python_sockets_keep_linux_semantics_through_the_preload_library() {
     };
     assert_eq!(record.trim(), format!("{len} 1"), "bytes received and end of stream");
 }
+
+#[test]
+fn a_failed_attach_fails_the_first_socket_clearly_and_falls_back_only_when_asked() {
+    let missing = std::env::temp_dir().join(format!("slimtcp-no-such-{}.sock", std::process::id()));
+    let py = "import socket\ntry:\n    s = socket.socket()\n    print('made', s.getsockname())\nexcept OSError as e:\n    print('errno', e.errno)\n";
+    let mut cmd = Command::new("python3");
+    cmd.args(["-c", py])
+        .env("LD_PRELOAD", preload_lib())
+        .env("SLIMTCP_DEVICE", format!("vhost-user:{}", missing.display()));
+    let out = run(cmd, Duration::from_secs(30));
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert_eq!(stdout.trim(), format!("errno {}", libc::ENETDOWN), "{stderr}");
+    assert!(
+        stderr.contains("cannot attach to vhost-user:") && stderr.contains("SLIMTCP_FALLBACK=1"),
+        "{stderr}"
+    );
+    assert_eq!(stderr.lines().count(), 1, "one line: {stderr}");
+
+    let mut cmd = Command::new("python3");
+    cmd.args(["-c", py])
+        .env("LD_PRELOAD", preload_lib())
+        .env("SLIMTCP_DEVICE", format!("vhost-user:{}", missing.display()))
+        .env("SLIMTCP_FALLBACK", "1");
+    let out = run(cmd, Duration::from_secs(30));
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert_eq!(stdout.trim(), "made ('0.0.0.0', 0)", "a kernel socket: {stderr}");
+    assert!(stderr.contains("every socket goes to the kernel"), "{stderr}");
+
+    let mut cmd = Command::new("python3");
+    cmd.args(["-c", py]).env("LD_PRELOAD", preload_lib()).env("SLIMTCP_DEVICE", "tap:x");
+    let out = run(cmd, Duration::from_secs(30));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("SLIMTCP_DEVICE=\"tap:x\"") && stderr.contains("use pci"), "{stderr}");
+    // Nothing but AF_INET sockets is touched: files, pipes and AF_UNIX work as before.
+    let mut cmd = Command::new("python3");
+    cmd.args(["-c", "import socket, os\na, b = socket.socketpair()\na.send(b'x')\nr, w = os.pipe()\nos.write(w, b.recv(1))\nprint(os.read(r, 1).decode())"])
+        .env("LD_PRELOAD", preload_lib())
+        .env("SLIMTCP_DEVICE", "tap:x");
+    let out = run(cmd, Duration::from_secs(30));
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "x");
+    assert!(
+        out.stderr.is_empty(),
+        "no attach without an AF_INET socket: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

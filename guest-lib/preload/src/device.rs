@@ -117,7 +117,7 @@ impl Device {
         };
         let name = config.device.to_string();
         let failed = |why: String| AttachError::Device { device: name.clone(), why };
-        let device = GuestDevice::open(&config.device, cfg).map_err(|e| failed(e.to_string()))?;
+        let device = GuestDevice::open(&config.device, cfg).map_err(|e| failed(chain(&e)))?;
         let pairs = (0..device.queue_pairs()).map(|index| Pair { index, state: Mutex::new(None) }).collect();
         let dev = Device {
             config,
@@ -230,6 +230,17 @@ impl Device {
     pub fn pair_count(&self) -> usize {
         self.pairs.len()
     }
+}
+
+/// An error with its causes: `a: b: c`.
+fn chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        s = format!("{s}: {c}");
+        cause = c.source();
+    }
+    s
 }
 
 /// A mutex whose holder panicked is still usable: the state it guards stays consistent

@@ -121,7 +121,7 @@ fn guest_errno(e: &GuestError) -> c_int {
         GuestError::Memory(e) | GuestError::Notify(e) => io(e),
         GuestError::Ring(_) => libc::EIO,
         GuestError::Disconnected => libc::ECONNRESET,
-        GuestError::HelloTimeout => libc::ETIMEDOUT,
+        GuestError::HelloTimeout | GuestError::NoAnswer { .. } => libc::ETIMEDOUT,
         GuestError::VersionRefused { .. } => libc::EPROTONOSUPPORT,
         GuestError::Pci(e) => e.errno(),
     }
