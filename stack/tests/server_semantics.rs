@@ -164,6 +164,32 @@ fn options_follow_one_set_of_rules() {
     w.server.set_option(u, SockOpt::RecvBuffer(4096)).expect("buffers");
 }
 
+/// A UDP server that connects one socket per client binds a fresh one to the same port for the
+/// next (iperf3's UDP server does): a port holds one unconnected socket beside connected ones.
+#[test]
+fn a_udp_port_holds_one_unconnected_socket_beside_connected_ones() {
+    let mut w = World::new();
+    let at = |p| SocketAddrV4::new(std::net::Ipv4Addr::UNSPECIFIED, p);
+    let client = SocketAddrV4::new(B_IP, 4000);
+    let a = w.server.open(0, Proto::Udp).expect("a");
+    let b = w.server.open(0, Proto::Udp).expect("b");
+    let c = w.server.open(0, Proto::Udp).expect("c");
+    assert_eq!(w.server.bind(a, at(5300)).map(|l| l.port()), Ok(5300));
+    assert_eq!(w.server.bind(b, at(5300)), Err(SocketError::AddrInUse), "two unconnected sockets");
+    w.server.connect(a, client, 1).expect("connect a");
+    assert_eq!(w.server.bind(b, at(5300)).map(|l| l.port()), Ok(5300), "beside a connected one");
+    assert_eq!(w.server.bind(c, at(5300)), Err(SocketError::AddrInUse), "b is the unconnected one now");
+    assert_eq!(
+        w.server.connect(b, client, 2).map(|_| ()),
+        Err(SocketError::AddrInUse),
+        "one socket per peer"
+    );
+    w.server.connect(b, SocketAddrV4::new(B_IP, 4001), 3).expect("another peer");
+    w.server.close(a, false).expect("close a");
+    w.server.close(b, false).expect("close b");
+    assert_eq!(w.server.bind(c, at(5300)).map(|l| l.port()), Ok(5300), "free again");
+}
+
 #[test]
 fn bind_takes_distinct_ports_and_frees_them_on_close() {
     let mut w = World::new();

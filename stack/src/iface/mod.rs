@@ -23,6 +23,7 @@ mod tx;
 mod tx_external;
 mod udp_loaned;
 mod udp_ops;
+mod udp_ports;
 
 use std::collections::{HashMap, VecDeque};
 use std::time::Duration;
@@ -81,7 +82,7 @@ pub struct Interface<N: Nic> {
     /// Keyed (a random key per interface): the peer chooses the keys.
     connections: HashMap<FourTuple, SocketHandle, ahash::RandomState>,
     listeners: HashMap<u16, SocketHandle>,
-    udp_ports: HashMap<u16, SocketHandle>,
+    udp_ports: udp_ports::UdpPorts,
     arp: ArpCache,
     pending: PendingNeighbors,
     timers: TimerWheel<SocketHandle>,
@@ -142,7 +143,7 @@ impl<N: Nic> Interface<N> {
             tcp_cfg: std::sync::Arc::new(cfg.tcp.clone()),
             connections: HashMap::with_hasher(ahash::RandomState::new()),
             listeners: HashMap::new(),
-            udp_ports: HashMap::new(),
+            udp_ports: udp_ports::UdpPorts::default(),
             isn,
             cookies: SynCookies::new(),
             counters: Counters::default(),
@@ -317,7 +318,7 @@ impl<N: Nic> Interface<N> {
                 self.listeners.remove(&l.port);
             }
             Some(Socket::Udp(u)) => {
-                self.udp_ports.remove(&u.port());
+                self.udp_ports.remove(u.port(), h);
             }
             None => {}
         }

@@ -167,12 +167,12 @@ impl<N: Nic> Interface<N> {
                 Err(e) => return self.counters.drop(e.into()),
             }
         };
-        let Some(&h) = self.udp_ports.get(&repr.dst_port) else {
+        let from = SocketAddrV4::new(src, repr.src_port);
+        let Some(h) = self.udp_ports.lookup(repr.dst_port, from) else {
             return self.counters.drop(DropReason::NoSocket);
         };
         l4.truncate(len);
         l4.advance(crate::wire::udp::HEADER_LEN);
-        let from = SocketAddrV4::new(src, repr.src_port);
         match self.sockets.udp_mut(h).map(|sock| sock.deliver(from, l4)) {
             Some(Delivered::Queued) => {
                 self.counters.udp_in += 1;

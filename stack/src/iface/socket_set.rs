@@ -17,6 +17,12 @@ pub struct SocketHandle {
 }
 
 impl SocketHandle {
+    /// A handle for unit tests of tables keyed by handles.
+    #[cfg(test)]
+    pub(crate) fn for_test(index: u32) -> SocketHandle {
+        SocketHandle { index, generation: 0 }
+    }
+
     /// The slot index (stable while the socket lives; for tables indexed by socket).
     pub fn index(self) -> usize {
         self.index as usize

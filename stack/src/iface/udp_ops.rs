@@ -80,12 +80,12 @@ impl<N: Nic> Interface<N> {
     pub fn udp_bind(&mut self, port: u16) -> Result<SocketHandle, SocketError> {
         let port = if port == 0 {
             (FIRST_EPHEMERAL_PORT..=u16::MAX)
-                .find(|p| !self.udp_ports.contains_key(p))
+                .find(|&p| self.udp_ports.is_free(p))
                 .ok_or(SocketError::AddrNotAvailable)?
         } else {
             port
         };
-        if self.udp_ports.contains_key(&port) {
+        if !self.udp_ports.can_bind(port) {
             return Err(SocketError::AddrInUse);
         }
         if self.sockets.len() >= self.cfg.max_sockets {
@@ -94,12 +94,17 @@ impl<N: Nic> Interface<N> {
         let mut sock = UdpSocket::new(port, self.cfg.udp_queue);
         sock.bind_rx_budget(&self.rx_budget);
         let h = self.sockets.insert(Socket::Udp(Box::new(sock)));
-        self.udp_ports.insert(port, h);
+        if let Err(e) = self.udp_ports.bind(port, h) {
+            self.sockets.remove(h);
+            return Err(e);
+        }
         Ok(h)
     }
 
     /// Sets the default destination (and only accepted source) of a UDP socket.
     pub fn udp_connect(&mut self, h: SocketHandle, peer: SocketAddrV4) -> Result<(), SocketError> {
+        let port = self.udp_socket(h)?.port();
+        self.udp_ports.connect(port, h, peer)?;
         self.udp_socket(h)?.connect(peer);
         Ok(())
     }
