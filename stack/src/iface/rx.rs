@@ -63,14 +63,9 @@ impl<N: Nic> Interface<N> {
         }
     }
 
-    /// The checksums to verify in software for a received frame: none when the NIC verified
-    /// them good (its verdict, [`PacketBuf::rx_checksum_ok`]), else as the interface's receive
-    /// offloads say. Frames the NIC found bad are dropped before.
+    /// The checksums to verify in software for a received frame ([`rx_checksum_caps`]).
     fn rx_checksum_caps(&self, frame: &PacketBuf) -> ChecksumCapabilities {
-        match frame.rx_checksum_ok {
-            Some(true) => ChecksumCapabilities::verified(),
-            _ => self.caps.checksum,
-        }
+        rx_checksum_caps(frame.rx_checksum_ok)
     }
 
     fn process_ipv4(&mut self, now: Instant, src_mac: EthernetAddress, mut frame: PacketBuf) {
@@ -390,5 +385,29 @@ impl<N: Nic> Interface<N> {
         for datagram in waiting.datagrams {
             self.queue_loaned_datagram(mac, datagram);
         }
+    }
+}
+
+/// The checksums to verify in software for a received frame, from the NIC's verdict
+/// ([`PacketBuf::rx_checksum_ok`]): none when the NIC verified them good, all of them when it
+/// did not look, whatever receive offloads the NIC advertises (a DPDK port with receive offload
+/// still reports "unknown" for frames its hardware could not classify). Frames the NIC found
+/// bad are dropped before.
+fn rx_checksum_caps(verdict: Option<bool>) -> ChecksumCapabilities {
+    match verdict {
+        Some(true) => ChecksumCapabilities::verified(),
+        _ => ChecksumCapabilities::none(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_good_verdict_skips_software_verification() {
+        assert_eq!(rx_checksum_caps(Some(true)), ChecksumCapabilities::verified());
+        let none = rx_checksum_caps(None);
+        assert!(!none.ipv4.rx && !none.tcp.rx && !none.udp.rx, "no verdict: verify everything");
     }
 }
