@@ -223,3 +223,20 @@ assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, f"child status {sta
 echo_check(s, 65536)
 s.close()
 ok("fork")
+
+# close_range (os.closerange) closes SlimTCP sockets too: their numbers go to new kernel
+# descriptors, which then behave as kernel descriptors.
+s = socket.create_connection(ECHO)
+n = s.detach()  # Python forgets the number without closing it
+os.closerange(n, n + 1)
+opened = []
+while True:
+    fd = os.open("/dev/null", os.O_RDONLY)
+    opened.append(fd)
+    if fd >= n:
+        break
+assert n in opened, (n, opened)
+assert os.read(n, 1) == b"", "the reused number is /dev/null's"
+for fd in opened:
+    os.close(fd)
+ok("close-range")

@@ -544,6 +544,7 @@ fn python_sockets_keep_linux_semantics_through_the_preload_library() {
         "udp",
         "threads",
         "fork",
+        "close-range",
     ] {
         assert!(stdout.lines().any(|l| l == format!("ok {check}")), "no ok {check}:\n{stdout}\n{stderr}");
     }

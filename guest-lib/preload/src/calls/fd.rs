@@ -1,4 +1,4 @@
-//! Descriptor calls on SlimTCP socket numbers: `close`, `dup`, `dup2`, `dup3`, `fcntl`
+//! Descriptor calls on SlimTCP socket numbers: `close`, `close_range`, `dup`, `dup2`, `dup3`, `fcntl`
 //! (`O_NONBLOCK`, `F_DUPFD*`), `ioctl` (`FIONBIO`, `FIONREAD`). Everything else (`F_SETFD`,
 //! locks, ...) acts on the eventfd that holds the number.
 
@@ -25,6 +25,28 @@ pub unsafe extern "C" fn close(fd: c_int) -> c_int {
     }
     // SAFETY: the caller's call, unchanged.
     unsafe { real::close(fd) }
+}
+
+/// # Safety
+/// C `close_range(2)`: the SlimTCP sockets and epoll sets in the range are closed as by
+/// `close` first (`CLOSE_RANGE_CLOEXEC` only marks descriptors, so it forgets nothing).
+#[no_mangle]
+pub unsafe extern "C" fn close_range(first: libc::c_uint, last: libc::c_uint, flags: c_int) -> c_int {
+    if flags & libc::CLOSE_RANGE_CLOEXEC as c_int == 0 {
+        let in_range = |fd: c_int| u32::try_from(fd).is_ok_and(|n| n >= first && n <= last);
+        for (fd, _) in SOCKETS.all() {
+            if in_range(fd) {
+                let _ = guard(|| socket::close(fd));
+            }
+        }
+        for (fd, _) in EPOLLS.all() {
+            if in_range(fd) {
+                crate::epoll::close(fd);
+            }
+        }
+    }
+    // SAFETY: the caller's call.
+    unsafe { real::close_range(first, last, flags) }
 }
 
 /// # Safety

@@ -1,5 +1,5 @@
-//! `poll`, `ppoll`, `select`, `pselect`, `epoll_create`, `epoll_create1`, `epoll_ctl`,
-//! `epoll_wait`, `epoll_pwait`.
+//! `poll`, `ppoll`, `select`, `pselect`, `epoll_ctl`, `epoll_wait`, `epoll_pwait`,
+//! `epoll_pwait2` (`epoll_create`/`epoll_create1` are the kernel's own).
 
 use libc::{c_int, epoll_event, fd_set, nfds_t, pollfd, sigset_t, timespec, timeval};
 
@@ -142,5 +142,27 @@ pub unsafe extern "C" fn epoll_pwait(
         }
         // SAFETY: the caller's call, unchanged.
         None => unsafe { real::epoll_pwait(epfd, events, max, timeout, mask) },
+    }
+}
+
+/// # Safety
+/// C `epoll_pwait2(2)`.
+#[no_mangle]
+pub unsafe extern "C" fn epoll_pwait2(
+    epfd: c_int,
+    events: *mut epoll_event,
+    max: c_int,
+    timeout: *const timespec,
+    mask: *const sigset_t,
+) -> c_int {
+    match EPOLLS.get(epfd) {
+        Some(side) => {
+            // SAFETY: forwarded contract.
+            ret_int(guard(|| unsafe {
+                epoll::wait(epfd, &side, events, max, super::timespec(timeout), mask)
+            }))
+        }
+        // SAFETY: the caller's call, unchanged.
+        None => unsafe { real::epoll_pwait2(epfd, events, max, timeout, mask) },
     }
 }
