@@ -56,6 +56,7 @@ pub mod features;
 pub mod mem;
 pub mod pci;
 pub mod ring;
+pub mod sockaddr;
 pub mod spec;
 pub mod transport;
 pub mod vhost_user;

@@ -1,8 +1,11 @@
-//! `struct sockaddr_in` in and out of intercepted calls.
+//! `struct sockaddr_in` in and out of intercepted calls, with Linux's pointer and length rules
+//! (the conversion itself is [`slimtcp_guest::sockaddr`]'s).
 
-use std::net::{Ipv4Addr, SocketAddrV4};
+use std::net::SocketAddrV4;
 
 use libc::{c_int, sockaddr, sockaddr_in, socklen_t};
+
+use slimtcp_guest::sockaddr::{from_sockaddr_in, to_sockaddr_in};
 
 use crate::errno::{Errno, Sys};
 
@@ -35,7 +38,7 @@ pub unsafe fn read(addr: *const sockaddr, len: socklen_t) -> Sys<SocketAddrV4> {
     }
     // SAFETY: `len` covers a sockaddr_in (checked); read_unaligned copes with any alignment.
     let sin: sockaddr_in = unsafe { std::ptr::read_unaligned(addr.cast()) };
-    Ok(SocketAddrV4::new(Ipv4Addr::from(u32::from_be(sin.sin_addr.s_addr)), u16::from_be(sin.sin_port)))
+    from_sockaddr_in(&sin).ok_or(Errno(libc::EAFNOSUPPORT))
 }
 
 /// Writes `a` at `addr` as Linux does: at most `*len` bytes, `*len` set to the full size.
@@ -47,11 +50,7 @@ pub unsafe fn write(a: SocketAddrV4, addr: *mut sockaddr, len: *mut socklen_t) {
     if addr.is_null() || len.is_null() {
         return;
     }
-    // SAFETY: zeroed sockaddr_in is valid (plain integers).
-    let mut sin: sockaddr_in = unsafe { std::mem::zeroed() };
-    sin.sin_family = libc::AF_INET as libc::sa_family_t;
-    sin.sin_port = a.port().to_be();
-    sin.sin_addr.s_addr = u32::from(*a.ip()).to_be();
+    let sin = to_sockaddr_in(a);
     let size = std::mem::size_of::<sockaddr_in>();
     // SAFETY: `len` is valid (caller); we copy at most `*len` bytes into `addr`, which the caller
     // made valid for that many.

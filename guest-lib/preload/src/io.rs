@@ -136,14 +136,18 @@ fn send_inner(fd: c_int, entry: &Entry, data: &[u8], flags: c_int, dst: Option<S
 
 /// A datagram of a socket that just went to the kernel.
 fn kernel_sendto(fd: c_int, data: &[u8], flags: c_int, d: SocketAddrV4) -> Sys<usize> {
-    // SAFETY: zeroed sockaddr_in is valid; filled by addr::write below.
-    let mut sin: libc::sockaddr_in = unsafe { std::mem::zeroed() };
-    let mut len = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
-    let p = (&mut sin as *mut libc::sockaddr_in).cast::<libc::sockaddr>();
-    // SAFETY: `p` is a sockaddr_in of `len` bytes; `data` is a valid slice.
+    let sin = slimtcp_guest::sockaddr::to_sockaddr_in(d);
+    let len = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
+    // SAFETY: `sin` is a sockaddr_in of `len` bytes; `data` is a valid slice.
     let rc = unsafe {
-        addr::write(d, p, &mut len);
-        real::sendto(fd, data.as_ptr().cast(), data.len(), flags, p, len)
+        real::sendto(
+            fd,
+            data.as_ptr().cast(),
+            data.len(),
+            flags,
+            (&sin as *const libc::sockaddr_in).cast(),
+            len,
+        )
     };
     usize::try_from(rc).map_err(|_| Errno::last())
 }

@@ -1,31 +1,24 @@
-//! `struct sockaddr_in` (network byte order, as the kernel takes and gives it) to and from
-//! [`SocketAddrV4`].
+//! `struct sockaddr_in` to and from [`SocketAddrV4`] with the C API's errors
+//! ([`crate::sockaddr`] converts).
 
-use std::net::{Ipv4Addr, SocketAddrV4};
+use std::net::SocketAddrV4;
 
 use super::error::CapiError;
 
 /// The address in `sa`; `AF_INET` only.
 pub(crate) fn from_c(sa: &libc::sockaddr_in) -> Result<SocketAddrV4, CapiError> {
-    if libc::c_int::from(sa.sin_family) != libc::AF_INET {
-        return Err(CapiError::AddressFamily(sa.sin_family.into()));
-    }
-    Ok(SocketAddrV4::new(Ipv4Addr::from(u32::from_be(sa.sin_addr.s_addr)), u16::from_be(sa.sin_port)))
+    crate::sockaddr::from_sockaddr_in(sa).ok_or(CapiError::AddressFamily(sa.sin_family.into()))
 }
 
 /// `addr` as a `sockaddr_in` (padding zeroed).
 pub(crate) fn to_c(addr: SocketAddrV4) -> libc::sockaddr_in {
-    libc::sockaddr_in {
-        sin_family: libc::AF_INET as libc::sa_family_t,
-        sin_port: addr.port().to_be(),
-        sin_addr: libc::in_addr { s_addr: u32::from(*addr.ip()).to_be() },
-        sin_zero: [0; 8],
-    }
+    crate::sockaddr::to_sockaddr_in(addr)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::net::Ipv4Addr;
 
     #[test]
     fn addresses_are_in_network_byte_order() {
