@@ -11,6 +11,8 @@
 
 use std::path::{Path, PathBuf};
 
+pub mod iperf3;
+
 /// The workspace's root directory.
 pub fn workspace_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("workspace root").to_path_buf()

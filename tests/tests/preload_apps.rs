@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use e2e::{namespace_and_dir, TempDir};
 use serde_json::Value;
-use slimtcp_system_tests::{profile_dir, slimtcp_vhost_bin};
+use slimtcp_system_tests::{iperf3, profile_dir, slimtcp_vhost_bin};
 use slimtcp_testkit::netns::{ChildGuard, Netns};
 
 /// The tenant's address and the kernel's end of its TAP link.
@@ -190,30 +190,16 @@ fn wait_banner(log: &Path) {
     }
 }
 
-fn json(out: &[u8], what: &str) -> Value {
-    serde_json::from_slice(out)
-        .unwrap_or_else(|e| panic!("{what}: not JSON ({e}): {}", String::from_utf8_lossy(out)))
-}
-
-fn bytes_at(v: &Value, path: &[&str]) -> u64 {
-    let mut at = v;
-    for p in path {
-        at = &at[*p];
-    }
-    at.as_f64().unwrap_or_else(|| panic!("no {path:?} in {v}")) as u64
-}
-
 /// The client's sent bytes and the server's received bytes of one iperf3 TCP run agree.
 fn assert_counts_agree(client: &Value, server: &Value, streams: usize) {
-    let sent = bytes_at(client, &["end", "sum_sent", "bytes"]);
-    let received = bytes_at(server, &["end", "sum_received", "bytes"]);
+    let (sent, received) = iperf3::tcp_bytes(client, server);
     assert!(sent > 10 << 20, "only {sent} bytes sent");
     assert!(received <= sent, "the server received {received} of {sent} bytes sent");
     assert!(sent - received <= IPERF_IN_FLIGHT, "the server counted {received} of {sent} bytes");
     let n = client["end"]["streams"].as_array().map_or(0, Vec::len);
     assert_eq!(n, streams, "client streams");
     for s in client["end"]["streams"].as_array().into_iter().flatten() {
-        assert!(bytes_at(s, &["sender", "bytes"]) > 0, "a stream sent nothing: {s}");
+        assert!(iperf3::number(s, &["sender", "bytes"]) > 0, "a stream sent nothing: {s}");
     }
     eprintln!("iperf3: {streams} streams, client sent {sent} B, server received {received} B");
 }
@@ -233,8 +219,8 @@ fn iperf3_sends_and_receives_tcp_through_the_preload_library() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("attached to vhost-user:"), "no banner: {stderr}");
     assert!(server.wait(limit).success());
-    let client = json(&out.stdout, "client");
-    let server = json(&std::fs::read(&srv_log).expect("server output"), "server");
+    let client = iperf3::report(&String::from_utf8_lossy(&out.stdout), "client");
+    let server = iperf3::report(&std::fs::read_to_string(&srv_log).expect("server output"), "server");
     assert_counts_agree(&client, &server, 1);
     assert_eq!(client["start"]["connected"][0]["local_host"], GUEST, "the client's address is the tenant's");
 
@@ -245,10 +231,9 @@ fn iperf3_sends_and_receives_tcp_through_the_preload_library() {
     let out = run(b.kernel(&["iperf3", "-c", GUEST, "-t", "5", "-J"]), limit);
     assert!(out.status.success(), "kernel iperf3 -c: {}", String::from_utf8_lossy(&out.stdout));
     assert!(server.wait(limit).success());
-    let client = json(&out.stdout, "client");
-    let text = std::fs::read_to_string(&srv_log).expect("server output");
-    // The banner is on stderr, in the same file: the JSON starts at the first brace.
-    let server = json(&text.as_bytes()[text.find('{').expect("JSON")..], "server");
+    let client = iperf3::report(&String::from_utf8_lossy(&out.stdout), "client");
+    // The banner is on stderr, in the same file: iperf3::report skips it.
+    let server = iperf3::report(&std::fs::read_to_string(&srv_log).expect("server output"), "server");
     assert_counts_agree(&client, &server, 1);
 
     // Eight streams.
@@ -258,8 +243,8 @@ fn iperf3_sends_and_receives_tcp_through_the_preload_library() {
     let out = run(b.preloaded(&["iperf3", "-c", HOST, "-t", "3", "-P", "8", "-J"]), limit);
     assert!(out.status.success(), "preloaded iperf3 -P 8: {}", String::from_utf8_lossy(&out.stderr));
     assert!(server.wait(limit).success());
-    let client = json(&out.stdout, "client");
-    let server = json(&std::fs::read(&srv_log).expect("server output"), "server");
+    let client = iperf3::report(&String::from_utf8_lossy(&out.stdout), "client");
+    let server = iperf3::report(&std::fs::read_to_string(&srv_log).expect("server output"), "server");
     assert_counts_agree(&client, &server, 8);
     drop(b);
 }
@@ -291,12 +276,11 @@ fn iperf3_udp(b: &Bench, preloaded_server: bool) {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(server.wait(limit).success());
-    let client = json(&out.stdout, "client");
-    let text = std::fs::read_to_string(&srv_log).expect("server output");
-    let server = json(&text.as_bytes()[text.find('{').expect("JSON")..], "server");
-    let sent = bytes_at(&client, &["end", "sum", "packets"]);
-    let total = bytes_at(&server, &["end", "sum", "packets"]);
-    let lost = bytes_at(&server, &["end", "sum", "lost_packets"]);
+    let client = iperf3::report(&String::from_utf8_lossy(&out.stdout), "client");
+    let server = iperf3::report(&std::fs::read_to_string(&srv_log).expect("server output"), "server");
+    let sent = iperf3::number(&client, &["end", "sum", "packets"]);
+    let total = iperf3::number(&server, &["end", "sum", "packets"]);
+    let lost = iperf3::number(&server, &["end", "sum", "lost_packets"]);
     eprintln!(
         "iperf3 UDP (preloaded {}): client sent {sent} datagrams, server saw {total} ({lost} lost)",
         if preloaded_server { "server" } else { "client" }

@@ -9,11 +9,10 @@
 
 mod vm;
 
-use std::path::Path;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use serde_json::Value;
+use slimtcp_system_tests::iperf3;
 use slimtcp_testkit::netns::{ChildGuard, Netns};
 use slimtcp_testkit::wait::wait_for;
 use vm::{counter, last_session_counters, TapTenant, TempDir, Vm, VmSpec, GUEST_OK_EXIT};
@@ -47,17 +46,6 @@ fn listening(ns: &Netns, port: u16) -> bool {
         let out = ns.exec_ok(&["ss", "-Htln", &format!("sport = :{port}")]).unwrap_or_default();
         !out.trim().is_empty()
     })
-}
-
-fn json(path: &Path, what: &str) -> Value {
-    let text = vm::read_lossy(path);
-    serde_json::from_str(&text)
-        .unwrap_or_else(|e| panic!("{what} ({}): not JSON ({e}): {text}", path.display()))
-}
-
-fn bytes_at(v: &Value, path: &[&str]) -> u64 {
-    let at = path.iter().fold(v, |at, p| &at[*p]);
-    at.as_f64().unwrap_or_else(|| panic!("no {path:?} in {v}")) as u64
 }
 
 #[test]
@@ -139,10 +127,9 @@ fn preloaded_iperf3_in_a_vm_sends_to_linux_over_the_pci_transport() {
     assert!(server_status.success(), "{}", context("the kernel iperf3 server failed"));
 
     // Byte counts: the server may trail the client by what was in flight at the test's end.
-    let client = json(&client_json, "the guest's iperf3 -c -J");
-    let server = json(&server_json, "the kernel's iperf3 -s -J");
-    let sent = bytes_at(&client, &["end", "sum_sent", "bytes"]);
-    let received = bytes_at(&server, &["end", "sum_received", "bytes"]);
+    let client = iperf3::report(&vm::read_lossy(&client_json), "the guest's iperf3 -c -J");
+    let server = iperf3::report(&vm::read_lossy(&server_json), "the kernel's iperf3 -s -J");
+    let (sent, received) = iperf3::tcp_bytes(&client, &server);
     assert!(received > MIN_BYTES, "only {received} B moved (client sent {sent} B)");
     assert!(received <= sent, "the server received {received} B of the {sent} B sent");
     assert!(sent - received <= IN_FLIGHT, "the server counted {received} B of the {sent} B sent");
