@@ -195,22 +195,12 @@ impl Nic for TapNic {
     /// it are reported sent (`Ok`); when the very first frame fails it is removed, dropped, and
     /// the error returned, so one bad frame cannot wedge the queue.
     fn transmit(&mut self, _now: Instant, frames: &mut Vec<PacketBuf>) -> Result<usize, NicError> {
-        let mut sent = 0;
-        let mut failure = None;
-        for frame in frames.iter_mut() {
-            let hdr = self.prepare_tx(frame);
-            match outcome(self.write_frame(&hdr, frame.as_slice(), None)) {
-                Ok(written) => {
-                    self.count_written(written, &hdr);
-                    sent += 1;
-                }
-                Err(WriteFailure::WouldBlock) => break,
-                Err(WriteFailure::Failed(e)) => {
-                    failure = Some(e);
-                    break;
-                }
-            }
-        }
+        let (sent, failure) = self.write_burst(frames, |nic, frame| {
+            let hdr = nic.prepare_tx(frame);
+            let written = outcome(nic.write_frame(&hdr, frame.as_slice(), None))?;
+            nic.count_written(written, &hdr);
+            Ok(())
+        });
         match failure {
             Some(e) if sent == 0 => {
                 frames.remove(0);
@@ -237,23 +227,13 @@ impl Nic for TapNic {
         _now: Instant,
         frames: &mut Vec<ExternalFrame>,
     ) -> Result<usize, NicError> {
-        let mut sent = 0;
-        let mut failure = None;
-        for frame in frames.iter_mut() {
-            let hdr = self.prepare_external(frame);
-            match outcome(self.write_frame(&hdr, frame.headers.as_slice(), Some(&frame.payload))) {
-                Ok(written) => {
-                    self.count_written(written, &hdr);
-                    self.completed.push(frame.payload.token());
-                    sent += 1;
-                }
-                Err(WriteFailure::WouldBlock) => break,
-                Err(WriteFailure::Failed(e)) => {
-                    failure = Some(e);
-                    break;
-                }
-            }
-        }
+        let (sent, failure) = self.write_burst(frames, |nic, frame| {
+            let hdr = nic.prepare_external(frame);
+            let written = outcome(nic.write_frame(&hdr, frame.headers.as_slice(), Some(&frame.payload)))?;
+            nic.count_written(written, &hdr);
+            nic.completed.push(frame.payload.token());
+            Ok(())
+        });
         match failure {
             Some(e) if sent == 0 => {
                 let frame = frames.remove(0);
@@ -275,6 +255,24 @@ impl Nic for TapNic {
 }
 
 impl TapNic {
+    /// Writes `frames` in order with `write` until the device would block or a write fails:
+    /// the number written, and the failure (the frames of both transmit paths).
+    fn write_burst<T>(
+        &mut self,
+        frames: &mut [T],
+        mut write: impl FnMut(&mut Self, &mut T) -> Result<(), WriteFailure>,
+    ) -> (usize, Option<io::Error>) {
+        let mut sent = 0;
+        for frame in frames.iter_mut() {
+            match write(self, frame) {
+                Ok(()) => sent += 1,
+                Err(WriteFailure::WouldBlock) => return (sent, None),
+                Err(WriteFailure::Failed(e)) => return (sent, Some(e)),
+            }
+        }
+        (sent, None)
+    }
+
     /// Counts a frame the burst is done with: written (`NEEDS_CSUM` counted) or lost to a down
     /// link.
     fn count_written(&mut self, written: bool, hdr: &VnetHdr) {
