@@ -65,7 +65,17 @@ pub enum AttachError {
         device: String,
         /// The library's error.
         why: String,
+        /// `SLIMTCP_FALLBACK=1`: sockets go to the kernel instead.
+        fallback: bool,
     },
+}
+
+impl AttachError {
+    /// Whether the user asked for the kernel's sockets when attaching fails (never when the
+    /// settings themselves are wrong).
+    pub fn fallback(&self) -> bool {
+        matches!(self, AttachError::Device { fallback: true, .. })
+    }
 }
 
 /// The attach outcome (once per process image).
@@ -115,8 +125,8 @@ impl Device {
             memory_size: config.memory,
             ..GuestConfig::default()
         };
-        let name = config.device.to_string();
-        let failed = |why: String| AttachError::Device { device: name.clone(), why };
+        let (name, fallback) = (config.device.to_string(), config.fallback);
+        let failed = |why: String| AttachError::Device { device: name.clone(), why, fallback };
         let device = GuestDevice::open(&config.device, cfg).map_err(|e| failed(chain(&e)))?;
         let pairs = (0..device.queue_pairs()).map(|index| Pair { index, state: Mutex::new(None) }).collect();
         let dev = Device {

@@ -61,7 +61,7 @@ pub fn socket(ty: c_int) -> Sys<Option<c_int>> {
         }
         Ok(_) => socket::open(proto, ty).map(Some),
         Err(e) => {
-            let fallback = std::env::var("SLIMTCP_FALLBACK").is_ok_and(|v| v == "1");
+            let fallback = e.fallback();
             crate::logger::warn_once("attach".into(), || {
                 if fallback {
                     format!("{e}; SLIMTCP_FALLBACK=1: every socket goes to the kernel")
