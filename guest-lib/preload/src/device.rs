@@ -50,6 +50,8 @@ pub struct Device {
     next_pair: AtomicUsize,
     /// The process that attached (a `vfork` child shares our memory but not our pid).
     pid: u32,
+    /// The tenant's address, as the backend said in hello.
+    local_ip: std::net::Ipv4Addr,
 }
 
 /// Why no SlimTCP socket can be made.
@@ -129,32 +131,35 @@ impl Device {
         let failed = |why: String| AttachError::Device { device: name.clone(), why, fallback };
         let device = GuestDevice::open(&config.device, cfg).map_err(|e| failed(chain(&e)))?;
         let pairs = (0..device.queue_pairs()).map(|index| Pair { index, state: Mutex::new(None) }).collect();
-        let dev = Device {
+        let mut dev = Device {
             config,
             device: Mutex::new(device),
             pairs,
             next_pair: AtomicUsize::new(0),
             pid: std::process::id(),
+            local_ip: std::net::Ipv4Addr::UNSPECIFIED,
         };
         // Pair 0 now: its hello says whether the backend really serves us, and gives our address.
-        dev.with_pair(0, |_| ()).map_err(|e| failed(format!("hello on queue pair 0: {e}")))?;
+        dev.local_ip = dev
+            .with_pair(0, |api| api.hello_info().addr)
+            .map_err(|e| failed(format!("hello on queue pair 0: {e}")))?;
         Ok(dev)
     }
 
     fn banner(&self) -> String {
-        let ip = self.with_pair(0, |api| api.hello_info().addr.to_string()).unwrap_or_default();
         format!(
-            "slimtcp-preload {}: attached to {} ({} queue pairs), address {ip}, pid {}",
+            "slimtcp-preload {}: attached to {} ({} queue pairs), address {}, pid {}",
             env!("CARGO_PKG_VERSION"),
             self.config.device,
             self.pairs.len(),
+            self.local_ip,
             std::process::id()
         )
     }
 
     /// The tenant's address, as the backend said in hello.
-    pub fn local_ip(&self) -> Option<std::net::Ipv4Addr> {
-        self.with_pair(0, |api| api.hello_info().addr).ok()
+    pub fn local_ip(&self) -> std::net::Ipv4Addr {
+        self.local_ip
     }
 
     /// The pair the calling thread makes sockets on (assigned on its first call).

@@ -80,7 +80,7 @@ pub fn socket(ty: c_int) -> Sys<Option<c_int>> {
 
 /// Whether a local address belongs to the kernel rather than the tenant.
 fn kernel_local(dev: &Device, a: SocketAddrV4) -> bool {
-    !(a.ip().is_unspecified() || Some(*a.ip()) == dev.local_ip())
+    !(a.ip().is_unspecified() || *a.ip() == dev.local_ip())
 }
 
 /// `bind`.
