@@ -2,6 +2,11 @@
 
 use std::time::Duration;
 
+/// The default [`TcpConfig::ack_delay`]: longer than an application on the worker's host or in
+/// its VM takes to answer a small request, short beside a data-center `rto_min` (and Linux's
+/// 40 ms), so a peer that holds small writes for our ACK (Nagle) waits little.
+pub const DEFAULT_ACK_DELAY: Duration = Duration::from_micros(200);
+
 /// Settings a connection is created with. Defaults suit a data-center link with a 1500-byte MTU.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TcpConfig {
@@ -32,6 +37,12 @@ pub struct TcpConfig {
     pub fin_wait2_timeout: Duration,
     /// Send whatever is queued at once (no Nagle-style coalescing).
     pub nodelay: bool,
+    /// How long the ACK of one in-order data segment may wait for data of ours to ride on
+    /// (delayed ACK, RFC 9293 3.8.6.3): a request answered within it costs two frames per round
+    /// trip instead of four. A second segment, a segment out of order or filling a hole, a FIN,
+    /// a duplicate and a nearly shut window are acknowledged at once. `None`: every data
+    /// segment is acknowledged at once. Keep it far below `rto_min`.
+    pub ack_delay: Option<Duration>,
     /// Keepalive probing of idle connections (`SO_KEEPALIVE`); off by default.
     pub keepalive: Option<super::KeepAlive>,
     /// The longest data may wait for the peer before the connection is reset
@@ -55,6 +66,7 @@ impl Default for TcpConfig {
             time_wait: Duration::from_secs(1),
             fin_wait2_timeout: Duration::from_secs(60),
             nodelay: true,
+            ack_delay: Some(DEFAULT_ACK_DELAY),
             keepalive: None,
             user_timeout: None,
         }

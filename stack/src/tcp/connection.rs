@@ -133,7 +133,12 @@ pub struct Connection {
     pub(super) time_wait_deadline: Option<Instant>,
 
     // Output requests.
+    /// An ACK goes out on the next dispatch (alone, unless data of ours carries it).
     pub(super) ack_pending: bool,
+    /// In-order data waits for its ACK until then (`TcpConfig::ack_delay`; see `input.rs`).
+    pub(super) delayed_ack_at: Option<Instant>,
+    /// In-order data segments received since our last segment that acknowledged them.
+    pub(super) segs_unacked: u8,
     /// Out-of-order data segments since the last dispatch: each earns its own duplicate ACK (up
     /// to [`DUP_ACKS_PER_BURST`]), so a sender without SACK sees the three it needs for a fast
     /// retransmit instead of waiting for its RTO (RFC 5681 section 4.2).
@@ -249,6 +254,8 @@ impl Connection {
             probes_unanswered: 0,
             time_wait_deadline: None,
             ack_pending: false,
+            delayed_ack_at: None,
+            segs_unacked: 0,
             dup_acks_owed: 0,
             last_oow_ack: None,
             rst_pending: None,
@@ -614,7 +621,7 @@ impl Connection {
         self.persist_deadline = None;
         self.time_wait_deadline = None;
         self.live.stop();
-        self.ack_pending = false;
+        self.ack_sent();
         self.ooo.clear();
         self.events.insert(Events::CLOSED | Events::READABLE | Events::WRITABLE);
     }

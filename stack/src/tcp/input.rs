@@ -404,25 +404,33 @@ impl Connection {
                 self.hold_out_of_order(seq, payload, fin);
                 return;
             }
-            self.ack_pending = true;
             // In-order data moves the ACK: duplicates of the old one would only mislead.
             self.dup_acks_owed = 0;
             let dup = self.rcv_nxt.since(seq);
-            if dup < payload.len() {
+            if dup >= payload.len() {
+                // All of it is old: our ACK of it was lost, or the peer probes. Answer now.
+                self.ack_pending = true;
+            } else {
                 payload.advance(dup);
                 let room = self.receive_window();
+                let mut at_once = false;
                 if payload.len() > room {
                     payload.truncate(room);
                     // The FIN lies beyond what we accepted; the peer will send it again.
                     fin = false;
+                    at_once = true;
                 }
                 if !self.deliver(payload) {
                     // No receive memory: the peer sends it again once windows reopen.
+                    self.ack_pending = true;
                     return;
                 }
                 if !self.ooo.is_empty() {
+                    // A hole filled: the sender learns at once (RFC 5681 section 4.2).
+                    at_once = true;
                     fin |= self.deliver_reordered();
                 }
+                self.owe_ack(now, at_once);
             }
         } else if fin && fin_seq_if_all > self.rcv_nxt {
             self.stats.out_of_order += 1;
@@ -451,6 +459,27 @@ impl Connection {
         } else if self.state == State::TimeWait {
             self.ack_pending = true;
             self.enter_time_wait(now);
+        }
+    }
+
+    /// New in-order data was queued: acknowledge it on this dispatch, or let the ACK wait up to
+    /// `ack_delay` for data of ours to carry it (the application's answer to a request). Only a
+    /// lone segment waits: the second in a row is acknowledged at once (RFC 5681 section 4.2:
+    /// at least every second full-sized segment; a bulk sender's burst still draws one ACK), and
+    /// so is data that leaves less than two of our segments of window, which a sender cannot
+    /// follow up without our ACK.
+    fn owe_ack(&mut self, now: Instant, at_once: bool) {
+        self.segs_unacked = self.segs_unacked.saturating_add(1);
+        let window_left = self.receive_window();
+        match self.cfg.ack_delay {
+            Some(delay)
+                if !at_once && self.segs_unacked < 2 && window_left >= 2 * usize::from(self.cfg.mss) =>
+            {
+                if self.delayed_ack_at.is_none() {
+                    self.delayed_ack_at = Some(now + delay);
+                }
+            }
+            _ => self.ack_pending = true,
         }
     }
 

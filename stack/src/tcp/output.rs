@@ -212,7 +212,7 @@ impl Connection {
         self.stats.segs_out += 1;
         if passive {
             self.rcv_adv = self.rcv_adv.max(self.rcv_nxt + window);
-            self.ack_pending = false;
+            self.ack_sent();
         }
         self.snd_nxt = self.iss + 1;
         if self.snd_max < self.snd_nxt {
@@ -278,7 +278,7 @@ impl Connection {
             if end > self.snd_max {
                 // Only a segment with something new is sure to be read: a go-back-N resend may
                 // be an old duplicate to the peer, refused whole, ACK included.
-                self.ack_pending = false;
+                self.ack_sent();
                 if self.rtt_probe.is_none() && self.snd_nxt >= self.snd_max {
                     self.rtt_probe = Some((end, now));
                 }
@@ -332,7 +332,7 @@ impl Connection {
         self.stats.segs_out += 1;
         self.stats.retransmits += 1;
         self.stats.fast_retransmits += 1;
-        self.ack_pending = false;
+        self.ack_sent();
         // Karn: an ACK may now answer either copy.
         if self.rtt_probe.is_some_and(|(end, _)| end > self.snd_una) {
             self.rtt_probe = None;
@@ -403,7 +403,7 @@ impl Connection {
             self.stats.segs_out += 1;
             self.stats.retransmits += 1;
             self.stats.fast_retransmits += 1;
-            self.ack_pending = false;
+            self.ack_sent();
         }
         self.rexmit_due = false;
         // Karn: an ACK may now answer either copy.
@@ -434,8 +434,15 @@ impl Connection {
         let repr = self.segment_repr(seq, TcpFlags::empty(), self.sack_blocks());
         sink.emit(&repr, Payload::empty())?;
         self.stats.segs_out += 1;
-        self.ack_pending = false;
+        self.ack_sent();
         Ok(())
+    }
+
+    /// A segment carrying our current ACK went out: nothing is owed any more, delayed or not.
+    pub(super) fn ack_sent(&mut self) {
+        self.ack_pending = false;
+        self.delayed_ack_at = None;
+        self.segs_unacked = 0;
     }
 
     /// The window field for the next segment; moves the advertised right edge, never left:

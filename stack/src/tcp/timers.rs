@@ -1,5 +1,5 @@
 //! Timers of a connection: retransmission (RFC 6298, go-back-N, retry limit), zero-window
-//! persist, and TIME-WAIT / orphaned FIN-WAIT-2 expiry. The owner asks `poll_at` when to come
+//! persist, delayed ACK, and TIME-WAIT / orphaned FIN-WAIT-2 expiry. The owner asks `poll_at` when to come
 //! back and calls `on_timer` then.
 
 use super::connection::Connection;
@@ -19,6 +19,7 @@ impl Connection {
             self.time_wait_deadline,
             self.liveness_at(),
             self.recovery_deadline,
+            self.delayed_ack_at,
         ]
         .into_iter()
         .flatten()
@@ -50,6 +51,11 @@ impl Connection {
         }
         if self.persist_deadline.is_some_and(|t| now >= t) {
             self.on_persist_timeout(now);
+        }
+        if self.delayed_ack_at.is_some_and(|t| now >= t) {
+            // Nothing of ours carried it in time: it goes alone.
+            self.delayed_ack_at = None;
+            self.ack_pending = true;
         }
         if self.state != State::Closed {
             self.on_liveness_timer(now);

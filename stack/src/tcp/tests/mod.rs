@@ -3,6 +3,7 @@
 
 mod close;
 mod data;
+mod delayed_ack;
 mod handshake;
 mod harness;
 mod liveness;

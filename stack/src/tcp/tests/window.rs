@@ -175,9 +175,10 @@ fn two_shut_windows_still_exchange_acks() {
     assert_eq!(c.send_queued(), 200, "the ACK on a data segment at RCV.NXT was taken");
 }
 
-/// A connection whose window scale is `shift` both ways, its receive buffer `rx_buffer`.
+/// A connection whose window scale is `shift` both ways, its receive buffer `rx_buffer`; every
+/// data segment is acknowledged at once, so each one's advertised edge can be checked.
 fn scaled(shift: u8, rx_buffer: usize) -> crate::tcp::Connection {
-    let config = TcpConfig { rx_buffer, window_scale: Some(shift), ..cfg() };
+    let config = TcpConfig { rx_buffer, window_scale: Some(shift), ack_delay: None, ..cfg() };
     let mut c = crate::tcp::Connection::connect(config, local(), remote(), SeqNumber(ISS));
     let _syn = out(&mut c, ms(0));
     let mut s = syn_ack(1000);
