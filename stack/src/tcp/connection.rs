@@ -44,6 +44,14 @@ pub enum SendError {
     Failed(#[from] ConnError),
 }
 
+/// A RST waiting for the next dispatch: its sequence number, and the ACK a RST|ACK carries
+/// (the ports are the connection's; the rest of the segment is fixed).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct PendingReset {
+    pub(super) seq: SeqNumber,
+    pub(super) ack: Option<SeqNumber>,
+}
+
 /// One TCP connection.
 #[derive(Debug)]
 pub struct Connection {
@@ -146,13 +154,13 @@ pub struct Connection {
     /// When we last answered an out-of-window or challenged segment (rate limit).
     pub(super) last_oow_ack: Option<Instant>,
     /// A RST to send (in reply to a bad segment, or for an abort).
-    pub(super) rst_pending: Option<TcpRepr>,
+    pub(super) rst_pending: Option<PendingReset>,
 
     pub(super) error: Option<ConnError>,
     pub(super) events: Events,
     pub(super) stats: ConnStats,
     /// Keepalive and user timeout (`liveness.rs`).
-    pub(super) live: super::liveness::Liveness,
+    pub(super) live: Option<Box<super::liveness::Liveness>>,
 }
 
 /// Per-connection counters.
@@ -600,12 +608,17 @@ impl Connection {
     }
 
     /// A RST|ACK for the current send position.
-    pub(super) fn reset_repr(&self) -> TcpRepr {
+    pub(super) fn reset_repr(&self) -> PendingReset {
+        PendingReset { seq: self.snd_nxt.max(self.snd_una), ack: Some(self.rcv_nxt) }
+    }
+
+    /// The segment of a pending RST.
+    pub(super) fn reset_segment(&self, rst: PendingReset) -> TcpRepr {
         TcpRepr {
             src_port: self.local.port(),
             dst_port: self.remote.port(),
-            seq_number: self.snd_nxt.max(self.snd_una),
-            ack_number: Some(self.rcv_nxt),
+            seq_number: rst.seq,
+            ack_number: rst.ack,
             flags: crate::wire::tcp::TcpFlags::RST,
             window_len: 0,
             max_seg_size: None,
@@ -620,7 +633,9 @@ impl Connection {
         self.rto_deadline = None;
         self.persist_deadline = None;
         self.time_wait_deadline = None;
-        self.live.stop();
+        if let Some(live) = self.live.as_deref_mut() {
+            live.stop();
+        }
         self.ack_sent();
         self.ooo.clear();
         self.events.insert(Events::CLOSED | Events::READABLE | Events::WRITABLE);

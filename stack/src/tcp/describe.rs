@@ -38,7 +38,7 @@ impl Connection {
             ("persist", left(self.persist_deadline)),
             ("recovery", left(self.recovery_deadline)),
             ("time-wait", left(self.time_wait_deadline)),
-            ("keepalive", left(self.live.keepalive_deadline)),
+            ("keepalive", left(self.live.as_ref().and_then(|l| l.keepalive_deadline))),
         ];
         for (name, t) in timers {
             if let Some(t) = t {

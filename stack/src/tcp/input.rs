@@ -3,7 +3,7 @@
 //! buffer; a segment that starts beyond `rcv_nxt` is kept in the bounded reorder queue
 //! (`reorder.rs`) and answered at once with a duplicate ACK.
 
-use super::connection::Connection;
+use super::connection::{Connection, PendingReset};
 use super::events::Events;
 use super::reorder::Insert;
 use super::state::State;
@@ -40,7 +40,7 @@ impl Connection {
             Some(ack) => {
                 if ack <= self.iss || ack > self.snd_max {
                     if !rst {
-                        self.rst_pending = Some(reset_for_ack(seg, ack));
+                        self.rst_pending = Some(reset_for_ack(ack));
                     }
                     return;
                 }
@@ -108,7 +108,7 @@ impl Connection {
         }
         let Some(ack) = seg.ack_number else { return };
         let syn_outstanding = self.state == State::SynReceived;
-        if !self.ack_acceptable(now, seg, ack) {
+        if !self.ack_acceptable(now, ack) {
             return;
         }
         self.probes_unanswered = 0;
@@ -161,10 +161,10 @@ impl Connection {
     /// Whether `ack` may be processed. In SYN-RECEIVED it must acknowledge our SYN (then the
     /// connection is established; otherwise a reset is sent); then RFC 5961 section 5.2:
     /// acceptable ACKs lie in [SND.UNA - MAX.SND.WND, SND.MAX], others are answered.
-    fn ack_acceptable(&mut self, now: Instant, seg: &TcpRepr, ack: SeqNumber) -> bool {
+    fn ack_acceptable(&mut self, now: Instant, ack: SeqNumber) -> bool {
         if self.state == State::SynReceived {
             if ack <= self.snd_una || ack > self.snd_max {
-                self.rst_pending = Some(reset_for_ack(seg, ack));
+                self.rst_pending = Some(reset_for_ack(ack));
                 return false;
             }
             self.state = self.synchronized_state();
@@ -559,16 +559,6 @@ impl Connection {
 }
 
 /// `<SEQ=SEG.ACK><CTL=RST>`: the reset for an unacceptable ACK (RFC 9293 3.10.7.3).
-fn reset_for_ack(seg: &TcpRepr, ack: SeqNumber) -> TcpRepr {
-    TcpRepr {
-        src_port: seg.dst_port,
-        dst_port: seg.src_port,
-        seq_number: ack,
-        ack_number: None,
-        flags: TcpFlags::RST,
-        window_len: 0,
-        max_seg_size: None,
-        window_scale: None,
-        sack: crate::wire::TcpSack::NONE,
-    }
+fn reset_for_ack(ack: SeqNumber) -> PendingReset {
+    PendingReset { seq: ack, ack: None }
 }

@@ -63,13 +63,18 @@ impl Liveness {
         self.una_seen = None;
     }
 
-    /// The settings of `cfg`; the timers start with the first segment heard and the first data.
-    pub(super) fn from_config(cfg: &super::TcpConfig) -> Self {
-        Liveness {
-            keepalive: cfg.keepalive,
-            user_timeout: cfg.user_timeout.filter(|t| !t.is_zero()),
-            ..Liveness::default()
-        }
+    /// The settings of `cfg`, or `None` when neither keepalive nor a user timeout is on (most
+    /// connections: their state then holds one word for this); the timers start with the
+    /// first segment heard and the first data.
+    pub(super) fn from_config(cfg: &super::TcpConfig) -> Option<Box<Self>> {
+        Self::with(cfg.keepalive, cfg.user_timeout)
+    }
+
+    fn with(keepalive: Option<KeepAlive>, user_timeout: Option<Duration>) -> Option<Box<Self>> {
+        let keepalive = keepalive.map(|k| KeepAlive { count: k.count.max(1), ..k });
+        let user_timeout = user_timeout.filter(|t| !t.is_zero());
+        (keepalive.is_some() || user_timeout.is_some())
+            .then(|| Box::new(Liveness { keepalive, user_timeout, ..Liveness::default() }))
     }
 }
 
@@ -81,22 +86,32 @@ impl Connection {
         keepalive: Option<KeepAlive>,
         user_timeout: Option<Duration>,
     ) {
-        self.live.keepalive = keepalive.map(|k| KeepAlive { count: k.count.max(1), ..k });
-        self.live.user_timeout = user_timeout.filter(|t| !t.is_zero());
-        self.live.keepalive_sent = 0;
-        self.live.keepalive_due = false;
-        self.live.keepalive_deadline = self.live.keepalive.map(|k| now + k.idle);
+        let stalled = self.live.as_ref().map(|l| (l.stalled_since, l.una_seen));
+        self.live = Liveness::with(keepalive, user_timeout);
+        if let Some(live) = self.live.as_deref_mut() {
+            live.keepalive_deadline = live.keepalive.map(|k| now + k.idle);
+            // A stall already under way keeps its start.
+            if let Some((since, una)) = stalled {
+                live.stalled_since = since;
+                live.una_seen = una;
+            }
+        }
         self.note_progress(now);
     }
 
     /// The keepalive settings, if on.
     pub fn keepalive(&self) -> Option<KeepAlive> {
-        self.live.keepalive
+        self.live.as_ref().and_then(|l| l.keepalive)
     }
 
     /// The user timeout, if set.
     pub fn user_timeout(&self) -> Option<Duration> {
-        self.live.user_timeout
+        self.live.as_ref().and_then(|l| l.user_timeout)
+    }
+
+    /// A keepalive probe is to be sent on the next output.
+    pub(super) fn keepalive_due(&self) -> bool {
+        self.live.as_ref().is_some_and(|l| l.keepalive_due)
     }
 
     /// Something arrived from the peer: it is alive.
@@ -104,9 +119,11 @@ impl Connection {
         if self.state == State::Closed {
             return;
         }
-        self.live.keepalive_sent = 0;
-        self.live.keepalive_due = false;
-        self.live.keepalive_deadline = self.live.keepalive.map(|k| now + k.idle);
+        if let Some(live) = self.live.as_deref_mut() {
+            live.keepalive_sent = 0;
+            live.keepalive_due = false;
+            live.keepalive_deadline = live.keepalive.map(|k| now + k.idle);
+        }
     }
 
     /// Data waiting for the peer: anything sent and unacknowledged, or queued and unsent.
@@ -116,49 +133,59 @@ impl Connection {
 
     /// Tracks since when data has been waiting without progress (called on output and timers).
     pub(super) fn note_progress(&mut self, now: Instant) {
-        if self.live.user_timeout.is_none() || !self.state.is_synchronized() || !self.data_waiting() {
-            self.live.stalled_since = None;
-            self.live.una_seen = None;
+        if self.live.is_none() {
             return;
         }
-        if self.live.una_seen != Some(self.snd_una) || self.live.stalled_since.is_none() {
-            self.live.una_seen = Some(self.snd_una);
-            self.live.stalled_since = Some(now);
+        let stalled = self.state.is_synchronized() && self.data_waiting();
+        let una = self.snd_una;
+        let Some(live) = self.live.as_deref_mut() else { return };
+        if live.user_timeout.is_none() || !stalled {
+            live.stalled_since = None;
+            live.una_seen = None;
+            return;
+        }
+        if live.una_seen != Some(una) || live.stalled_since.is_none() {
+            live.una_seen = Some(una);
+            live.stalled_since = Some(now);
         }
     }
 
     /// The earliest liveness deadline.
     pub(super) fn liveness_at(&self) -> Option<Instant> {
-        let user = match (self.live.stalled_since, self.live.user_timeout) {
+        let live = self.live.as_deref()?;
+        let user = match (live.stalled_since, live.user_timeout) {
             (Some(since), Some(t)) => Some(since + t),
             _ => None,
         };
-        [self.live.keepalive_deadline, user].into_iter().flatten().min()
+        [live.keepalive_deadline, user].into_iter().flatten().min()
     }
 
     /// Runs the liveness timers at `now`; true when the connection was reset.
     pub(super) fn on_liveness_timer(&mut self, now: Instant) -> bool {
         self.note_progress(now);
-        if let (Some(since), Some(t)) = (self.live.stalled_since, self.live.user_timeout) {
+        let idle =
+            matches!(self.state, State::Established | State::CloseWait) && self.snd_una == self.snd_max;
+        let Some(live) = self.live.as_deref_mut() else { return false };
+        if let (Some(since), Some(t)) = (live.stalled_since, live.user_timeout) {
             if now >= since + t {
                 return self.reset_timed_out();
             }
         }
-        let Some(k) = self.live.keepalive else { return false };
-        if self.live.keepalive_deadline.is_none_or(|d| now < d) {
+        let Some(k) = live.keepalive else { return false };
+        if live.keepalive_deadline.is_none_or(|d| now < d) {
             return false;
         }
-        if !matches!(self.state, State::Established | State::CloseWait) || self.snd_una != self.snd_max {
+        if !idle {
             // Not idle in the keepalive sense (handshake, closing, or data in flight).
-            self.live.keepalive_deadline = Some(now + k.idle);
+            live.keepalive_deadline = Some(now + k.idle);
             return false;
         }
-        if self.live.keepalive_sent >= k.count {
+        if live.keepalive_sent >= k.count {
             return self.reset_timed_out();
         }
-        self.live.keepalive_due = true;
-        self.live.keepalive_sent += 1;
-        self.live.keepalive_deadline = Some(now + k.interval);
+        live.keepalive_due = true;
+        live.keepalive_sent += 1;
+        live.keepalive_deadline = Some(now + k.interval);
         false
     }
 

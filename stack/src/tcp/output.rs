@@ -92,7 +92,7 @@ impl Connection {
     pub fn dispatch(&mut self, now: Instant, sink: &mut dyn SegmentSink) -> usize {
         let mut sent = 0;
         if let Some(rst) = self.rst_pending.take() {
-            if sink.emit(&rst, Payload::empty()).is_err() {
+            if sink.emit(&self.reset_segment(rst), Payload::empty()).is_err() {
                 self.rst_pending = Some(rst);
                 return 0;
             }
@@ -127,8 +127,10 @@ impl Connection {
                 }
             }
         }
-        if self.live.keepalive_due && self.send_ack_at(sink, self.snd_una - 1).is_ok() {
-            self.live.keepalive_due = false;
+        if self.keepalive_due() && self.send_ack_at(sink, self.snd_una - 1).is_ok() {
+            if let Some(live) = self.live.as_deref_mut() {
+                live.keepalive_due = false;
+            }
             self.stats.keepalive_probes += 1;
             sent += 1;
         }
@@ -158,7 +160,7 @@ impl Connection {
 
     /// True when `dispatch` has something to send right now.
     pub fn wants_output(&self) -> bool {
-        if self.rst_pending.is_some() || self.ack_pending || self.probe_due || self.live.keepalive_due {
+        if self.rst_pending.is_some() || self.ack_pending || self.probe_due || self.keepalive_due() {
             return true;
         }
         match self.state {

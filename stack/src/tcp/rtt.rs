@@ -3,59 +3,89 @@
 
 use std::time::Duration;
 
-/// Clock granularity G of RFC 6298 (our clock is microseconds; 1 ms keeps RTO sane).
-const GRANULARITY: Duration = Duration::from_millis(1);
+/// Clock granularity G of RFC 6298, in microseconds (our clock's unit; 1 ms keeps RTO sane).
+const GRANULARITY_US: u64 = 1_000;
 
-/// Smoothed RTT state and the current RTO.
+/// Smoothed RTT state and the current RTO, in microseconds held in 32 bits (a connection's
+/// state stays small; 71 minutes is far above any RTO a caller may configure, and longer
+/// durations saturate there).
 #[derive(Debug, Clone)]
 pub struct RttEstimator {
-    srtt: Option<Duration>,
-    rttvar: Duration,
-    rto: Duration,
-    min: Duration,
-    max: Duration,
+    /// Valid once `sampled`.
+    srtt: u32,
+    rttvar: u32,
+    rto: u32,
+    min: u32,
+    max: u32,
+    sampled: bool,
+}
+
+/// `d` in microseconds, saturating at `u32::MAX`.
+fn micros(d: Duration) -> u32 {
+    u32::try_from(d.as_micros()).unwrap_or(u32::MAX)
+}
+
+/// `us` microseconds, saturated to 32 bits, as a duration.
+fn duration(us: u64) -> Duration {
+    Duration::from_micros(us.min(u64::from(u32::MAX)))
 }
 
 impl RttEstimator {
     /// A fresh estimator: RTO = `initial` until the first sample.
     pub fn new(initial: Duration, min: Duration, max: Duration) -> Self {
-        RttEstimator { srtt: None, rttvar: Duration::ZERO, rto: initial.clamp(min, max), min, max }
+        let (min, max) = (micros(min), micros(max));
+        RttEstimator {
+            srtt: 0,
+            rttvar: 0,
+            rto: micros(initial).clamp(min, max.max(min)),
+            min,
+            max,
+            sampled: false,
+        }
     }
 
     /// The current retransmission timeout.
     pub fn rto(&self) -> Duration {
-        self.rto
+        duration(u64::from(self.rto))
     }
 
     /// The smoothed round-trip time, once measured.
     pub fn srtt(&self) -> Option<Duration> {
-        self.srtt
+        self.sampled.then(|| duration(u64::from(self.srtt)))
+    }
+
+    /// SRTT + max(G, 4 RTTVAR) in microseconds (RFC 6298 section 2.3, before the clamp).
+    fn raw_rto(&self) -> u64 {
+        u64::from(self.srtt) + GRANULARITY_US.max(u64::from(self.rttvar) * 4)
     }
 
     /// How long an ACK for a segment sent now may take before it counts as lost: RFC 6298's
     /// SRTT + max(G, 4 RTTVAR), without the RTO's floor and backoff (fast recovery uses it to
     /// see a lost retransmission; the RTO itself keeps its floor). `None` before any sample.
     pub fn loss_delay(&self) -> Option<Duration> {
-        self.srtt.map(|srtt| srtt + GRANULARITY.max(self.rttvar * 4))
+        self.sampled.then(|| duration(self.raw_rto()))
     }
 
     /// Feeds one RTT measurement (RFC 6298 section 2.2 and 2.3).
     pub fn sample(&mut self, r: Duration) {
-        match self.srtt {
-            None => {
-                self.srtt = Some(r);
-                self.rttvar = r / 2;
-            }
-            Some(srtt) => {
-                let delta = srtt.abs_diff(r);
-                // RTTVAR = 3/4 RTTVAR + 1/4 |SRTT - R|; SRTT = 7/8 SRTT + 1/8 R
-                self.rttvar = (self.rttvar * 3 + delta) / 4;
-                self.srtt = Some((srtt * 7 + r) / 8);
-            }
+        let r = u64::from(micros(r));
+        if self.sampled {
+            let srtt = u64::from(self.srtt);
+            let delta = srtt.abs_diff(r);
+            // RTTVAR = 3/4 RTTVAR + 1/4 |SRTT - R|; SRTT = 7/8 SRTT + 1/8 R
+            self.rttvar = saturate((u64::from(self.rttvar) * 3 + delta) / 4);
+            self.srtt = saturate((srtt * 7 + r) / 8);
+        } else {
+            self.srtt = saturate(r);
+            self.rttvar = saturate(r / 2);
+            self.sampled = true;
         }
-        let srtt = self.srtt.unwrap_or(r);
-        let rto = srtt + GRANULARITY.max(self.rttvar * 4);
-        self.rto = rto.clamp(self.min, self.max);
+        self.rto = self.clamped(self.raw_rto());
+    }
+
+    /// `us` within the configured bounds.
+    fn clamped(&self, us: u64) -> u32 {
+        saturate(us.clamp(u64::from(self.min), u64::from(self.max.max(self.min))))
     }
 
     /// Undoes the backoff once the peer acknowledges new data, as BSD does (`t_rxtshift = 0`):
@@ -63,15 +93,20 @@ impl RttEstimator {
     /// that is acknowledged was retransmitted), and the doubled RTO would stall every later
     /// loss. Before any sample, the RTO stays as it is.
     pub fn reset_backoff(&mut self) {
-        if let Some(srtt) = self.srtt {
-            self.rto = (srtt + GRANULARITY.max(self.rttvar * 4)).clamp(self.min, self.max);
+        if self.sampled {
+            self.rto = self.clamped(self.raw_rto());
         }
     }
 
     /// Doubles the RTO after a timeout (RFC 6298 section 5.5), up to the maximum.
     pub fn backoff(&mut self) {
-        self.rto = (self.rto * 2).min(self.max);
+        self.rto = saturate((u64::from(self.rto) * 2).min(u64::from(self.max)));
     }
+}
+
+/// A microsecond count that fits 32 bits, or the largest that does.
+fn saturate(us: u64) -> u32 {
+    u32::try_from(us).unwrap_or(u32::MAX)
 }
 
 #[cfg(test)]
@@ -109,6 +144,16 @@ mod tests {
         assert_eq!(e.rto(), ms(2000));
         e.backoff();
         assert_eq!(e.rto(), ms(3000));
+    }
+
+    #[test]
+    fn an_rto_beyond_32_bits_of_microseconds_saturates() {
+        let mut e = RttEstimator::new(Duration::from_secs(10_000), ms(200), Duration::from_secs(100_000));
+        assert_eq!(e.rto(), Duration::from_micros(u64::from(u32::MAX)));
+        e.backoff();
+        assert_eq!(e.rto(), Duration::from_micros(u64::from(u32::MAX)));
+        e.sample(Duration::from_secs(100_000));
+        assert!(e.srtt().is_some_and(|s| s <= Duration::from_micros(u64::from(u32::MAX))));
     }
 
     #[test]

@@ -13,9 +13,16 @@ use super::SeqNumber;
 /// Separate SACKed ranges remembered at most.
 pub const MAX_SACKED: usize = 8;
 
-/// SACKed ranges `[left, right)` above SND.UNA, sorted, disjoint, not adjacent.
+/// SACKed ranges `[left, right)` above SND.UNA, sorted, disjoint, not adjacent. Kept on the heap
+/// only while the peer reports any: most connections never see a loss, and their state stays
+/// one word.
 #[derive(Debug, Clone, Default)]
 pub struct Scoreboard {
+    held: Option<Box<Ranges>>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Ranges {
     ranges: [(SeqNumber, SeqNumber); MAX_SACKED],
     len: usize,
 }
@@ -23,49 +30,60 @@ pub struct Scoreboard {
 impl Scoreboard {
     /// True when the peer reported nothing beyond SND.UNA.
     pub fn is_empty(&self) -> bool {
-        self.len == 0
+        self.held.is_none()
     }
 
     /// The ranges held.
     pub fn ranges(&self) -> &[(SeqNumber, SeqNumber)] {
-        &self.ranges[..self.len]
+        match &self.held {
+            Some(h) => &h.ranges[..h.len],
+            None => &[],
+        }
     }
 
     /// Forgets everything (after a timeout).
     pub fn clear(&mut self) {
-        self.len = 0;
+        self.held = None;
     }
 
     /// Records a SACK block. The caller checked `snd_una < left < right <= snd_max`.
     pub fn add(&mut self, left: SeqNumber, right: SeqNumber) {
         let mut all = [(SeqNumber(0), SeqNumber(0)); MAX_SACKED + 1];
-        all[..self.len].copy_from_slice(self.ranges());
-        all[self.len] = (left, right);
-        let all = &mut all[..=self.len];
+        let len = self.ranges().len();
+        all[..len].copy_from_slice(self.ranges());
+        all[len] = (left, right);
+        let all = &mut all[..=len];
         all.sort_unstable_by_key(|a| a.0);
+        let held = self.held.get_or_insert_with(|| {
+            Box::new(Ranges { ranges: [(SeqNumber(0), SeqNumber(0)); MAX_SACKED], len: 0 })
+        });
         let mut n = 0;
         for &(l, r) in all.iter() {
-            if n > 0 && l <= self.ranges[n - 1].1 {
-                self.ranges[n - 1].1 = self.ranges[n - 1].1.max(r);
+            if n > 0 && l <= held.ranges[n - 1].1 {
+                held.ranges[n - 1].1 = held.ranges[n - 1].1.max(r);
             } else if n < MAX_SACKED {
-                self.ranges[n] = (l, r);
+                held.ranges[n] = (l, r);
                 n += 1;
             }
         }
-        self.len = n;
+        held.len = n;
     }
 
     /// Forgets what lies below `una` (it was acknowledged).
     pub fn advance(&mut self, una: SeqNumber) {
+        let Some(held) = self.held.as_deref_mut() else { return };
         let mut n = 0;
-        for i in 0..self.len {
-            let (l, r) = self.ranges[i];
+        for i in 0..held.len {
+            let (l, r) = held.ranges[i];
             if r > una {
-                self.ranges[n] = (l.max(una), r);
+                held.ranges[n] = (l.max(una), r);
                 n += 1;
             }
         }
-        self.len = n;
+        held.len = n;
+        if n == 0 {
+            self.held = None;
+        }
     }
 
     /// The highest SACKed sequence number (exclusive), if any.
