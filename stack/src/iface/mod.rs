@@ -188,7 +188,7 @@ impl<N: Nic> Interface<N> {
     /// Counters, current as of now.
     pub fn counters(&self) -> Counters {
         let mut c = self.counters.clone();
-        let live: u64 = self.sockets.tcp_sockets().map(|s| s.conn.stats().retransmits).sum();
+        let live: u64 = self.sockets.tcp_sockets().map(|s| s.conn.retransmits()).sum();
         c.tcp_retransmits = self.retransmits_freed + live;
         c
     }
@@ -305,9 +305,9 @@ impl<N: Nic> Interface<N> {
             Some(Socket::Tcp(mut t)) => {
                 // Loans the NIC still reads outlive the connection until their completions.
                 self.ext.adopt(t.conn.take_in_flight_loans());
-                self.retransmits_freed += t.conn.stats().retransmits;
-                if self.connections.get(&t.tuple) == Some(&h) {
-                    self.connections.remove(&t.tuple);
+                self.retransmits_freed += t.conn.retransmits();
+                if self.connections.get(&t.tuple()) == Some(&h) {
+                    self.connections.remove(&t.tuple());
                 }
                 if let Some(l) = t.listener.and_then(|l| self.sockets.listener_mut(l)) {
                     l.pending = l.pending.saturating_sub(1);

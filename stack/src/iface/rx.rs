@@ -352,7 +352,6 @@ impl<N: Nic> Interface<N> {
         let template = HeaderTemplate::new(self.cfg.mac, src_mac, tuple.local, tuple.remote);
         let sock = TcpSocket {
             conn,
-            tuple,
             template: Some(template),
             listener: Some(lh),
             released: false,
@@ -360,7 +359,6 @@ impl<N: Nic> Interface<N> {
             queued: true,
             in_accept_queue: false,
             in_activity: false,
-            retransmits_counted: 0,
         };
         let h = self.sockets.insert(Socket::Tcp(Box::new(sock)));
         self.connections.insert(tuple, h);

@@ -81,8 +81,6 @@ pub struct TcpListener {
 pub struct TcpSocket {
     /// Protocol state.
     pub conn: Connection,
-    /// Demux key.
-    pub tuple: FourTuple,
     /// Prebuilt Ethernet/IPv4/TCP headers, once the next hop is known.
     pub template: Option<HeaderTemplate>,
     /// The listener that created it, until accepted.
@@ -95,10 +93,15 @@ pub struct TcpSocket {
     pub queued: bool,
     /// Already pushed onto its listener's accept queue.
     pub in_accept_queue: bool,
-    /// Retransmissions already added to the interface counter.
-    pub retransmits_counted: u64,
     /// Already on the interface's activity list.
     pub in_activity: bool,
+}
+
+impl TcpSocket {
+    /// Its demux key (the connection's addresses, kept once).
+    pub fn tuple(&self) -> FourTuple {
+        FourTuple { local: self.conn.local(), remote: self.conn.remote() }
+    }
 }
 
 /// Any socket, boxed: a slot of the socket table stays small (two words) whatever it holds.

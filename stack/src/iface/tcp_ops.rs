@@ -153,7 +153,6 @@ impl<N: Nic> Interface<N> {
         conn.bind_rx_budget(&self.rx_budget);
         let sock = TcpSocket {
             conn,
-            tuple,
             template: None,
             listener: None,
             released: false,
@@ -161,7 +160,6 @@ impl<N: Nic> Interface<N> {
             queued: false,
             in_accept_queue: false,
             in_activity: false,
-            retransmits_counted: 0,
         };
         let h = self.sockets.insert(Socket::Tcp(Box::new(sock)));
         self.connections.insert(tuple, h);
@@ -384,7 +382,7 @@ impl<N: Nic> Interface<N> {
             send_queued: c.send_queued(),
             send_space: c.send_space(),
             send_mss: c.send_mss(),
-            stats: *c.stats(),
+            stats: c.stats(),
         })
     }
 

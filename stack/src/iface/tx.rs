@@ -258,13 +258,17 @@ impl<N: Nic> Interface<N> {
         let Some(sock) = self.sockets.tcp_mut(h) else { return };
         sock.queued = false;
         if sock.template.is_none() && sock.conn.state() != State::Closed {
-            let remote = *sock.tuple.remote.ip();
+            let remote = *sock.conn.remote().ip();
             match self.cfg.next_hop(remote) {
                 None => sock.conn.fail_with(ConnError::Unreachable),
                 Some(hop) => match self.arp.resolve(hop, now) {
                     Resolution::Known(mac) => {
-                        sock.template =
-                            Some(HeaderTemplate::new(self.cfg.mac, mac, sock.tuple.local, sock.tuple.remote));
+                        sock.template = Some(HeaderTemplate::new(
+                            self.cfg.mac,
+                            mac,
+                            sock.conn.local(),
+                            sock.conn.remote(),
+                        ));
                     }
                     Resolution::SendRequest => {
                         self.pending.add_socket(hop, h);
@@ -294,7 +298,7 @@ impl<N: Nic> Interface<N> {
                 counters: &mut self.counters,
                 template,
                 src_mac: self.cfg.mac,
-                tuple: sock.tuple,
+                tuple: sock.tuple(),
                 caps: self.caps.checksum,
                 burst: self.cfg.burst,
                 now,
@@ -314,8 +318,8 @@ impl<N: Nic> Interface<N> {
         let Some(sock) = self.sockets.tcp_mut(h) else { return };
         let state = sock.conn.state();
         if state == State::Closed {
-            if self.connections.get(&sock.tuple) == Some(&h) {
-                self.connections.remove(&sock.tuple);
+            if self.connections.get(&sock.tuple()) == Some(&h) {
+                self.connections.remove(&sock.tuple());
             }
             let unaccepted = sock.listener.is_some();
             if sock.released || unaccepted {

@@ -158,50 +158,9 @@ pub struct Connection {
 
     pub(super) error: Option<ConnError>,
     pub(super) events: Events,
-    pub(super) stats: ConnStats,
+    pub(super) stats: super::stats::Counts,
     /// Keepalive and user timeout (`liveness.rs`).
     pub(super) live: Option<Box<super::liveness::Liveness>>,
-}
-
-/// Per-connection counters.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct ConnStats {
-    /// Segments sent (all kinds).
-    pub segs_out: u64,
-    /// Segments received and accepted for processing.
-    pub segs_in: u64,
-    /// Payload bytes delivered in order to the receive queue.
-    pub bytes_received: u64,
-    /// Payload bytes acknowledged by the peer.
-    pub bytes_acked: u64,
-    /// Segments sent again (after a timeout, go-back-N, or by fast retransmit).
-    pub retransmits: u64,
-    /// Retransmission timeouts.
-    pub timeouts: u64,
-    /// Out-of-order segments (each answered with a duplicate ACK).
-    pub out_of_order: u64,
-    /// Of those, segments kept in the reorder queue until the hole before them was filled.
-    pub reordered: u64,
-    /// Out-of-order segments dropped because the reorder queue held its most ranges.
-    pub reorder_drops: u64,
-    /// Segments retransmitted by fast recovery (after three duplicate ACKs, a partial ACK, or
-    /// SACK blocks that revealed holes), without a timeout.
-    pub fast_retransmits: u64,
-    /// Of those, retransmissions sent again because duplicate ACKs kept coming for longer than
-    /// a round trip after them (the retransmission was lost too).
-    pub lost_retransmits: u64,
-    /// Segments outside the receive window.
-    pub out_of_window: u64,
-    /// Challenge ACKs sent (RFC 5961).
-    pub challenge_acks: u64,
-    /// Pure ACKs sent.
-    pub pure_acks: u64,
-    /// Zero-window probes sent.
-    pub window_probes: u64,
-    /// Keepalive probes sent.
-    pub keepalive_probes: u64,
-    /// Out-of-window ACKs not sent because of the rate limit.
-    pub oow_acks_suppressed: u64,
 }
 
 impl Connection {
@@ -269,7 +228,7 @@ impl Connection {
             rst_pending: None,
             error: None,
             events: Events::empty(),
-            stats: ConnStats::default(),
+            stats: super::stats::Counts::default(),
             live,
         }
     }
@@ -386,8 +345,13 @@ impl Connection {
     }
 
     /// Counters.
-    pub fn stats(&self) -> &ConnStats {
-        &self.stats
+    pub fn stats(&self) -> super::ConnStats {
+        self.stats.snapshot()
+    }
+
+    /// Segments sent again so far (`stats().retransmits`, without assembling the rest).
+    pub fn retransmits(&self) -> u64 {
+        self.stats.retransmits()
     }
 
     /// The current retransmission timeout.
@@ -461,7 +425,7 @@ impl Connection {
     }
 
     /// Loaned buffers whose bytes the peer acknowledged.
-    pub fn take_completed(&mut self) -> std::vec::Drain<'_, Box<dyn TxPayload>> {
+    pub fn take_completed(&mut self) -> impl Iterator<Item = Box<dyn TxPayload>> + '_ {
         self.tx.take_completed()
     }
 

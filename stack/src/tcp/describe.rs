@@ -45,6 +45,7 @@ impl Connection {
                 let _ = write!(s, " | {name} in {t:?}");
             }
         }
+        let stats = self.stats.snapshot();
         let _ = write!(
             s,
             " | rto {:?} retries {} probes {} (backoff {}) | segs in/out {}/{} rexmit {} timeouts {} oow {} challenges {} suppressed {}",
@@ -52,13 +53,13 @@ impl Connection {
             self.retries,
             self.probes_unanswered,
             self.persist_backoff,
-            self.stats.segs_in,
-            self.stats.segs_out,
-            self.stats.retransmits,
-            self.stats.timeouts,
-            self.stats.out_of_window,
-            self.stats.challenge_acks,
-            self.stats.oow_acks_suppressed,
+            stats.segs_in,
+            stats.segs_out,
+            stats.retransmits,
+            stats.timeouts,
+            stats.out_of_window,
+            stats.challenge_acks,
+            stats.oow_acks_suppressed,
         );
         if self.rexmit_due || self.recover.is_some() || !self.sacked.is_empty() {
             let _ = write!(

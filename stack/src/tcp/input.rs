@@ -131,7 +131,7 @@ impl Connection {
     /// from that answer alone that it can stop. Rate-limiting it left both ends of an echo
     /// resending into each other's old data for minutes.
     fn on_unacceptable(&mut self, now: Instant, seg: &TcpRepr, payload_len: usize) {
-        self.stats.out_of_window += 1;
+        self.stats.rare().out_of_window += 1;
         if seg.flags.contains(TcpFlags::RST) {
             return;
         }
@@ -249,7 +249,7 @@ impl Connection {
     }
 
     fn challenge_ack(&mut self, now: Instant) {
-        self.stats.challenge_acks += 1;
+        self.stats.rare().challenge_acks += 1;
         self.out_of_window_ack(now);
     }
 
@@ -258,7 +258,7 @@ impl Connection {
     /// ping-pong ACKs forever (cf. RFC 5961 section 7).
     fn out_of_window_ack(&mut self, now: Instant) {
         if self.last_oow_ack.is_some_and(|t| now.saturating_since(t) < OOW_ACK_INTERVAL) {
-            self.stats.oow_acks_suppressed += 1;
+            self.stats.rare().oow_acks_suppressed += 1;
             return;
         }
         self.last_oow_ack = Some(now);
@@ -319,7 +319,7 @@ impl Connection {
             // too (the link keeps order). Everything not SACKed below the highest block goes again.
             self.rexmit_due = true;
             self.rexmit_next = self.snd_una;
-            self.stats.lost_retransmits += 1;
+            self.stats.rare().lost_retransmits += 1;
         } else if self.sacked.high().is_some_and(|high| high > self.rexmit_next) {
             // New SACK blocks revealed holes beyond those retransmitted.
             self.rexmit_due = true;
@@ -433,7 +433,7 @@ impl Connection {
                 self.owe_ack(now, at_once);
             }
         } else if fin && fin_seq_if_all > self.rcv_nxt {
-            self.stats.out_of_order += 1;
+            self.stats.rare().out_of_order += 1;
             self.ack_pending = true;
             self.ooo.note_fin(fin_seq_if_all);
             return;
@@ -454,7 +454,7 @@ impl Connection {
                 _ => {}
             }
         } else if fin_seq_if_all > self.rcv_nxt {
-            self.stats.out_of_order += 1;
+            self.stats.rare().out_of_order += 1;
             self.ack_pending = true;
         } else if self.state == State::TimeWait {
             self.ack_pending = true;
@@ -524,7 +524,7 @@ impl Connection {
     /// An out-of-order segment: kept in the reorder queue (the part inside the window we
     /// advertised), and answered at once with a duplicate ACK (a sender's fast retransmit).
     fn hold_out_of_order(&mut self, seq: SeqNumber, mut payload: PacketBuf, mut fin: bool) {
-        self.stats.out_of_order += 1;
+        self.stats.rare().out_of_order += 1;
         self.ack_pending = true;
         self.dup_acks_owed = (self.dup_acks_owed + 1).min(super::DUP_ACKS_PER_BURST);
         let right = self.rcv_nxt + self.receive_window();
@@ -538,10 +538,10 @@ impl Connection {
         }
         let end = seq + payload.len();
         match self.ooo.insert(seq, payload) {
-            Insert::Stored => self.stats.reordered += 1,
+            Insert::Stored => self.stats.rare().reordered += 1,
             Insert::Duplicate => {}
             Insert::TooManyRanges | Insert::NoMemory => {
-                self.stats.reorder_drops += 1;
+                self.stats.rare().reorder_drops += 1;
                 return;
             }
         }

@@ -55,6 +55,7 @@ pub mod rtt;
 pub mod scoreboard;
 pub mod send_buffer;
 pub mod state;
+pub mod stats;
 pub mod syncookie;
 mod timers;
 pub mod tx_payload;
@@ -71,7 +72,7 @@ pub const DUP_ACK_THRESHOLD: u32 = 3;
 
 pub use crate::wire::SeqNumber;
 pub use config::TcpConfig;
-pub use connection::{ConnStats, Connection, SendError, MIN_MSS};
+pub use connection::{Connection, SendError, MIN_MSS};
 pub use events::Events;
 pub use isn::IsnGenerator;
 pub use listen::{listen_input, reset_for_closed, ListenAction};
@@ -81,5 +82,6 @@ pub use send_buffer::{Loan, LoanId, LoanedSlice};
 /// Why a connection failed: part of the application contract, defined there.
 pub use slimtcp_api::ConnError;
 pub use state::State;
+pub use stats::ConnStats;
 pub use syncookie::{cookie_syn_ack, CookieSyn, SynCookies};
 pub use tx_payload::{copy_all, copy_from_slice_at, payload_sum, LoanTag, TxPayload};

@@ -131,14 +131,14 @@ impl Connection {
             if let Some(live) = self.live.as_deref_mut() {
                 live.keepalive_due = false;
             }
-            self.stats.keepalive_probes += 1;
+            self.stats.rare().keepalive_probes += 1;
             sent += 1;
         }
         self.note_progress(now);
         if self.probe_due && self.send_ack_at(sink, self.snd_una - 1).is_ok() {
             self.probe_due = false;
             self.probes_unanswered += 1;
-            self.stats.window_probes += 1;
+            self.stats.rare().window_probes += 1;
             sent += 1;
         }
         let ack_seq = self.acceptable_seq();
@@ -223,7 +223,7 @@ impl Connection {
         if self.retries == 0 && self.rtt_probe.is_none() {
             self.rtt_probe = Some((self.snd_nxt, now));
         } else {
-            self.stats.retransmits += 1;
+            self.stats.rare().retransmits += 1;
         }
         if self.rto_deadline.is_none() {
             self.rto_deadline = Some(now + self.rtt.rto());
@@ -286,7 +286,7 @@ impl Connection {
                 }
                 self.snd_max = end;
             } else {
-                self.stats.retransmits += 1;
+                self.stats.rare().retransmits += 1;
             }
             self.snd_nxt = end;
             if self.rto_deadline.is_none() {
@@ -332,8 +332,8 @@ impl Connection {
         self.note_head_retransmitted(now);
         self.rexmit_next = self.rexmit_next.max(self.snd_una + len);
         self.stats.segs_out += 1;
-        self.stats.retransmits += 1;
-        self.stats.fast_retransmits += 1;
+        self.stats.rare().retransmits += 1;
+        self.stats.rare().fast_retransmits += 1;
         self.ack_sent();
         // Karn: an ACK may now answer either copy.
         if self.rtt_probe.is_some_and(|(end, _)| end > self.snd_una) {
@@ -403,8 +403,8 @@ impl Connection {
             seq += len;
             self.rexmit_next = seq;
             self.stats.segs_out += 1;
-            self.stats.retransmits += 1;
-            self.stats.fast_retransmits += 1;
+            self.stats.rare().retransmits += 1;
+            self.stats.rare().fast_retransmits += 1;
             self.ack_sent();
         }
         self.rexmit_due = false;

@@ -36,14 +36,21 @@ pub enum Insert {
     NoMemory,
 }
 
-/// Out-of-order payload, sorted by sequence number, never overlapping.
+/// Out-of-order payload, sorted by sequence number, never overlapping. What it holds lives on
+/// the heap only while it holds anything: most connections never see a segment out of order,
+/// and their state stays small.
 #[derive(Debug, Default)]
 pub struct ReorderQueue {
+    held: Option<Box<Held>>,
+    /// Buffer storage held, charged to the receive budget.
+    memory: RxCharge,
+}
+
+#[derive(Debug, Default)]
+struct Held {
     segs: VecDeque<(SeqNumber, PacketBuf)>,
     ranges: usize,
     bytes: usize,
-    /// Buffer storage held, charged to the receive budget.
-    memory: RxCharge,
     /// The sequence number of a FIN that arrived out of order.
     fin: Option<SeqNumber>,
     /// Where the segment stored last begins (its range leads the SACK blocks).
@@ -53,12 +60,12 @@ pub struct ReorderQueue {
 impl ReorderQueue {
     /// True when nothing is held (no data, no FIN).
     pub fn is_empty(&self) -> bool {
-        self.segs.is_empty() && self.fin.is_none()
+        self.held.is_none()
     }
 
     /// Payload bytes held.
     pub fn bytes(&self) -> usize {
-        self.bytes
+        self.held.as_ref().map_or(0, |h| h.bytes)
     }
 
     /// Bytes of buffer storage held.
@@ -75,32 +82,29 @@ impl ReorderQueue {
     pub fn clear(&mut self) {
         let memory = self.memory.bytes();
         self.memory.sub(memory);
-        self.segs.clear();
-        self.ranges = 0;
-        self.bytes = 0;
-        self.fin = None;
-        self.last = None;
+        self.held = None;
     }
 
     /// Separate ranges held.
     pub fn ranges(&self) -> usize {
-        self.ranges
+        self.held.as_ref().map_or(0, |h| h.ranges)
     }
 
     /// Remembers a FIN at sequence number `seq` (after the data before it).
     pub fn note_fin(&mut self, seq: SeqNumber) {
-        self.fin = Some(seq);
+        self.held.get_or_insert_with(Box::default).fin = Some(seq);
     }
 
     /// True when the FIN held is the next thing expected at `rcv_nxt`.
     pub fn fin_is_next(&self, rcv_nxt: SeqNumber) -> bool {
-        self.fin == Some(rcv_nxt) && self.segs.is_empty()
+        self.held.as_ref().is_some_and(|h| h.fin == Some(rcv_nxt) && h.segs.is_empty())
     }
 
     /// Like [`fin_is_next`](Self::fin_is_next), and forgets that FIN when it is.
     pub fn take_fin_at(&mut self, rcv_nxt: SeqNumber) -> bool {
         if self.fin_is_next(rcv_nxt) {
-            self.fin = None;
+            // Nothing else is held (no segments): the queue is empty again.
+            self.held = None;
             return true;
         }
         false
@@ -108,7 +112,44 @@ impl ReorderQueue {
 
     /// Stores `payload`, whose first byte has sequence number `seq`. The caller has trimmed it
     /// to the advertised window; bytes already held are cut off.
-    pub fn insert(&mut self, mut seq: SeqNumber, mut payload: PacketBuf) -> Insert {
+    pub fn insert(&mut self, seq: SeqNumber, payload: PacketBuf) -> Insert {
+        if payload.is_empty() {
+            return Insert::Duplicate;
+        }
+        let held = self.held.get_or_insert_with(Box::default);
+        let outcome = held.insert(&mut self.memory, seq, payload);
+        self.release_if_empty();
+        outcome
+    }
+
+    /// The ranges held, as `[left, right)` SACK blocks (RFC 2018 section 4): the range of the
+    /// segment stored last first, then the others from the lowest up.
+    pub fn sack_ranges(&self) -> ([(SeqNumber, SeqNumber); MAX_RANGES], usize) {
+        match &self.held {
+            Some(h) => h.sack_ranges(),
+            None => ([(SeqNumber(0), SeqNumber(0)); MAX_RANGES], 0),
+        }
+    }
+
+    /// The next held payload that continues the stream at `rcv_nxt` (trimmed to start there),
+    /// removed from the queue; `None` while a hole remains before the first one.
+    pub fn pop_ready(&mut self, rcv_nxt: SeqNumber) -> Option<PacketBuf> {
+        let held = self.held.as_deref_mut()?;
+        let ready = held.pop_ready(&mut self.memory, rcv_nxt);
+        self.release_if_empty();
+        ready
+    }
+
+    /// Gives the heap part back once it holds nothing.
+    fn release_if_empty(&mut self) {
+        if self.held.as_ref().is_some_and(|h| h.segs.is_empty() && h.fin.is_none()) {
+            self.held = None;
+        }
+    }
+}
+
+impl Held {
+    fn insert(&mut self, memory: &mut RxCharge, mut seq: SeqNumber, mut payload: PacketBuf) -> Insert {
         let mut end = seq + payload.len();
         if payload.is_empty() {
             return Insert::Duplicate;
@@ -156,15 +197,15 @@ impl ReorderQueue {
             payload = copy;
         }
         let freed: usize = self.segs.range(idx..covered).map(|(_, p)| p.capacity()).sum();
-        if !self.memory.admit(payload.capacity().saturating_sub(freed)) {
+        if !memory.admit(payload.capacity().saturating_sub(freed)) {
             return Insert::NoMemory;
         }
         for (_, p) in self.segs.drain(idx..covered) {
             self.bytes -= p.len();
-            self.memory.sub(p.capacity());
+            memory.sub(p.capacity());
         }
         self.bytes += payload.len();
-        self.memory.add(payload.capacity());
+        memory.add(payload.capacity());
         self.segs.insert(idx, (seq, payload));
         self.last = Some(seq);
         idx = 0;
@@ -179,9 +220,7 @@ impl ReorderQueue {
         Insert::Stored
     }
 
-    /// The ranges held, as `[left, right)` SACK blocks (RFC 2018 section 4): the range of the
-    /// segment stored last first, then the others from the lowest up.
-    pub fn sack_ranges(&self) -> ([(SeqNumber, SeqNumber); MAX_RANGES], usize) {
+    fn sack_ranges(&self) -> ([(SeqNumber, SeqNumber); MAX_RANGES], usize) {
         let mut out = [(SeqNumber(0), SeqNumber(0)); MAX_RANGES];
         let mut n: usize = 0;
         for (s, p) in &self.segs {
@@ -203,9 +242,7 @@ impl ReorderQueue {
         (out, n)
     }
 
-    /// The next held payload that continues the stream at `rcv_nxt` (trimmed to start there),
-    /// removed from the queue; `None` while a hole remains before the first one.
-    pub fn pop_ready(&mut self, rcv_nxt: SeqNumber) -> Option<PacketBuf> {
+    fn pop_ready(&mut self, memory: &mut RxCharge, rcv_nxt: SeqNumber) -> Option<PacketBuf> {
         loop {
             let (s, _) = self.segs.front()?;
             if *s > rcv_nxt {
@@ -213,7 +250,7 @@ impl ReorderQueue {
             }
             let (s, mut p) = self.segs.pop_front()?;
             self.bytes -= p.len();
-            self.memory.sub(p.capacity());
+            memory.sub(p.capacity());
             let next = self.segs.front().map(|(n, _)| *n);
             if next.is_none_or(|n| n != s + p.len()) {
                 self.ranges = self.ranges.saturating_sub(1);

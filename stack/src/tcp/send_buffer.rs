@@ -109,17 +109,37 @@ pub struct SendBuffer {
     capacity: usize,
     /// Scan cursor: (chunk index, offset of that chunk's first byte relative to the queue start).
     cursor: (usize, usize),
+    spare: Vec<Vec<u8>>,
+    /// The zero-copy API's bookkeeping, from the first loan on (a connection that only copies
+    /// never carries it). Every `Chunk::Loaned` in `chunks` implies it is there.
+    loans: Option<Box<Loans>>,
+}
+
+/// Where a send buffer's loans are, besides its chunks.
+#[derive(Debug, Default)]
+struct Loans {
+    /// Fully acknowledged loans, to hand back.
     completed: Vec<Box<dyn TxPayload>>,
     /// Fully acknowledged loans still referenced by NIC transmissions.
     lingering: Vec<Loan>,
-    spare: Vec<Vec<u8>>,
     /// The queued loans in queue order, as (id, absolute chunk number): ids only grow, so a
     /// loan is found by binary search instead of a scan of every chunk (a guest may hold
     /// thousands of sends).
-    loans: VecDeque<(LoanId, u64)>,
-    /// Chunks popped off the front so far: chunk `i` of `chunks` has absolute number
-    /// `popped + i`.
+    index: VecDeque<(LoanId, u64)>,
+    /// Chunks popped off the front since this record exists: chunk `i` of `chunks` has
+    /// absolute number `popped + i`.
     popped: u64,
+}
+
+impl Loans {
+    /// A loan no longer queued: handed back now, or when its last transmission completes.
+    fn retire(&mut self, l: Loan) {
+        if l.in_flight > 0 {
+            self.lingering.push(l);
+        } else {
+            self.completed.push(l.payload);
+        }
+    }
 }
 
 impl SendBuffer {
@@ -131,11 +151,8 @@ impl SendBuffer {
             len: 0,
             capacity,
             cursor: (0, 0),
-            completed: Vec::new(),
-            lingering: Vec::new(),
             spare: Vec::new(),
-            loans: VecDeque::new(),
-            popped: 0,
+            loans: None,
         }
     }
 
@@ -188,13 +205,14 @@ impl SendBuffer {
         if n > self.free() {
             return Err(payload);
         }
+        let loans = self.loans.get_or_insert_with(Box::default);
         if n == 0 {
-            self.completed.push(payload);
+            loans.completed.push(payload);
             return Ok(());
         }
         let id = NEXT_LOAN.fetch_add(1, Ordering::Relaxed);
         let by_reference = payload.external_addr().is_some();
-        self.loans.push_back((id, self.popped + self.chunks.len() as u64));
+        loans.index.push_back((id, loans.popped + self.chunks.len() as u64));
         self.chunks.push_back(Chunk::Loaned(Loan { payload, id, by_reference, in_flight: 0 }));
         self.len += n;
         Ok(())
@@ -229,19 +247,22 @@ impl SendBuffer {
 
     fn pop_front_chunk(&mut self) {
         let Some(chunk) = self.chunks.pop_front() else { return };
-        self.popped += 1;
-        if matches!(chunk, Chunk::Loaned(_)) {
-            self.loans.pop_front();
-        }
         let consumed = chunk.len();
+        if let Some(loans) = self.loans.as_deref_mut() {
+            loans.popped += 1;
+        }
         match chunk {
             Chunk::Copied(v) => {
                 if self.spare.len() < SPARE_CHUNKS {
                     self.spare.push(v);
                 }
             }
-            Chunk::Loaned(l) if l.in_flight > 0 => self.lingering.push(l),
-            Chunk::Loaned(l) => self.completed.push(l.payload),
+            Chunk::Loaned(l) => {
+                if let Some(loans) = self.loans.as_deref_mut() {
+                    loans.index.pop_front();
+                    loans.retire(l);
+                }
+            }
         }
         let chunk_start = self.head_offset;
         self.head_offset = 0;
@@ -255,13 +276,13 @@ impl SendBuffer {
     }
 
     /// Loaned buffers whose bytes are all acknowledged, handed back to their owner.
-    pub fn take_completed(&mut self) -> std::vec::Drain<'_, Box<dyn TxPayload>> {
-        self.completed.drain(..)
+    pub fn take_completed(&mut self) -> impl Iterator<Item = Box<dyn TxPayload>> + '_ {
+        self.loans.iter_mut().flat_map(|l| l.completed.drain(..))
     }
 
     /// True when acknowledged loaned buffers wait to be taken.
     pub fn has_completed(&self) -> bool {
-        !self.completed.is_empty()
+        self.loans.as_ref().is_some_and(|l| !l.completed.is_empty())
     }
 
     /// The chunk holding queue-relative byte `offset`: (index, queue offset of its first live
@@ -297,7 +318,7 @@ impl SendBuffer {
             self.chunks.len(),
             self.head_offset,
             self.cursor,
-            self.lingering.len()
+            self.loans.as_ref().map_or(0, |l| l.lingering.len())
         )
     }
 
@@ -353,19 +374,20 @@ impl SendBuffer {
     fn loan_mut(&mut self, id: LoanId) -> Option<&mut Loan> {
         // Transmissions start on the newest loan and complete on the oldest, mostly: those two
         // first, then a search.
-        let found = match (self.loans.front(), self.loans.back()) {
+        let loans = self.loans.as_deref_mut()?;
+        let found = match (loans.index.front(), loans.index.back()) {
             (Some(&(first, _)), _) if first == id => Ok(0),
-            (_, Some(&(last, _))) if last == id => Ok(self.loans.len() - 1),
-            _ => self.loans.binary_search_by_key(&id, |&(id, _)| id),
+            (_, Some(&(last, _))) if last == id => Ok(loans.index.len() - 1),
+            _ => loans.index.binary_search_by_key(&id, |&(id, _)| id),
         };
         if let Ok(i) = found {
-            let index = usize::try_from(self.loans[i].1 - self.popped).ok()?;
+            let index = usize::try_from(loans.index[i].1 - loans.popped).ok()?;
             match self.chunks.get_mut(index) {
                 Some(Chunk::Loaned(l)) if l.id == id => return Some(l),
                 _ => debug_assert!(false, "loan index out of step with the queue"),
             }
         }
-        self.lingering.iter_mut().find(|l| l.id == id)
+        loans.lingering.iter_mut().find(|l| l.id == id)
     }
 
     /// A NIC transmission referencing loan `id` was queued. False when no such loan is held.
@@ -384,9 +406,11 @@ impl SendBuffer {
     pub fn transmission_completed(&mut self, id: LoanId) -> bool {
         let Some(l) = self.loan_mut(id) else { return false };
         if l.complete_one() {
-            if let Some(i) = self.lingering.iter().position(|l| l.id == id) {
-                let l = self.lingering.swap_remove(i);
-                self.completed.push(l.payload);
+            if let Some(loans) = self.loans.as_deref_mut() {
+                if let Some(i) = loans.lingering.iter().position(|l| l.id == id) {
+                    let l = loans.lingering.swap_remove(i);
+                    loans.completed.push(l.payload);
+                }
             }
         }
         true
@@ -399,18 +423,15 @@ impl SendBuffer {
     /// bytes copied.
     pub fn unloan_all(&mut self) -> usize {
         let mut copied = 0;
-        self.loans.clear();
+        let Some(loans) = self.loans.as_deref_mut() else { return 0 };
+        loans.index.clear();
         for chunk in self.chunks.iter_mut() {
             let Chunk::Loaned(l) = chunk else { continue };
             let bytes = copy_all(l.payload.as_ref());
             copied += bytes.len();
             let copy = Chunk::Copied(bytes);
             if let Chunk::Loaned(l) = std::mem::replace(chunk, copy) {
-                if l.in_flight > 0 {
-                    self.lingering.push(l);
-                } else {
-                    self.completed.push(l.payload);
-                }
+                loans.retire(l);
             }
         }
         copied
@@ -419,9 +440,10 @@ impl SendBuffer {
     /// Loans (queued or acknowledged) still referenced by NIC transmissions, taken out of the
     /// buffer: when a connection is freed, they must outlive it until their completions.
     pub fn take_in_flight_loans(&mut self) -> Vec<Loan> {
-        let mut out = std::mem::take(&mut self.lingering);
+        let Some(loans) = self.loans.as_deref_mut() else { return Vec::new() };
+        let mut out = std::mem::take(&mut loans.lingering);
         // The queue is torn down with its connection: its loan index goes first.
-        self.loans.clear();
+        loans.index.clear();
         for chunk in self.chunks.iter_mut() {
             if let Chunk::Loaned(l) = chunk {
                 if l.in_flight > 0 {

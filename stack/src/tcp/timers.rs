@@ -46,7 +46,7 @@ impl Connection {
                 self.recovery_backoff += 1;
                 self.rexmit_due = true;
                 self.rexmit_next = self.snd_una;
-                self.stats.lost_retransmits += 1;
+                self.stats.rare().lost_retransmits += 1;
             }
         }
         if self.persist_deadline.is_some_and(|t| now >= t) {
@@ -66,7 +66,7 @@ impl Connection {
         if self.snd_una == self.snd_max {
             return;
         }
-        self.stats.timeouts += 1;
+        self.stats.rare().timeouts += 1;
         // A peer that answered the probe this timeout sent into its zero window (below) is
         // alive and only slow to read: like answered zero-window probes, that never times out.
         let answered_probe = self.state.is_synchronized()
