@@ -326,6 +326,9 @@ impl SendBuffer {
     /// never crossed: bytes to the end of the chunk holding `offset` when that chunk or the next
     /// one is sent by reference; `None` when any length is fine.
     pub fn segment_limit(&mut self, offset: usize) -> Option<usize> {
+        if !self.holds_loans() {
+            return None;
+        }
         let (idx, start) = self.chunk_at(offset)?;
         let chunk = self.chunks.get(idx)?;
         let skip = if idx == 0 { self.head_offset } else { 0 };
@@ -357,7 +360,7 @@ impl SendBuffer {
     /// (chunk index, offset inside the loan) of bytes `offset..offset+len` when they lie in one
     /// by-reference loan.
     fn by_reference_piece(&mut self, offset: usize, len: usize) -> Option<(usize, usize)> {
-        if len == 0 || offset + len > self.len {
+        if len == 0 || offset + len > self.len || !self.holds_loans() {
             return None;
         }
         let (idx, start) = self.chunk_at(offset)?;
@@ -369,6 +372,12 @@ impl SendBuffer {
             }
             _ => None,
         }
+    }
+
+    /// True while a loan is queued (only then can a chunk be sent by reference): copied data
+    /// skips the chunk walk of the by-reference checks.
+    fn holds_loans(&self) -> bool {
+        self.loans.as_ref().is_some_and(|l| !l.index.is_empty())
     }
 
     fn loan_mut(&mut self, id: LoanId) -> Option<&mut Loan> {
