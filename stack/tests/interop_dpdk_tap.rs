@@ -7,25 +7,35 @@
 //! kernel side gets `.1` of the test's subnet, the stack `.2` with its own MAC (the port is
 //! promiscuous: the kernel interface shares the port's MAC). The workloads are the very ones the
 //! TAP suite runs (`common::scenarios`), generic over the NIC. The tap_echo example, built with
-//! the `dpdk` feature, runs as a process with `--dpdk` and is driven by Linux clients.
+//! the `dpdk` feature, runs as a process with `--dpdk` and is driven by Linux clients. The TAP
+//! offload suite's session (`tap_offload`) runs on a `net_tap` port with and without the port's
+//! checksum offloads, its frames checked by tshark on the port's kernel interface.
 
 #[macro_use]
 extern crate slimtcp_testkit;
 
 mod common;
 mod dpdk_common;
+mod tap_offload;
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::{scenarios, tap_echo, IdleWait, StackRunner, Step, Testbed, BULK_TIMEOUT};
+use common::{
+    check_capture, scenarios, tap_echo, IdleWait, PcapFile, StackRunner, Step, Testbed, BULK_TIMEOUT,
+};
 use dpdk_common::{LoanSender, MemfdRegion};
-use slimtcp::nic::dpdk::{create_vdev, DpdkNic, Eal, ExtMemRegion, PortConfig};
+use slimtcp::nic::dpdk::{create_vdev, DpdkNic, DpdkNicStats, Eal, ExtMemRegion, PortConfig};
 use slimtcp::nic::tap::configure_host_side;
+use slimtcp::nic::Nic;
+use slimtcp_testkit::capture::Capture;
 use slimtcp_testkit::data::pattern;
 use slimtcp_testkit::linux_peer::spawn_tcp_server_recv;
+use slimtcp_testkit::netns::Netns;
+use tap_offload::frames::checksum_fields;
+use tap_offload::{run_session_on, Bed, Session, LINUX_TCP_PORT, STACK_TCP_PORT};
 
 const SUITE: &str = "dpdk net_tap";
 /// A poll-mode device has nothing to sleep on: an idle stack loop pauses this long so the kernel
@@ -49,13 +59,26 @@ static NEXT_VDEV: AtomicU32 = AtomicU32::new(1);
 /// A `net_tap` port whose kernel interface `bed.tap` is created inside `bed`'s namespace, up and
 /// addressed `host_ip/24` on the kernel side; the port is configured and started.
 fn open_dpdk_tap(bed: &Testbed) -> DpdkNic {
+    open_dpdk_tap_in(&bed.ns, &bed.tap, bed.host_ip, bed.prefix_len, true)
+}
+
+/// A `net_tap` port whose kernel interface `iface` lives in `ns`, addressed `host/prefix` on the
+/// kernel side, with or without the port's checksum offloads; configured and started.
+fn open_dpdk_tap_in(
+    ns: &Netns,
+    iface: &str,
+    host: std::net::Ipv4Addr,
+    prefix: u8,
+    checksum_offload: bool,
+) -> DpdkNic {
     let eal = eal();
     let vdev = format!("net_tap{}", NEXT_VDEV.fetch_add(1, Ordering::Relaxed));
-    let (iface, host, prefix) = (bed.tap.clone(), bed.host_ip, bed.prefix_len);
-    bed.ns.run(move || {
+    let iface = iface.to_owned();
+    ns.run(move || {
         create_vdev(eal, &vdev, &format!("iface={iface}")).expect("create the net_tap port");
         let mut cfg = PortConfig::new(&vdev);
         cfg.promiscuous = true;
+        cfg.checksum_offload = checksum_offload;
         let nic = DpdkNic::open(eal, &cfg).expect("configure the net_tap port").pop().expect("one queue");
         configure_host_side(&iface, host, prefix).expect("address the kernel side");
         nic
@@ -178,4 +201,75 @@ fn stack_sends_external_memory_to_linux_without_copy() {
     assert_eq!((loaned, returned), (TOTAL / LOAN, TOTAL / LOAN), "every loan handed back");
     drop(region);
     drop(guest);
+}
+
+/// Stack frames a capture must hold at least in the offload session (it sends about 12,000).
+const MIN_CAPTURED: u64 = 1000;
+
+/// The TAP offload suite's session (a 16 MiB stream each way at once, UDP echoes, every byte
+/// checked) on a `net_tap` port with `checksum_offload`, the kernel of the port's namespace the
+/// peer, the port's kernel interface captured; returns the session and the capture.
+fn offload_session(
+    what: &str,
+    name: &str,
+    subnet: u8,
+    checksum_offload: bool,
+) -> (Session<DpdkNicStats>, Bed, PcapFile) {
+    let bed = Bed::local(name, subnet);
+    let nic = open_dpdk_tap_in(bed.tap_ns(), &bed.tap, bed.host_ip, 24, checksum_offload);
+    let caps = nic.capabilities().checksum;
+    eprintln!("{what}: the port's checksum offloads in use: {caps:?}");
+    assert_eq!(
+        (caps.tcp.tx, caps.udp.tx, caps.ipv4.tx),
+        (checksum_offload, checksum_offload, checksum_offload),
+        "{what}: net_tap offers IPv4/TCP/UDP transmit checksum offload, used only when asked for"
+    );
+    let pcap = PcapFile::new(name);
+    let capture = Capture::start(bed.tap_ns(), &bed.tap, pcap.path()).expect("capture the port's interface");
+    let session = run_session_on(what, &bed, nic, DpdkNic::stats);
+    capture.stop().expect("stop the capture");
+    (session, bed, pcap)
+}
+
+/// What tshark makes of the stack's frames in `pcap`, and what their checksum fields held:
+/// every one well-formed with a complete, correct checksum.
+fn assert_wire_checksums_right(what: &str, bed: &Bed, pcap: &PcapFile) {
+    let report = check_capture(
+        pcap.path(),
+        Some(&format!("ip.src == {}", bed.stack_ip)),
+        &[STACK_TCP_PORT, LINUX_TCP_PORT],
+    );
+    eprintln!("{what}: tshark on the stack's frames: {report}");
+    assert!(report.packets >= MIN_CAPTURED, "{what}: too few stack frames captured: {report}");
+    assert!(report.is_clean(), "{what}: bad frames from the stack: {report}");
+    let fields = checksum_fields(pcap.path(), bed.stack_mac);
+    eprintln!("{what}: the stack's checksum fields on the wire: {fields:?}");
+    assert_eq!(fields.complete, fields.frames, "{what}: {fields:?}");
+}
+
+/// With the port's offload the stack leaves every TCP/UDP checksum (and the IPv4 header's) to the
+/// port, whose driver fills them before the kernel sees the frame: tshark finds them all right.
+#[test]
+fn with_the_ports_checksum_offload_every_checksum_on_the_wire_is_right() {
+    require_netns!("with_the_ports_checksum_offload_every_checksum_on_the_wire_is_right");
+    let what = "dpdk net_tap, checksum offload";
+    let (session, bed, pcap) = offload_session(what, "dcsum-on", 74, true);
+    let l4_frames = session.counters.tcp_segs_out + session.counters.udp_out;
+    assert_eq!(session.counters.tcp_resets_sent, 0, "{what}: no control segment (built in software)");
+    assert_eq!(
+        session.nic.tx_checksum_offloaded, l4_frames,
+        "{what}: every TCP/UDP frame left its sum to the port: {:?}",
+        session.nic
+    );
+    assert_wire_checksums_right(what, &bed, &pcap);
+}
+
+/// Without it the stack computes every checksum itself, and they are right on the wire too.
+#[test]
+fn without_the_ports_checksum_offload_the_stacks_own_checksums_are_right() {
+    require_netns!("without_the_ports_checksum_offload_the_stacks_own_checksums_are_right");
+    let what = "dpdk net_tap, software checksums";
+    let (session, bed, pcap) = offload_session(what, "dcsum-off", 75, false);
+    assert_eq!(session.nic.tx_checksum_offloaded, 0, "{what}: {:?}", session.nic);
+    assert_wire_checksums_right(what, &bed, &pcap);
 }

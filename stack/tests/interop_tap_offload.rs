@@ -47,8 +47,8 @@ const DATA_PORTS: [u16; 2] = [STACK_TCP_PORT, LINUX_TCP_PORT];
 fn assert_all_offloaded(what: &str, s: &Session) {
     let l4_frames = s.counters.tcp_segs_out + s.counters.udp_out;
     assert_eq!(s.counters.tcp_resets_sent, 0, "{what}: no control segment (those are built in software)");
-    assert_eq!(s.tap.tx_checksum_offloaded, l4_frames, "{what}: frames sent with NEEDS_CSUM: {:?}", s.tap);
-    assert_eq!(s.tap.tx_checksum_filled, 0, "{what}: checksums the TAP had to fill: {:?}", s.tap);
+    assert_eq!(s.nic.tx_checksum_offloaded, l4_frames, "{what}: frames sent with NEEDS_CSUM: {:?}", s.nic);
+    assert_eq!(s.nic.tx_checksum_filled, 0, "{what}: checksums the TAP had to fill: {:?}", s.nic);
     assert_eq!(s.counters.dropped(DropReason::BadChecksum), 0, "{what}: {:?}", s.counters);
 }
 
@@ -100,8 +100,8 @@ fn with_offload_the_local_kernel_as_peer_sends_partial_checksums_the_stack_trust
     let session = run_session(what, &bed, tap);
     assert_all_offloaded(what, &session);
     // The kernel's segments and datagrams came with partial checksums, taken as verified.
-    assert!(session.tap.rx_checksum_partial > 1000, "{what}: {:?}", session.tap);
-    assert_eq!((session.tap.rx_gso_dropped, session.tap.rx_bad_header), (0, 0), "{what}: {:?}", session.tap);
+    assert!(session.nic.rx_checksum_partial > 1000, "{what}: {:?}", session.nic);
+    assert_eq!((session.nic.rx_gso_dropped, session.nic.rx_bad_header), (0, 0), "{what}: {:?}", session.nic);
 }
 
 #[test]
@@ -118,7 +118,7 @@ fn without_offload_the_stacks_software_checksums_are_right_on_the_wire() {
     let session = run_session(what, &bed, tap);
     capture.stop().expect("stop the capture");
 
-    let t = session.tap;
+    let t = session.nic;
     assert_eq!((t.tx_checksum_offloaded, t.tx_checksum_filled), (0, 0), "{what}: {t:?}");
     assert_eq!((t.rx_data_valid, t.rx_checksum_partial, t.rx_unverified), (0, 0, 0), "{what}: {t:?}");
     let fields = checksum_fields(on_tap.path(), bed.stack_mac);

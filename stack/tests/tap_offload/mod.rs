@@ -2,6 +2,9 @@
 //! and echoes UDP datagrams, against a Linux peer that is either the kernel on the TAP itself or
 //! a host behind a router namespace; and the beds for both.
 
+// Shared by two test binaries (the TAP offload suite and the DPDK `net_tap` one), each using a part.
+#![allow(dead_code)]
+
 pub mod frames;
 
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, UdpSocket};
@@ -17,7 +20,8 @@ use slimtcp_testkit::linux_peer::{spawn_tcp_client_send, spawn_tcp_server_recv, 
 use slimtcp_testkit::lossnet::{LossyRouter, Peer};
 use slimtcp_testkit::netns::Netns;
 
-use crate::common::{AppResult, BulkOutcome, BulkRole, StackRunner, Step};
+use crate::common::{AppResult, BulkOutcome, BulkRole, IdleWait, StackRunner, Step};
+use slimtcp::nic::Nic;
 
 /// Bytes of each TCP stream.
 pub const BYTES: u64 = 16 * 1024 * 1024;
@@ -133,17 +137,18 @@ impl Bed {
     }
 }
 
-/// What the stack saw of one session, and the TAP's and the stack's counters at its end.
+/// What the stack saw of one session, and the device's (`S`: a TAP's, or a DPDK port's) and the
+/// stack's counters at its end.
 #[derive(Debug)]
-pub struct Session {
+pub struct Session<S = TapStats> {
     /// The stream the Linux client sent to the stack.
     pub inbound: BulkOutcome,
     /// The stream the stack sent to the Linux server.
     pub outbound: BulkOutcome,
     /// Datagrams the stack echoed.
     pub echoed: usize,
-    /// The TAP's counters once everything was written.
-    pub tap: TapStats,
+    /// The device's counters once everything was written.
+    pub nic: S,
     /// The stack's counters at the same moment.
     pub counters: Counters,
 }
@@ -151,10 +156,20 @@ pub struct Session {
 /// Runs the session on `tap` against the bed's Linux peer and checks every byte of it: a stream
 /// of [`BYTES`] each way at once (SHA-256 on both ends), then UDP datagrams echoed by the stack.
 pub fn run_session(what: &str, bed: &Bed, tap: TapNic) -> Session {
+    run_session_on(what, bed, tap, TapNic::stats)
+}
+
+/// [`run_session`] on any device the bed's kernel sees as its TAP (e.g. a DPDK `net_tap` port);
+/// `stats` reads the device's counters at the end.
+pub fn run_session_on<N, S>(what: &str, bed: &Bed, nic: N, stats: fn(&N) -> S) -> Session<S>
+where
+    N: Nic + IdleWait + Send + 'static,
+    S: std::fmt::Debug + Send + 'static,
+{
     let (peer_ns, peer_ip) = bed.peer();
     let linux_server = SocketAddrV4::new(peer_ip, LINUX_TCP_PORT);
     let (_, server) = spawn_tcp_server_recv(peer_ns, linux_server.into(), TIMEOUT).expect("Linux server");
-    let stack = StackRunner::spawn(bed.tap_ns(), tap, bed.iface_config(), TIMEOUT, move |iface, now| {
+    let stack = StackRunner::spawn(bed.tap_ns(), nic, bed.iface_config(), TIMEOUT, move |iface, now| {
         let listener = iface.tcp_listen(STACK_TCP_PORT, 4).map_err(|e| format!("tcp_listen: {e}"))?;
         let client = iface.tcp_connect(now, linux_server).map_err(|e| format!("tcp_connect: {e}"))?;
         let udp = iface.udp_bind(STACK_UDP_PORT).map_err(|e| format!("udp_bind: {e}"))?;
@@ -163,7 +178,7 @@ pub fn run_session(what: &str, bed: &Bed, tap: TapNic) -> Session {
         let (mut in_done, mut out_done) = (None, None);
         let mut echoed = 0;
         let mut buf = vec![0u8; 2048];
-        Ok(move |iface: &mut Interface<TapNic>, now| -> AppResult<Step<Session>> {
+        Ok(move |iface: &mut Interface<N>, now| -> AppResult<Step<Session<S>>> {
             let mut progress = false;
             if inbound.is_none() {
                 match iface.tcp_accept(listener) {
@@ -197,8 +212,8 @@ pub fn run_session(what: &str, bed: &Bed, tap: TapNic) -> Session {
             };
             // Hand everything queued to the TAP before reading its counters.
             iface.poll(now).map_err(|e| format!("poll: {e:?}"))?;
-            let (tap, counters) = (iface.nic().stats(), iface.counters());
-            Ok(Step::Done(Session { inbound, outbound, echoed, tap, counters }))
+            let (nic, counters) = (stats(iface.nic()), iface.counters());
+            Ok(Step::Done(Session { inbound, outbound, echoed, nic, counters }))
         })
     });
     let client = spawn_tcp_client_send(peer_ns, bed_addr(bed, STACK_TCP_PORT), BYTES, SEED_IN, TIMEOUT)
@@ -212,7 +227,7 @@ pub fn run_session(what: &str, bed: &Bed, tap: TapNic) -> Session {
     );
     let session = stack.result(TIMEOUT).expect("the stack moves both streams and echoes every datagram");
     check_streams(what, &session, &sent, &received);
-    eprintln!("{what}: {:?}", session.tap);
+    eprintln!("{what}: {:?}", session.nic);
     eprintln!("{what}: {:?}", session.counters);
     stack.stop();
     session
@@ -223,9 +238,9 @@ fn bed_addr(bed: &Bed, port: u16) -> SocketAddr {
 }
 
 /// One step of a bulk role; stores its outcome once done. Returns whether it made progress.
-fn step(
+fn step<N: Nic>(
     role: &mut BulkRole,
-    iface: &mut Interface<TapNic>,
+    iface: &mut Interface<N>,
     done: &mut Option<BulkOutcome>,
 ) -> AppResult<bool> {
     Ok(match role.step(iface)? {
@@ -239,7 +254,7 @@ fn step(
 }
 
 /// Both streams went through whole: each end saw the same bytes, and they are the pattern's.
-fn check_streams(what: &str, session: &Session, sent: &Transfer, received: &Transfer) {
+fn check_streams<S>(what: &str, session: &Session<S>, sent: &Transfer, received: &Transfer) {
     for (dir, stack, linux, seed, state) in [
         ("Linux -> stack", &session.inbound, sent, SEED_IN, State::Closed),
         ("stack -> Linux", &session.outbound, received, SEED_OUT, State::TimeWait),

@@ -68,6 +68,9 @@ pub struct DpdkNicStats {
     pub tx_copied_bytes: u64,
     /// Bytes our code copied on receive (chained or shared mbufs made contiguous).
     pub rx_copied_bytes: u64,
+    /// Frames the driver took with a TCP or UDP checksum left to the device (the port's
+    /// offload, enabled and asked for by the frame).
+    pub tx_checksum_offloaded: u64,
 }
 
 impl DpdkNicStats {
@@ -291,18 +294,7 @@ impl DpdkNic {
 
     /// `TxOffload` -> shim tx flags, limited to what the port has enabled.
     fn tx_flags(&self, o: &TxOffload) -> u32 {
-        let en = self.port.info.enabled;
-        let mut f = 0;
-        if o.ipv4_checksum && en.tx_ipv4_checksum {
-            f |= sys::SHIM_TX_IPV4_CKSUM;
-        }
-        match o.l4_checksum {
-            Some(L4Proto::Tcp) if en.tx_tcp_checksum => f |= sys::SHIM_TX_TCP_CKSUM,
-            Some(L4Proto::Udp) if en.tx_udp_checksum => f |= sys::SHIM_TX_UDP_CKSUM,
-            Some(_) => log::debug!("tx checksum offload requested but not enabled on this port"),
-            None => {}
-        }
-        f
+        tx_flags(self.port.info.enabled, o)
     }
 
     /// A frame as an mbuf ready for tx: in place when mbuf-backed, else copied (counted).
@@ -356,10 +348,14 @@ impl DpdkNic {
             sys::shim_tx_burst(self.port.info.port_id, self.queue, self.raw.as_mut_ptr(), n16)
         });
         self.raw.clear();
+        let enabled = self.port.info.enabled;
         for p in self.pending.drain(..sent) {
             // The driver owns the mbuf now.
             let _ = p.mbuf.into_raw();
             self.stats.tx_frames += 1;
+            if tx_flags(enabled, &p.offload) & (sys::SHIM_TX_TCP_CKSUM | sys::SHIM_TX_UDP_CKSUM) != 0 {
+                self.stats.tx_checksum_offloaded += 1;
+            }
             if let Some(ext) = p.external {
                 self.stats.tx_external_frames += 1;
                 match ext.slot {
@@ -588,4 +584,19 @@ impl Nic for DpdkNic {
         out.append(&mut self.copied_done);
         copied + self.ext.poll(out)
     }
+}
+
+/// `TxOffload` -> shim tx flags, limited to what the port has `en`abled.
+fn tx_flags(en: port::Offloads, o: &TxOffload) -> u32 {
+    let mut f = 0;
+    if o.ipv4_checksum && en.tx_ipv4_checksum {
+        f |= sys::SHIM_TX_IPV4_CKSUM;
+    }
+    match o.l4_checksum {
+        Some(L4Proto::Tcp) if en.tx_tcp_checksum => f |= sys::SHIM_TX_TCP_CKSUM,
+        Some(L4Proto::Udp) if en.tx_udp_checksum => f |= sys::SHIM_TX_UDP_CKSUM,
+        Some(_) => log::debug!("tx checksum offload requested but not enabled on this port"),
+        None => {}
+    }
+    f
 }
