@@ -70,10 +70,12 @@ pub(crate) fn serve_spec(
     match &spec.nic {
         TenantNic::Tap { name } => {
             let (name, capture) = (name.clone(), Arc::clone(capture));
+            let tap_config = slimtcp::nic::tap::TapConfig { checksum_offload: spec.checksum_offload };
             serve_tenant_observed(
                 &tenant,
                 move || {
-                    let tap = slimtcp::nic::tap::TapNic::open(&name).map_err(|e| error_chain(&e))?;
+                    let tap = slimtcp::nic::tap::TapNic::open_with(&name, tap_config)
+                        .map_err(|e| error_chain(&e))?;
                     tap.set_up().map_err(|e| error_chain(&e))?;
                     if let Some(h) = host_ip {
                         tap.set_host_address(h.addr, h.prefix_len).map_err(|e| error_chain(&e))?;
@@ -95,7 +97,13 @@ pub(crate) fn serve_spec(
             }
             let eal_args = eal_args.ok_or_else(|| ServerError::Nic("a DPDK tenant needs --dpdk".into()))?;
             let eal_args = sandboxed_eal_args(eal_args, sandbox);
-            let port = DpdkPort { port: *port, mac: spec.mac, promiscuous: spec.promiscuous, host_ip };
+            let port = DpdkPort {
+                port: *port,
+                mac: spec.mac,
+                promiscuous: spec.promiscuous,
+                checksum_offload: spec.checksum_offload,
+                host_ip,
+            };
             let capture = Arc::clone(capture);
             serve_tenant_observed(
                 &tenant,
@@ -165,6 +173,8 @@ struct DpdkPort {
     mac: Option<slimtcp::wire::EthernetAddress>,
     /// Receive every frame (`promiscuous = true`).
     promiscuous: bool,
+    /// Use the port's checksum offloads (`checksum-offload`, on by default).
+    checksum_offload: bool,
     /// The kernel side's address, for a `net_tap` vdev.
     host_ip: Option<config::Cidr>,
 }
@@ -188,6 +198,7 @@ fn dpdk_nic(
     }
     let mut cfg = PortConfig::new(port.to_string());
     cfg.promiscuous = want.promiscuous;
+    cfg.checksum_offload = want.checksum_offload;
     let nic =
         DpdkNic::open(eal, &cfg).map_err(|e| error_chain(&e))?.pop().ok_or("the DPDK port has no queue")?;
     let own = nic.port_info().mac;

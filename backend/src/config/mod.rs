@@ -224,6 +224,11 @@ pub struct Args {
     /// multicast only).
     #[arg(long)]
     pub promiscuous: bool,
+    /// Compute and verify every TCP/UDP checksum in the stack instead of leaving them to the
+    /// NIC (a TAP's virtio-net header, a DPDK port's checksum offloads), e.g. to rule out a
+    /// device that gets them wrong.
+    #[arg(long)]
+    pub no_checksum_offload: bool,
     /// Pin the tenant's worker thread to this CPU core (default: not pinned).
     #[arg(long, value_name = "N")]
     pub core: Option<usize>,
@@ -252,7 +257,7 @@ pub struct Args {
     pub rx_memory: Option<u64>,
     /// One tenant of several, as comma-separated KEY=VALUE: socket=PATH and ip=ADDR/PREFIX
     /// (required), tap=IFNAME or port=N (a DPDK port of --dpdk), and optionally host-ip=,
-    /// gateway=, mac=, promiscuous=, core=, queues=, name=, and the limits max-sockets=, send-in-flight=,
+    /// gateway=, mac=, promiscuous=, checksum-offload=, core=, queues=, name=, and the limits max-sockets=, send-in-flight=,
     /// rx-buffer=, backlog=, udp-queue=, rx-memory=. Repeat for each tenant.
     #[arg(long, value_name = "SPEC")]
     pub tenant: Vec<String>,
@@ -351,6 +356,7 @@ impl Args {
             gateway: self.gateway,
             mac: self.mac,
             promiscuous: self.promiscuous.then_some(true),
+            checksum_offload: self.no_checksum_offload.then_some(false),
             core: self.core,
             queues: self.queues,
             limits: tenant::RawLimits {
@@ -542,6 +548,29 @@ mod tests {
         check_eal_cores(&c.tenants, Some(&eal("--no-huge"))).expect("DPDK's default: nothing to check");
         check_eal_cores(&c.tenants, None).expect("no EAL");
         assert!(check_eal_cores(&c.tenants, Some(&eal("-c 0xq"))).is_err());
+    }
+
+    #[test]
+    fn checksum_offload_is_on_unless_a_flag_a_spec_or_the_file_turns_it_off() {
+        let one = |extra: &[&str]| {
+            let mut args = vec!["--socket", "/tmp/a", "--ip", "10.0.0.2/24", "--tap", "ta"];
+            args.extend_from_slice(extra);
+            config(&args).expect("valid").tenants[0].checksum_offload
+        };
+        assert!(one(&[]));
+        assert!(!one(&["--no-checksum-offload"]));
+        let spec = |s: &str| config(&["--tenant", s]).map(|c| c.tenants[0].checksum_offload);
+        assert!(!spec("socket=/tmp/a,ip=10.0.0.2/24,tap=ta,checksum-offload=false").expect("valid"));
+        assert!(spec("socket=/tmp/a,ip=10.0.0.2/24,tap=ta,checksum-offload=true").expect("valid"));
+        let bad = spec("socket=/tmp/a,ip=10.0.0.2/24,tap=ta,checksum-offload=no").expect_err("not a bool");
+        assert!(bad.to_string().contains("checksum-offload=no: not true or false"), "{bad}");
+        let file = write(
+            "csum",
+            "[[tenant]]\nsocket = \"/tmp/a\"\nip = \"10.0.0.2/24\"\ntap = \"ta\"\nchecksum-offload = false\n",
+        );
+        let c = Config::from_file(&file).expect("valid file");
+        std::fs::remove_file(&file).ok();
+        assert!(!c.tenants[0].checksum_offload);
     }
 
     fn write(name: &str, text: &str) -> PathBuf {

@@ -14,7 +14,8 @@ use crate::engine::{bounds, TenantLimits};
 use slimtcp::iface::DEFAULT_RX_MEMORY;
 
 /// Every key of a spec, for the error naming an unknown one.
-pub(super) const KEYS: &str = "name, socket, tap, port, ip, host-ip, gateway, mac, promiscuous, core, \
+pub(super) const KEYS: &str = "name, socket, tap, port, ip, host-ip, gateway, mac, promiscuous, \
+                               checksum-offload, core, \
                                queues, max-sockets, send-in-flight, rx-buffer, backlog, udp-queue, \
                                rx-memory";
 
@@ -57,6 +58,9 @@ pub struct TenantSpec {
     /// Receive every frame the port sees (DPDK ports; off: only the stack's MAC, broadcast
     /// and multicast).
     pub promiscuous: bool,
+    /// Leave TCP/UDP checksums to the NIC where it offers that (a TAP's virtio-net header, a
+    /// DPDK port's offloads); off: the stack computes and verifies every checksum itself.
+    pub checksum_offload: bool,
     /// Worker core.
     pub core: Option<usize>,
     /// Queue pairs.
@@ -81,6 +85,7 @@ pub(super) struct RawTenant {
     pub gateway: Option<Ipv4Addr>,
     pub mac: Option<EthernetAddress>,
     pub promiscuous: Option<bool>,
+    pub checksum_offload: Option<bool>,
     pub core: Option<usize>,
     pub queues: Option<usize>,
     pub limits: RawLimits,
@@ -215,6 +220,10 @@ impl RawTenant {
                 let on = value.parse().map_err(|_| format!("promiscuous={value}: not true or false"))?;
                 once(&mut self.promiscuous, key, on)
             }
+            "checksum-offload" => {
+                let on = value.parse().map_err(|_| format!("checksum-offload={value}: not true or false"))?;
+                once(&mut self.checksum_offload, key, on)
+            }
             "core" => {
                 let core = value.parse().map_err(|_| format!("core={value}: not a core number"))?;
                 once(&mut self.core, key, core)
@@ -241,6 +250,7 @@ impl RawTenant {
             ("gateway", self.gateway.is_some()),
             ("mac", self.mac.is_some()),
             ("promiscuous", self.promiscuous.is_some()),
+            ("checksum-offload", self.checksum_offload.is_some()),
             ("core", self.core.is_some()),
             ("queues", self.queues.is_some()),
             ("max-sockets", l.max_sockets.is_some()),
@@ -274,6 +284,7 @@ impl RawTenant {
             gateway: flags.gateway.or(self.gateway),
             mac: flags.mac.or(self.mac),
             promiscuous: flags.promiscuous.or(self.promiscuous),
+            checksum_offload: flags.checksum_offload.or(self.checksum_offload),
             core: flags.core.or(self.core),
             queues: flags.queues.or(self.queues),
             limits: RawLimits {
@@ -347,6 +358,7 @@ impl RawTenant {
             gateway: self.gateway,
             mac: self.mac,
             promiscuous: self.promiscuous.unwrap_or(false),
+            checksum_offload: self.checksum_offload.unwrap_or(true),
             core: self.core,
             queue_pairs: queues,
             limits,
