@@ -132,25 +132,29 @@ impl<N: Nic> FrameSink<'_, N> {
         Ok(())
     }
 
-    /// Queues a segment whose payload the NIC sends from the loaned buffer itself.
-    fn emit_external(&mut self, repr: &TcpRepr, payload: &mut Payload<'_>) -> Result<(), SinkFull> {
+    /// Queues a segment whose payload the NIC sends from the loaned buffer itself (`slice`).
+    fn emit_external(
+        &mut self,
+        repr: &TcpRepr,
+        payload: &mut Payload<'_>,
+        slice: LoanedSlice,
+    ) -> Result<(), SinkFull> {
         self.make_room(true)?;
         let Ok(mut headers) = self.nic.alloc_tx() else {
             self.blocked = true;
             return Err(SinkFull);
         };
-        let Some(LoanedSlice { addr, len, sum, loan }) = payload.by_reference(!self.caps.tcp.tx) else {
-            return Err(SinkFull);
-        };
-        self.template.write_headers(&mut headers, repr, len, sum, &self.caps).map_err(|_| SinkFull)?;
-        let token = self.ext.register(self.handle, loan);
+        self.template
+            .write_headers(&mut headers, repr, slice.len, slice.sum, &self.caps)
+            .map_err(|_| SinkFull)?;
+        let token = self.ext.register(self.handle, slice.loan);
         // SAFETY: the bytes belong to a loan that declared them sendable by reference: they stay
         // mapped while the stack holds the loan, and `lent` below makes the stack hold it until
         // this transmission's token is reported complete by the NIC.
-        let Some(external) = (unsafe { ExternalPayload::new(addr.as_ptr(), len, token) }) else {
+        let Some(external) = (unsafe { ExternalPayload::new(slice.addr.as_ptr(), slice.len, token) }) else {
             return Err(SinkFull);
         };
-        payload.lent(loan);
+        payload.lent(&slice);
         self.ext.queue.push(ExternalFrame { headers, payload: external });
         Ok(())
     }
@@ -160,10 +164,14 @@ impl<N: Nic> SegmentSink for FrameSink<'_, N> {
     fn emit(&mut self, repr: &TcpRepr, mut payload: Payload<'_>) -> Result<(), SinkFull> {
         // Segments with options (SYNs, ACKs with SACK blocks) take the general emitter.
         let plain_header = repr.max_seg_size.is_none() && repr.window_scale.is_none() && repr.sack.is_none();
-        if self.external && plain_header && payload.is_by_reference() {
-            self.emit_external(repr, &mut payload)?;
-            self.counters.tcp_segs_out += 1;
-            return Ok(());
+        if self.external && plain_header {
+            // One look at the send buffer: the piece by reference (with its sum when the NIC
+            // does not fill the checksum), or copied data.
+            if let Some(slice) = payload.by_reference(!self.caps.tcp.tx) {
+                self.emit_external(repr, &mut payload, slice)?;
+                self.counters.tcp_segs_out += 1;
+                return Ok(());
+            }
         }
         self.make_room(false)?;
         let Ok(mut buf) = self.nic.alloc_tx() else {

@@ -5,7 +5,7 @@
 //! per socket per burst" hold.
 
 use super::connection::Connection;
-use super::send_buffer::{LoanId, LoanedSlice, SendBuffer};
+use super::send_buffer::{LoanedSlice, SendBuffer};
 use super::state::State;
 use crate::time::Instant;
 use crate::wire::tcp::{TcpFlags, TcpRepr, TcpSack};
@@ -57,12 +57,6 @@ impl<'a> Payload<'a> {
         }
     }
 
-    /// True when the payload is one piece of a loaned buffer that may be sent by reference.
-    pub fn is_by_reference(&mut self) -> bool {
-        let (offset, len) = (self.offset, self.len);
-        self.tx.as_deref_mut().is_some_and(|tx| tx.is_by_reference(offset, len))
-    }
-
     /// The payload as one piece of a loaned buffer that may be sent by reference (zero copy):
     /// its address, sum (when `with_sum`: a NIC that fills the checksum needs none, and then
     /// the payload is not read) and loan; `None` for copied data, an empty payload, or one
@@ -72,11 +66,11 @@ impl<'a> Payload<'a> {
         self.tx.as_deref_mut()?.by_reference_slice(offset, len, with_sum)
     }
 
-    /// Records that a NIC transmission referencing loan `id` was queued: the loan is not handed
-    /// back before that transmission completes. Call only once the frame is committed.
-    pub fn lent(&mut self, id: LoanId) {
+    /// Records that a NIC transmission referencing `slice`'s loan was queued: the loan is not
+    /// handed back before that transmission completes. Call only once the frame is committed.
+    pub fn lent(&mut self, slice: &LoanedSlice) {
         if let Some(tx) = self.tx.as_deref_mut() {
-            tx.transmission_started(id);
+            tx.transmission_started(slice.loan, slice.chunk);
         }
     }
 }

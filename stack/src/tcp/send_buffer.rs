@@ -96,6 +96,9 @@ pub struct LoanedSlice {
     pub sum: Option<u16>,
     /// The loan they belong to.
     pub loan: LoanId,
+    /// Where that loan sits in the queue now (chunk index), so that
+    /// [`transmission_started`](SendBuffer::transmission_started) finds it without a search.
+    pub chunk: usize,
 }
 
 /// Bytes queued for sending and not yet acknowledged, in sequence order.
@@ -337,12 +340,6 @@ impl SendBuffer {
         (chunk.by_reference() || next_by_ref).then_some(end - offset)
     }
 
-    /// True when bytes `offset..offset+len` are one piece of a by-reference loan (see
-    /// [`by_reference_slice`](Self::by_reference_slice)).
-    pub fn is_by_reference(&mut self, offset: usize, len: usize) -> bool {
-        self.by_reference_piece(offset, len).is_some()
-    }
-
     /// Bytes `offset..offset+len` as one piece of a by-reference loan, with their sum (when
     /// `with_sum`) and the loan's id; `None` when they are copied data, span chunks, or are
     /// empty.
@@ -354,7 +351,7 @@ impl SendBuffer {
         // payload promised `len()` mapped bytes from `base`, so the sum stays inside them.
         let addr = unsafe { NonNull::new_unchecked(base.as_ptr().add(from)) };
         let sum = with_sum.then(|| payload_sum(l.payload.as_ref(), from, len));
-        Some(LoanedSlice { addr, len, sum, loan: l.id })
+        Some(LoanedSlice { addr, len, sum, loan: l.id, chunk: idx })
     }
 
     /// (chunk index, offset inside the loan) of bytes `offset..offset+len` when they lie in one
@@ -399,9 +396,18 @@ impl SendBuffer {
         loans.lingering.iter_mut().find(|l| l.id == id)
     }
 
-    /// A NIC transmission referencing loan `id` was queued. False when no such loan is held.
-    pub fn transmission_started(&mut self, id: LoanId) -> bool {
-        match self.loan_mut(id) {
+    /// A NIC transmission referencing loan `id` was queued; `chunk`, where the loan was when its
+    /// slice was taken ([`LoanedSlice::chunk`]), is tried first. False when no such loan is held.
+    pub fn transmission_started(&mut self, id: LoanId, chunk: usize) -> bool {
+        let at_chunk = match self.chunks.get_mut(chunk) {
+            Some(Chunk::Loaned(l)) if l.id == id => Some(l),
+            _ => None,
+        };
+        let loan = match at_chunk {
+            Some(l) => Some(l),
+            None => self.loan_mut(id),
+        };
+        match loan {
             Some(l) => {
                 l.in_flight += 1;
                 true
@@ -578,7 +584,7 @@ mod tests {
             Chunk::Copied(_) => None,
         });
         let id = id.expect("one loan");
-        assert!(b.transmission_started(id));
+        assert!(b.transmission_started(id, 0));
         assert_eq!(b.unloan_all(), 100);
         assert_eq!(b.take_completed().count(), 0, "the NIC still reads it");
         assert!(b.transmission_completed(id));
@@ -599,8 +605,15 @@ mod tests {
             });
             ids.push(last.expect("just pushed"));
         }
-        for &id in &ids {
-            assert!(b.transmission_started(id), "loan {id} found");
+        // Each loan by its chunk index (2i + 1), or, where the index given is stale (another
+        // loan's, or past the queue), by searching.
+        for (i, &id) in ids.iter().enumerate() {
+            let chunk = match i % 3 {
+                0 => 2 * i + 1,
+                1 => 2 * i + 3,
+                _ => usize::MAX,
+            };
+            assert!(b.transmission_started(id, chunk), "loan {id} found (chunk {chunk})");
         }
         // Acknowledge the first 100 loans and the copies around them: they linger (in flight).
         let first_100: usize = (0..100).map(|i| 7 + 10 + i % 5).sum();
@@ -611,7 +624,7 @@ mod tests {
         }
         assert_eq!(b.take_completed().count(), 100, "only the acknowledged ones come back");
         assert!(!b.transmission_completed(ids[0]), "a returned loan is no longer held");
-        assert!(!b.transmission_started(u64::MAX), "an unknown loan is not held");
+        assert!(!b.transmission_started(u64::MAX, 1), "an unknown loan is not held");
         b.ack(usize::MAX);
         assert_eq!(b.take_completed().count(), 200);
     }
