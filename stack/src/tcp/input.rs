@@ -72,7 +72,7 @@ impl Connection {
             self.events.insert(Events::CONNECTED | Events::WRITABLE);
             let data_seq = seg.seq_number + 1;
             let fin = seg.flags.contains(TcpFlags::FIN);
-            self.accept_payload(data_seq, payload, fin, now);
+            self.accept_payload(data_seq, payload, fin, false, now);
         } else {
             // Simultaneous open: answer with SYN-ACK (rewind so the SYN goes out again with ACK).
             self.state = State::SynReceived;
@@ -121,7 +121,8 @@ impl Connection {
         if fin_acked && self.on_fin_acked(now) {
             return;
         }
-        self.accept_payload(seg.seq_number, payload, fin, now);
+        let push = seg.flags.contains(TcpFlags::PSH);
+        self.accept_payload(seg.seq_number, payload, fin, push, now);
     }
 
     /// A segment outside the receive window: acknowledged (unless it is a reset), and a FIN in
@@ -387,7 +388,15 @@ impl Connection {
 
     /// Queues in-order payload (and whatever the reorder queue held right after it), keeps
     /// out-of-order payload in the reorder queue, and processes a FIN that follows the data.
-    fn accept_payload(&mut self, seq: SeqNumber, mut payload: PacketBuf, mut fin: bool, now: Instant) {
+    /// `push`: the segment carried PSH (it ends what the peer's application wrote).
+    fn accept_payload(
+        &mut self,
+        seq: SeqNumber,
+        mut payload: PacketBuf,
+        mut fin: bool,
+        push: bool,
+        now: Instant,
+    ) {
         let fin_seq_if_all = seq + payload.len();
         if !payload.is_empty() {
             if self.orphaned {
@@ -413,7 +422,9 @@ impl Connection {
             } else {
                 payload.advance(dup);
                 let room = self.receive_window();
-                let mut at_once = false;
+                // Only the end of a write may draw an answer worth waiting for; within a
+                // stream the next segment is already coming (and a burst draws one ACK).
+                let mut at_once = !push;
                 if payload.len() > room {
                     payload.truncate(room);
                     // The FIN lies beyond what we accepted; the peer will send it again.
@@ -464,23 +475,22 @@ impl Connection {
 
     /// New in-order data was queued: acknowledge it on this dispatch, or let the ACK wait up to
     /// `ack_delay` for data of ours to carry it (the application's answer to a request). Only a
-    /// lone segment waits: the second in a row is acknowledged at once (RFC 5681 section 4.2:
-    /// at least every second full-sized segment; a bulk sender's burst still draws one ACK), and
-    /// so is data that leaves less than two of our segments of window, which a sender cannot
-    /// follow up without our ACK.
+    /// lone segment that ends a write (PSH) waits: the second in a row is acknowledged at once
+    /// (RFC 5681 section 4.2: at least every second full-sized segment), and so is data that
+    /// leaves less than two of our segments of window, which a sender cannot follow up without
+    /// our ACK. Segments inside a stream are acknowledged per burst as before: waiting for their
+    /// successor would only cost a timer per burst.
     fn owe_ack(&mut self, now: Instant, at_once: bool) {
         self.segs_unacked = self.segs_unacked.saturating_add(1);
-        let window_left = self.receive_window();
-        match self.cfg.ack_delay {
-            Some(delay)
-                if !at_once && self.segs_unacked < 2 && window_left >= 2 * usize::from(self.cfg.mss) =>
-            {
+        if let Some(delay) = self.cfg.ack_delay.filter(|_| !at_once && self.segs_unacked < 2) {
+            if self.receive_window() >= 2 * usize::from(self.cfg.mss) {
                 if self.delayed_ack_at.is_none() {
                     self.delayed_ack_at = Some(now + delay);
                 }
+                return;
             }
-            _ => self.ack_pending = true,
         }
+        self.ack_pending = true;
     }
 
     /// Appends in-order payload (trimmed to the window) to the receive queue; false when the

@@ -129,6 +129,9 @@ struct Loans {
     /// loan is found by binary search instead of a scan of every chunk (a guest may hold
     /// thousands of sends).
     index: VecDeque<(LoanId, u64)>,
+    /// Of the queued loans, those sent by reference (only they make a segment's piece worth
+    /// looking up).
+    by_reference: usize,
     /// Chunks popped off the front since this record exists: chunk `i` of `chunks` has
     /// absolute number `popped + i`.
     popped: u64,
@@ -216,6 +219,7 @@ impl SendBuffer {
         let id = NEXT_LOAN.fetch_add(1, Ordering::Relaxed);
         let by_reference = payload.external_addr().is_some();
         loans.index.push_back((id, loans.popped + self.chunks.len() as u64));
+        loans.by_reference += usize::from(by_reference);
         self.chunks.push_back(Chunk::Loaned(Loan { payload, id, by_reference, in_flight: 0 }));
         self.len += n;
         Ok(())
@@ -263,6 +267,7 @@ impl SendBuffer {
             Chunk::Loaned(l) => {
                 if let Some(loans) = self.loans.as_deref_mut() {
                     loans.index.pop_front();
+                    loans.by_reference -= usize::from(l.by_reference);
                     loans.retire(l);
                 }
             }
@@ -371,10 +376,11 @@ impl SendBuffer {
         }
     }
 
-    /// True while a loan is queued (only then can a chunk be sent by reference): copied data
-    /// skips the chunk walk of the by-reference checks.
+    /// True while a loan to be sent by reference is queued (only then can a segment's piece be
+    /// one): copied data, and loans the NIC must copy, skip the chunk walk of the by-reference
+    /// checks.
     fn holds_loans(&self) -> bool {
-        self.loans.as_ref().is_some_and(|l| !l.index.is_empty())
+        self.loans.as_ref().is_some_and(|l| l.by_reference > 0)
     }
 
     fn loan_mut(&mut self, id: LoanId) -> Option<&mut Loan> {
@@ -440,6 +446,7 @@ impl SendBuffer {
         let mut copied = 0;
         let Some(loans) = self.loans.as_deref_mut() else { return 0 };
         loans.index.clear();
+        loans.by_reference = 0;
         for chunk in self.chunks.iter_mut() {
             let Chunk::Loaned(l) = chunk else { continue };
             let bytes = copy_all(l.payload.as_ref());
@@ -465,6 +472,7 @@ impl SendBuffer {
                     // Leave an empty stand-in: the queue is torn down with its connection.
                     let stand_in =
                         Loan { payload: Box::new(Vec::new()), id: 0, by_reference: false, in_flight: 0 };
+                    loans.by_reference -= usize::from(l.by_reference);
                     out.push(std::mem::replace(l, stand_in));
                 }
             }

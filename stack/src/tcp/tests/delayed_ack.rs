@@ -136,3 +136,14 @@ fn a_delayed_ack_dies_with_the_connection() {
     c.abort();
     assert_eq!(c.poll_at(), None);
 }
+
+#[test]
+fn a_segment_inside_a_stream_is_acknowledged_with_its_burst() {
+    // No PSH: the peer's write goes on, its next segment is coming; no timer is armed for it.
+    let mut c = conn(delayed());
+    feed(&mut c, ms(20), seg(TcpFlags::empty(), IRS + 1, Some(ISS + 1), 1000, &[7u8; 100]));
+    let segs = out(&mut c, ms(20));
+    assert_eq!(segs.len(), 1);
+    assert!(is_pure_ack(&segs[0].0, &segs[0].1, IRS + 1 + 100));
+    assert_eq!(c.poll_at(), None);
+}
