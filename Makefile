@@ -59,7 +59,8 @@ lint: deps
 # beside smoltcp over memwire (experiment 1, 64 B round trips, callgrind instructions per
 # segment): target/bench/peers.{md,json}, callgrind.{md,json}; the guest path's instructions per
 # segment (engine_cost: guest driver, tenant engine, both stacks, one thread):
-# target/bench/guest_cost.{md,json}; then the guest-library path beside
+# target/bench/guest_cost.{md,json}; the host runtime's end to end (slimtcp-perf --runtime single,
+# MSS 64/1460, copy and zero-copy): target/bench/runtime_cost.{md,json}; then the guest-library path beside
 # the host runtime over memwire, TAP and DPDK memif: target/bench/guest_path.{md,json}
 # (GUEST_PATH_LINKS=memif for one link); goodput under random loss (0.1/1/5% each way, nftables)
 # SlimTCP <-> Linux over TAP beside Linux <-> Linux over veth: target/bench/loss.{md,json}; the
@@ -72,6 +73,7 @@ bench: deps
 	./scripts/bench-experiments.sh
 	./scripts/bench-peers.sh
 	./scripts/bench-guest-cost.sh
+	./scripts/bench-runtime-cost.sh
 	set -o pipefail; $(CARGO) bench -p slimtcp-perf --features dpdk --bench guest_path 2>&1 | tee target/bench/guest_path.txt
 	set -o pipefail; $(CARGO) bench -p slimtcp-perf --features dpdk --bench guest_path_fair 2>&1 | tee target/bench/guest_path_fair.txt
 	./scripts/bench-loss.sh
