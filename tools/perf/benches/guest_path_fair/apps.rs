@@ -202,8 +202,8 @@ fn pump<S: SocketApi, R: SocketApi>(
         let wrote = sending.fill(tx, &pat)?;
         let got = receiving.read(rx, &mut buf, &pat)?;
         idle.pass(wrote || got.is_some());
-        watchdog::beat();
         let now = Instant::now();
+        watchdog::beat(now);
         if now >= end {
             break now;
         }
@@ -215,8 +215,9 @@ fn pump<S: SocketApi, R: SocketApi>(
     while !receiving.ended {
         let got = receiving.read(rx, &mut buf, &pat)?;
         idle.pass(got.is_some());
-        watchdog::beat();
-        if Instant::now() > limit {
+        let now = Instant::now();
+        watchdog::beat(now);
+        if now > limit {
             return Err(AppError::Drain(DRAIN_LIMIT, receiving.received));
         }
     }
@@ -293,8 +294,8 @@ fn echo_loop<G: SocketApi, P: SocketApi>(
             }
             idle.pass(work);
         }
-        watchdog::beat();
         let rtt = t0.elapsed();
+        watchdog::beat(t0 + rtt);
         if back != msg {
             return Err(AppError::Echo(i));
         }

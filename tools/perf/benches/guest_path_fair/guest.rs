@@ -37,7 +37,8 @@ use super::link::{self, LinkError};
 /// (docs/protocol.md, zero-copy transmit). With the ring full, a send, **even on a
 /// non-blocking socket**, waits inside the library (`AppSockets::request`,
 /// stack/api/src/app/mod.rs) until a chain comes back; here the peer's application, which must
-/// read for ACKs to come, runs on the same thread, so that wait never ends.
+/// read for ACKs to come, runs on the same thread, so that wait never ends. One chain's two
+/// descriptors stay free for the control requests that end a run (shutdown, close): 511.
 pub fn send_chain_ceiling() -> usize {
     usize::from(GuestConfig::default().queue_size) / 2 - 1
 }

@@ -85,7 +85,7 @@ pub fn bulk_many<G: SocketApi, P: SocketApi>(
         if k % 256 == 0 {
             log::debug!("connecting {k} of {}", shape.connections);
         }
-        watchdog::beat();
+        watchdog::beat(Instant::now());
         match connect_one(under, peer, l, SocketAddrV4::new(peer_ip, MANY_PORT), opts) {
             Ok(p) => pairs.push(p),
             Err(e) => {
@@ -176,8 +176,8 @@ fn pump_many<S: SocketApi, R: SocketApi>(
             received += bytes;
         }
         idle.pass(work || got);
-        watchdog::beat();
         let now = Instant::now();
+        watchdog::beat(now);
         counting = now >= t0;
         if now >= tick {
             let read: u64 = receiving.iter().map(|r| r.received).sum();
@@ -201,8 +201,9 @@ fn pump_many<S: SocketApi, R: SocketApi>(
         let (_, got) = read_ready(rx, &mut receiving, &mut events, &mut fds, &mut buf)?;
         open = receiving.iter().filter(|r| !r.ended).count();
         idle.pass(got);
-        watchdog::beat();
-        if Instant::now() > limit {
+        let now = Instant::now();
+        watchdog::beat(now);
+        if now > limit {
             log::debug!("{open} streams not ended");
             let received = receiving.iter().map(|r| r.received).sum();
             return Err(AppError::Drain(DRAIN_LIMIT, received));

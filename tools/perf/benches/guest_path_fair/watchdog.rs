@@ -13,18 +13,24 @@ static START: OnceLock<Instant> = OnceLock::new();
 /// Milliseconds from `START` at the last beat.
 static LAST: AtomicU64 = AtomicU64::new(0);
 
-fn now_ms() -> u64 {
-    u64::try_from(START.get_or_init(Instant::now).elapsed().as_millis()).unwrap_or(u64::MAX)
+fn ms_at(t: Instant) -> u64 {
+    u64::try_from(t.saturating_duration_since(*START.get_or_init(Instant::now)).as_millis())
+        .unwrap_or(u64::MAX)
 }
 
-/// The applications' thread is making progress.
-pub fn beat() {
-    LAST.store(now_ms(), Ordering::Relaxed);
+fn now_ms() -> u64 {
+    ms_at(Instant::now())
+}
+
+/// The applications' thread is making progress at `now` (a time the loop read anyway: a
+/// beat costs no clock read).
+pub fn beat(now: Instant) {
+    LAST.store(ms_at(now), Ordering::Relaxed);
 }
 
 /// Starts the watchdog thread (detached; it lives as long as the process).
 pub fn start() -> std::io::Result<()> {
-    beat();
+    beat(Instant::now());
     std::thread::Builder::new().name("fair-watchdog".into()).spawn(|| loop {
         std::thread::sleep(Duration::from_secs(1));
         let idle = now_ms().saturating_sub(LAST.load(Ordering::Relaxed));
