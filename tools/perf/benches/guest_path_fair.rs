@@ -22,13 +22,27 @@
 //! sleep. See `guest_path_fair/guest.rs` for what of
 //! slimtcp-vhost's serving path is left out (the relay, the sandbox, gauges).
 //!
-//! Measured, guest and host alternating, `FAIR_RUNS` times (default 3): bulk goodput over one
-//! connection, the stack under test sending and receiving, at MSS `FAIR_MSS` (default
-//! 64,256,512,1460), `FAIR_SECONDS` per run (default 2); 64-byte round trips (the stack under
-//! test sends, the peer echoes), `FAIR_ROUND_TRIPS` (default 20,000, after 1,000 warm-up), p50
-//! and p99. Every byte is checked (bulk: the pattern at each offset, and the count to the end
-//! of the stream equals the bytes sent; round trips: each echo equals its message); a mismatch
-//! fails the bench. Writes `target/bench/guest_path_fair.md` and `.json`.
+//! Measured, guest and host alternating, `FAIR_RUNS` times (default 3), every row under the
+//! same plan (`guest_path_fair/plan.rs` lists the `FAIR_*` variables):
+//! - bulk goodput over one connection (256 KiB buffers), the stack under test sending and
+//!   receiving, at MSS `FAIR_MSS` (default 64,256,512,1460), copy API, `FAIR_SECONDS` per run
+//!   (default 2);
+//! - the same through the zero-copy API of the stack under test (`alloc_tx`/`send_zc`,
+//!   `recv_zc`; the peer copies) at MSS `FAIR_ZC_MSS` (default 64,1460), unless
+//!   `FAIR_ZERO_COPY=0`;
+//! - bulk goodput over `FAIR_CONNECTIONS` connections at once (default 1,1024,4096; MSS
+//!   `FAIR_CONN_MSS`, default 1400; buffers `FAIR_CONN_BUFFER`, default slimtcp-perf's split of
+//!   64 MiB, 16..=256 KiB per socket), epoll-driven, after `FAIR_CONN_WARMUP` s (default 2), with
+//!   goodput at N over goodput at 1 connection per path (`guest_path_fair/many.rs`); guest sends
+//!   beyond what the guest library's one queue pair carries are reported as not run
+//!   (`guest::send_chain_ceiling`);
+//! - 64-byte round trips (the stack under test sends, the peer echoes), `FAIR_ROUND_TRIPS`
+//!   (default 20,000, after 1,000 warm-up), p50 and p99.
+//!
+//! Every byte is checked (bulk: the pattern at each offset of each stream, and each stream's
+//! count to its end equals the bytes its sender's stack accepted; round trips: each echo equals
+//! its message); a mismatch fails the bench, and a socket call that never returns ends it after
+//! 60 s (`guest_path_fair/watchdog.rs`). Writes `target/bench/guest_path_fair.md` and `.json`.
 
 #[path = "guest_path_fair/apps.rs"]
 mod apps;
