@@ -204,7 +204,16 @@ fn pump_many<S: SocketApi, R: SocketApi>(
         let now = Instant::now();
         watchdog::beat(now);
         if now > limit {
-            log::debug!("{open} streams not ended");
+            for (s, r) in sending.iter().zip(&receiving).filter(|(_, r)| !r.ended).take(4) {
+                log::warn!(
+                    "stream not ended: receiver {:?} read {} B, sender {:?} sent {} B",
+                    r.fd,
+                    r.received,
+                    s.fd,
+                    s.sent
+                );
+            }
+            log::warn!("{open} of {} streams not ended", receiving.len());
             let received = receiving.iter().map(|r| r.received).sum();
             return Err(AppError::Drain(DRAIN_LIMIT, received));
         }
