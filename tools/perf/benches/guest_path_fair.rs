@@ -22,13 +22,27 @@
 //! sleep. See `guest_path_fair/guest.rs` for what of
 //! slimtcp-vhost's serving path is left out (the relay, the sandbox, gauges).
 //!
-//! Measured, guest and host alternating, `FAIR_RUNS` times (default 3): bulk goodput over one
-//! connection, the stack under test sending and receiving, at MSS `FAIR_MSS` (default
-//! 64,256,512,1460), `FAIR_SECONDS` per run (default 2); 64-byte round trips (the stack under
-//! test sends, the peer echoes), `FAIR_ROUND_TRIPS` (default 20,000, after 1,000 warm-up), p50
-//! and p99. Every byte is checked (bulk: the pattern at each offset, and the count to the end
-//! of the stream equals the bytes sent; round trips: each echo equals its message); a mismatch
-//! fails the bench. Writes `target/bench/guest_path_fair.md` and `.json`.
+//! Measured, guest and host alternating, `FAIR_RUNS` times (default 3), every row under the
+//! same plan (`guest_path_fair/plan.rs` lists the `FAIR_*` variables):
+//! - bulk goodput over one connection (256 KiB buffers), the stack under test sending and
+//!   receiving, at MSS `FAIR_MSS` (default 64,256,512,1460), copy API, `FAIR_SECONDS` per run
+//!   (default 2);
+//! - the same through the zero-copy API of the stack under test (`alloc_tx`/`send_zc`,
+//!   `recv_zc`; the peer copies) at MSS `FAIR_ZC_MSS` (default 64,1460), unless
+//!   `FAIR_ZERO_COPY=0`;
+//! - bulk goodput over `FAIR_CONNECTIONS` connections at once (default 1,1024,4096; MSS
+//!   `FAIR_CONN_MSS`, default 1400; buffers `FAIR_CONN_BUFFER`, default slimtcp-perf's split of
+//!   64 MiB, 16..=256 KiB per socket), epoll-driven, after `FAIR_CONN_WARMUP` s (default 2), with
+//!   goodput at N over goodput at 1 connection per path (`guest_path_fair/many.rs`); guest sends
+//!   beyond what the guest library's one queue pair carries are reported as not run
+//!   (`guest::send_chain_ceiling`);
+//! - 64-byte round trips (the stack under test sends, the peer echoes), `FAIR_ROUND_TRIPS`
+//!   (default 20,000, after 1,000 warm-up), p50 and p99.
+//!
+//! Every byte is checked (bulk: the pattern at each offset of each stream, and each stream's
+//! count to its end equals the bytes its sender's stack accepted; round trips: each echo equals
+//! its message); a mismatch fails the bench, and a socket call that never returns ends it after
+//! 60 s (`guest_path_fair/watchdog.rs`). Writes `target/bench/guest_path_fair.md` and `.json`.
 
 #[path = "guest_path_fair/apps.rs"]
 mod apps;
@@ -40,14 +54,25 @@ mod host;
 mod idle;
 #[path = "guest_path_fair/link.rs"]
 mod link;
+#[path = "guest_path_fair/many.rs"]
+mod many;
+#[path = "guest_path_fair/plan.rs"]
+mod plan;
 #[path = "guest_path_fair/report.rs"]
 mod report;
+#[path = "guest_path_fair/stream.rs"]
+mod stream;
+#[path = "guest_path_fair/watchdog.rs"]
+mod watchdog;
 
 use std::time::Duration;
 
 use apps::{AppError, Direction};
-use report::{BulkRow, RttRow};
+use many::Shape;
+use plan::Plan;
+use report::{BulkRow, ConnRow, RttRow};
 use slimtcp::report::error_chain;
+use stream::Api;
 
 const WARM_UP: usize = 1_000;
 
@@ -64,68 +89,54 @@ enum BenchError {
         #[source]
         source: AppError,
     },
-    #[error("{name}={value:?}: {want}")]
-    Env { name: &'static str, value: String, want: &'static str },
-}
-
-/// What the bench's environment asks for.
-struct Plan {
-    runs: usize,
-    seconds: f64,
-    mss: Vec<u16>,
-    round_trips: usize,
-}
-
-fn env_number<T: std::str::FromStr>(name: &'static str, default: T) -> Result<T, BenchError> {
-    match std::env::var(name) {
-        Ok(v) => v.trim().parse().map_err(|_| BenchError::Env { name, value: v, want: "a number" }),
-        Err(_) => Ok(default),
-    }
-}
-
-impl Plan {
-    fn from_env() -> Result<Plan, BenchError> {
-        let runs = env_number("FAIR_RUNS", 3usize)?;
-        let seconds = env_number("FAIR_SECONDS", 2.0f64)?;
-        let round_trips = env_number("FAIR_ROUND_TRIPS", 20_000usize)?;
-        let mss_list = std::env::var("FAIR_MSS").unwrap_or_else(|_| "64,256,512,1460".into());
-        let mss = mss_list
-            .split(',')
-            .map(|m| m.trim().parse::<u16>().ok().filter(|&m| (1..=1460).contains(&m)))
-            .collect::<Option<Vec<u16>>>()
-            .ok_or_else(|| BenchError::Env {
-                name: "FAIR_MSS",
-                value: mss_list.clone(),
-                want: "MSS values 1..=1460, comma-separated",
-            })?;
-        if runs == 0 || !seconds.is_finite() || seconds <= 0.0 || round_trips == 0 {
-            return Err(BenchError::Env {
-                name: "FAIR_RUNS/FAIR_SECONDS/FAIR_ROUND_TRIPS",
-                value: String::new(),
-                want: "each > 0",
-            });
-        }
-        Ok(Plan { runs, seconds, mss, round_trips })
-    }
+    #[error("environment")]
+    Env(#[from] plan::PlanError),
 }
 
 fn app_err(path: &'static str) -> impl FnOnce(AppError) -> BenchError {
     move |source| BenchError::App { path, source }
 }
 
-/// One bulk run on the guest path: bit/s.
-fn guest_bulk(dir: Direction, mss: u16, window: Duration) -> Result<f64, BenchError> {
-    let (r, report) = guest::run(|g, p| apps::bulk(g, p, link::peer_ip(), dir, mss, window))?;
+/// One bulk run over one connection on the guest path: bit/s.
+fn guest_bulk(dir: Direction, api: Api, mss: u16, window: Duration) -> Result<f64, BenchError> {
+    let (r, report) = guest::run(|g, p| apps::bulk(g, p, link::peer_ip(), dir, api, mss, window))?;
     let b = r.map_err(app_err("guest"))?;
-    eprintln!("  guest {} MSS {mss}: {} B checked; backend session: {report}", dir.name(), b.checked);
+    eprintln!(
+        "  guest {} ({}) MSS {mss}: {} B checked; backend session: {report}",
+        dir.name(),
+        api.name(),
+        b.checked
+    );
     Ok(b.bytes as f64 * 8.0 / b.secs)
 }
 
-/// One bulk run on the host path: bit/s.
-fn host_bulk(dir: Direction, mss: u16, window: Duration) -> Result<f64, BenchError> {
-    let b =
-        host::run(|u, p| apps::bulk(u, p, link::peer_ip(), dir, mss, window))?.map_err(app_err("host"))?;
-    eprintln!("  host {} MSS {mss}: {} B checked", dir.name(), b.checked);
+/// One bulk run over one connection on the host path: bit/s.
+fn host_bulk(dir: Direction, api: Api, mss: u16, window: Duration) -> Result<f64, BenchError> {
+    let b = host::run(|u, p| apps::bulk(u, p, link::peer_ip(), dir, api, mss, window))?
+        .map_err(app_err("host"))?;
+    eprintln!("  host {} ({}) MSS {mss}: {} B checked", dir.name(), api.name(), b.checked);
+    Ok(b.bytes as f64 * 8.0 / b.secs)
+}
+
+/// One bulk run over `shape.connections` connections on the guest path: bit/s.
+fn guest_many(dir: Direction, shape: Shape, window: Duration) -> Result<f64, BenchError> {
+    let (r, report) = guest::run(|g, p| many::bulk_many(g, p, link::peer_ip(), dir, shape, window))?;
+    let b = r.map_err(app_err("guest"))?;
+    eprintln!(
+        "  guest {} x{} MSS {}: {} B checked; backend session: {report}",
+        dir.name(),
+        shape.connections,
+        shape.mss,
+        b.checked
+    );
+    Ok(b.bytes as f64 * 8.0 / b.secs)
+}
+
+/// One bulk run over `shape.connections` connections on the host path: bit/s.
+fn host_many(dir: Direction, shape: Shape, window: Duration) -> Result<f64, BenchError> {
+    let b = host::run(|u, p| many::bulk_many(u, p, link::peer_ip(), dir, shape, window))?
+        .map_err(app_err("host"))?;
+    eprintln!("  host {} x{} MSS {}: {} B checked", dir.name(), shape.connections, shape.mss, b.checked);
     Ok(b.bytes as f64 * 8.0 / b.secs)
 }
 
@@ -146,19 +157,72 @@ fn host_rtt(n: usize) -> Result<(f64, f64), BenchError> {
     Ok(percentiles(r.map_err(app_err("host"))?))
 }
 
-fn bench(plan: &Plan) -> Result<(Vec<BulkRow>, Vec<RttRow>), BenchError> {
+/// What the bench measured.
+struct Results {
+    bulk: Vec<BulkRow>,
+    conns: Vec<ConnRow>,
+    rtt: Vec<RttRow>,
+}
+
+fn bench(plan: &Plan) -> Result<Results, BenchError> {
     let window = Duration::from_secs_f64(plan.seconds);
     let mut bulk = Vec::new();
-    for dir in [Direction::Sends, Direction::Receives] {
-        for &mss in &plan.mss {
-            let mut row =
-                BulkRow { direction: dir.label(), mss, guest_bps: Vec::new(), host_bps: Vec::new() };
-            // Guest and host alternate, so a change in the machine's load hits both.
-            for _ in 0..plan.runs {
-                row.guest_bps.push(guest_bulk(dir, mss, window)?);
-                row.host_bps.push(host_bulk(dir, mss, window)?);
+    let mut sets = vec![(Api::Copy, plan.mss.as_slice())];
+    if plan.zero_copy {
+        sets.push((Api::ZeroCopy, plan.zc_mss.as_slice()));
+    }
+    for (api, mss_list) in sets {
+        for dir in [Direction::Sends, Direction::Receives] {
+            for &mss in mss_list {
+                let direction = match api {
+                    Api::Copy => dir.label().to_string(),
+                    Api::ZeroCopy => format!("{}, zero-copy", dir.label()),
+                };
+                let mut row =
+                    BulkRow { direction, mss, api: api.name(), guest_bps: Vec::new(), host_bps: Vec::new() };
+                // Guest and host alternate, so a change in the machine's load hits both.
+                for _ in 0..plan.runs {
+                    row.guest_bps.push(guest_bulk(dir, api, mss, window)?);
+                    row.host_bps.push(host_bulk(dir, api, mss, window)?);
+                }
+                bulk.push(row);
             }
-            bulk.push(row);
+        }
+    }
+    let mut conns = Vec::new();
+    for dir in [Direction::Sends, Direction::Receives] {
+        for &connections in &plan.connections {
+            let shape = Shape {
+                connections,
+                mss: plan.conn_mss,
+                buffer: plan.conn_buffer.bytes(connections),
+                warm_up: Duration::from_secs_f64(plan.conn_warm_up),
+            };
+            let mut row = ConnRow {
+                direction: dir.label(),
+                connections,
+                mss: shape.mss,
+                buffer: shape.buffer,
+                guest_bps: Vec::new(),
+                host_bps: Vec::new(),
+            };
+            let guest_fits = dir == Direction::Receives || guest::sends_fit(connections, shape.buffer);
+            if !guest_fits {
+                eprintln!(
+                    "  guest sends x{connections} ({} KiB buffers): not run, it would need more than {} \
+                     send chains in flight on the guest's queue pair (a non-blocking send then blocks; \
+                     docs/benchmarks.md)",
+                    shape.buffer >> 10,
+                    guest::send_chain_ceiling()
+                );
+            }
+            for _ in 0..plan.runs {
+                if guest_fits {
+                    row.guest_bps.push(guest_many(dir, shape, window)?);
+                }
+                row.host_bps.push(host_many(dir, shape, window)?);
+            }
+            conns.push(row);
         }
     }
     let mut p50 = RttRow { percentile: "p50", guest_us: Vec::new(), host_us: Vec::new() };
@@ -174,25 +238,29 @@ fn bench(plan: &Plan) -> Result<(Vec<BulkRow>, Vec<RttRow>), BenchError> {
         p50.host_us.push(h.0);
         p99.host_us.push(h.1);
     }
-    Ok((bulk, vec![p50, p99]))
+    Ok(Results { bulk, conns, rtt: vec![p50, p99] })
 }
 
 fn main() {
     // `cargo bench` passes --bench; nothing else to parse.
     let _ = env_logger::builder().try_init();
-    let result = Plan::from_env().and_then(|plan| bench(&plan).map(|r| (plan, r)));
-    let (plan, (bulk, rtt)) = match result {
+    if let Err(e) = watchdog::start() {
+        eprintln!("guest_path_fair: starting the watchdog thread: {e}");
+        std::process::exit(1);
+    }
+    let result = Plan::from_env().map_err(BenchError::from).and_then(|plan| bench(&plan).map(|r| (plan, r)));
+    let (plan, Results { bulk, conns, rtt }) = match result {
         Ok(r) => r,
         Err(e) => {
             eprintln!("guest_path_fair: {}", error_chain(&e));
             std::process::exit(1);
         }
     };
-    let table = report::markdown(plan.runs, plan.seconds, &bulk, &rtt);
+    let table = report::markdown(plan.runs, plan.seconds, plan.conn_warm_up, &bulk, &conns, &rtt);
     println!("{table}");
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/bench");
     let _ = std::fs::create_dir_all(&dir);
-    let json = report::json(plan.runs, plan.seconds, &bulk, &rtt);
+    let json = report::json(plan.runs, plan.seconds, plan.conn_warm_up, &bulk, &conns, &rtt);
     for (file, text) in [("guest_path_fair.md", table), ("guest_path_fair.json", format!("{json:#}\n"))] {
         if let Err(e) = std::fs::write(dir.join(file), text) {
             eprintln!("guest_path_fair: writing {file}: {e}");

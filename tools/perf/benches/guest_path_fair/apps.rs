@@ -9,18 +9,16 @@ use std::time::{Duration, Instant};
 use slimtcp::api::{Fd, Proto, Shutdown, SockOpt, SocketApi, SocketError};
 
 use super::idle::Idle;
+use super::stream::{nb, Api, Pattern, Receiving, Sending, CHUNK};
+use super::watchdog;
 
 /// The peer's bulk port and echo port.
 const BULK_PORT: u16 = 5001;
 const ECHO_PORT: u16 = 7000;
 /// Socket buffers on both sides (as the three-thread bench and slimtcp-perf's one connection).
 const BUFFER: usize = 256 << 10;
-/// Bytes offered per send call, and read per receive call.
-const CHUNK: usize = 64 << 10;
-/// The stream's byte at offset `i` is `i % PERIOD` (a prime: chunk edges never line up with it).
-const PERIOD: usize = 251;
 /// How long the end of a stream may take after the measured window.
-const DRAIN_LIMIT: Duration = Duration::from_secs(20);
+pub const DRAIN_LIMIT: Duration = Duration::from_secs(20);
 /// Bytes per round trip.
 pub const MESSAGE: usize = 64;
 
@@ -63,7 +61,7 @@ pub enum AppError {
     EchoEnded(usize),
 }
 
-fn sock(op: &'static str) -> impl FnOnce(SocketError) -> AppError {
+pub fn sock(op: &'static str) -> impl FnOnce(SocketError) -> AppError {
     move |source| AppError::Socket { op, source }
 }
 
@@ -103,8 +101,51 @@ pub struct Bulk {
     pub checked: u64,
 }
 
-/// One connection, `under` connecting to `peer` (listening at `peer_ip`), options set before
-/// the connect (accepted sockets take the listener's), both sockets non-blocking once up.
+/// Socket options of a run's connections: MSS and both buffers, on both ends.
+pub fn options(mss: u16, buffer: usize) -> [SockOpt; 3] {
+    [SockOpt::Mss(mss), SockOpt::SendBuffer(buffer), SockOpt::RecvBuffer(buffer)]
+}
+
+/// The peer's listener on `port` (accepted sockets take its options).
+pub fn listen<P: SocketApi>(
+    peer: &mut P,
+    port: u16,
+    opts: [SockOpt; 3],
+    backlog: usize,
+) -> Result<Fd, AppError> {
+    let l = peer.socket(Proto::Tcp).map_err(sock("peer socket"))?;
+    for opt in opts {
+        peer.setsockopt(l, opt).map_err(sock("peer setsockopt"))?;
+    }
+    peer.bind(l, SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, port)).map_err(sock("peer bind"))?;
+    peer.listen(l, backlog).map_err(sock("peer listen"))?;
+    Ok(l)
+}
+
+/// One connection, `under` connecting to the peer's listener `l` (at `peer_ip`, `port`),
+/// options set before the connect, both sockets non-blocking once up.
+pub fn connect_one<G: SocketApi, P: SocketApi>(
+    under: &mut G,
+    peer: &mut P,
+    l: Fd,
+    to: SocketAddrV4,
+    opts: [SockOpt; 3],
+) -> Result<(Fd, Fd), AppError> {
+    let c = under.socket(Proto::Tcp).map_err(sock("socket"))?;
+    for opt in opts.into_iter().chain([SockOpt::NoDelay(true)]) {
+        under.setsockopt(c, opt).map_err(sock("setsockopt"))?;
+    }
+    // Blocking: the handshake needs only the stacks (thread B), the peer accepts from its
+    // backlog afterwards.
+    under.connect(c, to).map_err(sock("connect"))?;
+    let (s, _) = peer.accept(l).map_err(sock("peer accept"))?;
+    peer.setsockopt(s, SockOpt::NoDelay(true)).map_err(sock("peer setsockopt(TCP_NODELAY)"))?;
+    under.setsockopt(c, SockOpt::NonBlocking(true)).map_err(sock("setsockopt(O_NONBLOCK)"))?;
+    peer.setsockopt(s, SockOpt::NonBlocking(true)).map_err(sock("peer setsockopt(O_NONBLOCK)"))?;
+    Ok((c, s))
+}
+
+/// One connection with 256 KiB buffers: (under's socket, peer's socket, peer's listener).
 fn connect_pair<G: SocketApi, P: SocketApi>(
     under: &mut G,
     peer: &mut P,
@@ -112,55 +153,32 @@ fn connect_pair<G: SocketApi, P: SocketApi>(
     port: u16,
     mss: u16,
 ) -> Result<(Fd, Fd, Fd), AppError> {
-    let opts = [SockOpt::Mss(mss), SockOpt::SendBuffer(BUFFER), SockOpt::RecvBuffer(BUFFER)];
-    let l = peer.socket(Proto::Tcp).map_err(sock("peer socket"))?;
-    for opt in opts {
-        peer.setsockopt(l, opt).map_err(sock("peer setsockopt"))?;
-    }
-    peer.bind(l, SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, port)).map_err(sock("peer bind"))?;
-    peer.listen(l, 1).map_err(sock("peer listen"))?;
-    let c = under.socket(Proto::Tcp).map_err(sock("socket"))?;
-    for opt in opts.into_iter().chain([SockOpt::NoDelay(true)]) {
-        under.setsockopt(c, opt).map_err(sock("setsockopt"))?;
-    }
-    // Blocking: the handshake needs only the stacks (thread B), the peer accepts from its
-    // backlog afterwards.
-    under.connect(c, SocketAddrV4::new(peer_ip, port)).map_err(sock("connect"))?;
-    let (s, _) = peer.accept(l).map_err(sock("peer accept"))?;
-    peer.setsockopt(s, SockOpt::NoDelay(true)).map_err(sock("peer setsockopt(TCP_NODELAY)"))?;
-    under.setsockopt(c, SockOpt::NonBlocking(true)).map_err(sock("setsockopt(O_NONBLOCK)"))?;
-    peer.setsockopt(s, SockOpt::NonBlocking(true)).map_err(sock("peer setsockopt(O_NONBLOCK)"))?;
+    let opts = options(mss, BUFFER);
+    let l = listen(peer, port, opts, 1)?;
+    let (c, s) = connect_one(under, peer, l, SocketAddrV4::new(peer_ip, port), opts)?;
     Ok((c, s, l))
 }
 
-/// `f`'s result, `WouldBlock` as `Ok(None)`.
-fn nb<T>(r: Result<T, SocketError>) -> Result<Option<T>, SocketError> {
-    match r {
-        Ok(v) => Ok(Some(v)),
-        Err(SocketError::WouldBlock) => Ok(None),
-        Err(e) => Err(e),
-    }
-}
-
-/// The pattern, long enough for a chunk at any phase.
-fn pattern() -> Vec<u8> {
-    (0..PERIOD + CHUNK).map(|i| (i % PERIOD) as u8).collect()
-}
-
-/// Bulk transfer over one connection for `window`: sender and receiver alternate on this
-/// thread; then the sender shuts down and the receiver reads to the end of the stream.
+/// Bulk transfer over one connection for `window`, the application under test on `api`
+/// (the peer on the copy API): sender and receiver alternate on this thread; then the sender
+/// shuts down and the receiver reads to the end of the stream.
 pub fn bulk<G: SocketApi, P: SocketApi>(
     under: &mut G,
     peer: &mut P,
     peer_ip: Ipv4Addr,
     dir: Direction,
+    api: Api,
     mss: u16,
     window: Duration,
 ) -> Result<Bulk, AppError> {
     let (c, s, l) = connect_pair(under, peer, peer_ip, BULK_PORT, mss)?;
     let r = match dir {
-        Direction::Sends => pump(under, c, peer, s, window),
-        Direction::Receives => pump(peer, s, under, c, window),
+        Direction::Sends => {
+            pump(under, Sending::new(c, api, mss), peer, Receiving::new(s, Api::Copy), window)
+        }
+        Direction::Receives => {
+            pump(peer, Sending::new(s, Api::Copy, mss), under, Receiving::new(c, api), window)
+        }
     };
     let _ = under.close(c);
     let _ = peer.close(s);
@@ -170,55 +188,43 @@ pub fn bulk<G: SocketApi, P: SocketApi>(
 
 fn pump<S: SocketApi, R: SocketApi>(
     tx: &mut S,
-    tfd: Fd,
+    mut sending: Sending<S::TxBuf>,
     rx: &mut R,
-    rfd: Fd,
+    mut receiving: Receiving,
     window: Duration,
 ) -> Result<Bulk, AppError> {
-    let pat = pattern();
+    let pat = Pattern::new();
     let mut buf = vec![0u8; CHUNK];
-    let (mut sent, mut received) = (0u64, 0u64);
-    let mut read = |rx: &mut R, received: &mut u64| -> Result<Option<usize>, AppError> {
-        let Some(n) = nb(rx.recv(rfd, &mut buf)).map_err(sock("recv"))? else { return Ok(None) };
-        let at = (*received % PERIOD as u64) as usize;
-        if buf[..n] != pat[at..at + n] {
-            return Err(AppError::Corrupt { offset: *received, len: n });
-        }
-        *received += n as u64;
-        Ok(Some(n))
-    };
     let mut idle = Idle::default();
     let t0 = Instant::now();
     let end = t0 + window;
     let now = loop {
-        let at = (sent % PERIOD as u64) as usize;
-        let wrote = nb(tx.send(tfd, &pat[at..at + CHUNK])).map_err(sock("send"))?;
-        if let Some(n) = wrote {
-            sent += n as u64;
-        }
-        let got = read(rx, &mut received)?;
-        idle.pass(wrote.is_some() || got.is_some());
+        let wrote = sending.fill(tx, &pat)?;
+        let got = receiving.read(rx, &mut buf, &pat)?;
+        idle.pass(wrote || got.is_some());
         let now = Instant::now();
+        watchdog::beat(now);
         if now >= end {
             break now;
         }
     };
-    let (bytes, secs) = (received, (now - t0).as_secs_f64());
-    tx.shutdown(tfd, Shutdown::Write).map_err(sock("shutdown(SHUT_WR)"))?;
+    let (bytes, secs) = (receiving.received, (now - t0).as_secs_f64());
+    sending.abandon();
+    tx.shutdown(sending.fd, Shutdown::Write).map_err(sock("shutdown(SHUT_WR)"))?;
     let limit = Instant::now() + DRAIN_LIMIT;
-    loop {
-        match read(rx, &mut received)? {
-            Some(0) => break,
-            got => idle.pass(got.is_some()),
-        }
-        if Instant::now() > limit {
-            return Err(AppError::Drain(DRAIN_LIMIT, received));
+    while !receiving.ended {
+        let got = receiving.read(rx, &mut buf, &pat)?;
+        idle.pass(got.is_some());
+        let now = Instant::now();
+        watchdog::beat(now);
+        if now > limit {
+            return Err(AppError::Drain(DRAIN_LIMIT, receiving.received));
         }
     }
-    if received != sent {
-        return Err(AppError::Count { sent, received });
+    if receiving.received != sending.sent {
+        return Err(AppError::Count { sent: sending.sent, received: receiving.received });
     }
-    Ok(Bulk { bytes, secs, checked: received })
+    Ok(Bulk { bytes, secs, checked: receiving.received })
 }
 
 /// `count` round trips of [`MESSAGE`] bytes (after `warm_up` more) from `under` to an echo on
@@ -289,6 +295,7 @@ fn echo_loop<G: SocketApi, P: SocketApi>(
             idle.pass(work);
         }
         let rtt = t0.elapsed();
+        watchdog::beat(t0 + rtt);
         if back != msg {
             return Err(AppError::Echo(i));
         }

@@ -13,6 +13,9 @@ fn range(v: &[f64]) -> (f64, f64) {
 
 /// "median (min-max)" of `v` scaled by `scale`, with `d` decimals.
 fn cell(v: &[f64], scale: f64, d: usize) -> String {
+    if v.is_empty() {
+        return "not run".into();
+    }
     let (lo, hi) = range(v);
     if v.len() < 2 {
         return format!("{:.d$}", median(v) * scale);
@@ -27,6 +30,9 @@ fn ratio(guest: &[f64], host: &[f64]) -> (f64, Vec<f64>) {
 }
 
 fn ratio_cell(guest: &[f64], host: &[f64]) -> String {
+    if guest.is_empty() || host.is_empty() {
+        return "n/a".into();
+    }
     let (r, per_run) = ratio(guest, host);
     if per_run.len() < 2 {
         return format!("{r:.2}");
@@ -35,12 +41,41 @@ fn ratio_cell(guest: &[f64], host: &[f64]) -> String {
     format!("{r:.2} ({lo:.2}-{hi:.2})")
 }
 
-/// One bulk row: goodput per run (bit/s) of both paths.
+/// One bulk row over one connection (256 KiB buffers): goodput per run (bit/s) of both paths.
 pub struct BulkRow {
-    pub direction: &'static str,
+    /// "guest sends" / "guest receives" for the copy API, with ", zero-copy" for that API.
+    pub direction: String,
     pub mss: u16,
+    /// The API of the stack under test ("copy" or "zero-copy"; the peer always copies).
+    pub api: &'static str,
     pub guest_bps: Vec<f64>,
     pub host_bps: Vec<f64>,
+}
+
+/// One row of the connection-count set: goodput per run (bit/s) of both paths over
+/// `connections` connections at once.
+pub struct ConnRow {
+    pub direction: &'static str,
+    pub connections: usize,
+    pub mss: u16,
+    /// Send and receive buffer of every socket, both ends.
+    pub buffer: usize,
+    pub guest_bps: Vec<f64>,
+    pub host_bps: Vec<f64>,
+}
+
+/// Goodput at `r.connections` over goodput at one connection (same direction), per path:
+/// (guest, host) ratios of the medians; `None` without a one-connection row or a run.
+fn over_one(rows: &[ConnRow], r: &ConnRow) -> (Option<f64>, Option<f64>) {
+    let Some(one) = rows.iter().find(|o| o.connections == 1 && o.direction == r.direction) else {
+        return (None, None);
+    };
+    let ratio = |n: &[f64], d: &[f64]| (!n.is_empty() && !d.is_empty()).then(|| median(n) / median(d));
+    (ratio(&r.guest_bps, &one.guest_bps), ratio(&r.host_bps, &one.host_bps))
+}
+
+fn opt_cell(v: Option<f64>) -> String {
+    v.map_or("n/a".into(), |x| format!("{x:.2}"))
 }
 
 /// One latency row: a percentile's per-run figures (us).
@@ -51,12 +86,20 @@ pub struct RttRow {
 }
 
 /// The markdown table.
-pub fn markdown(runs: usize, seconds: f64, bulk: &[BulkRow], rtt: &[RttRow]) -> String {
+pub fn markdown(
+    runs: usize,
+    seconds: f64,
+    warm_up: f64,
+    bulk: &[BulkRow],
+    conns: &[ConnRow],
+    rtt: &[RttRow],
+) -> String {
     let mut out = format!(
         "Two busy threads on each path (A: both applications; B: the backend worker with the \
          tenant engine and the peer's stack / the host runtime's worker with both stacks). \
          Medians of {runs} run(s) ({seconds} s per bulk run), (min-max) over the runs; guest/host: \
-         ratio of the medians (range of the runs' own ratios).\n\n\
+         ratio of the medians (range of the runs' own ratios). One connection, 256 KiB socket \
+         buffers; \"zero-copy\": the stack under test uses the zero-copy API, the peer copies.\n\n\
          | measurement | MSS | guest Gb/s | guest Mseg/s | host Gb/s | host Mseg/s | guest/host |\n\
          | --- | ---: | --- | --- | --- | --- | --- |\n"
     );
@@ -73,6 +116,35 @@ pub fn markdown(runs: usize, seconds: f64, bulk: &[BulkRow], rtt: &[RttRow]) -> 
             ratio_cell(&r.guest_bps, &r.host_bps)
         );
     }
+    if !conns.is_empty() {
+        out += &format!(
+            "\nConnection count (copy API, epoll-driven on both ends; send and receive buffer per \
+                 socket as given, both ends, both paths; {warm_up} s of sending before each {seconds} s \
+                 window); N/1: goodput at N connections over goodput at 1 connection (same \
+                 direction, same path; ratio of the medians; the issue's target >= 0.90).\n\n\
+                 | measurement | connections | MSS | buffer KiB | guest Gb/s | host Gb/s | guest/host | guest N/1 | host N/1 |\n\
+                 | --- | ---: | ---: | ---: | --- | --- | --- | ---: | ---: |\n"
+        );
+        for r in conns {
+            let (g1, h1) = over_one(conns, r);
+            let (g1, h1) = (opt_cell(g1), opt_cell(h1));
+            out += &format!(
+                "| {} | {} | {} | {} | {} | {} | {} | {g1} | {h1} |\n",
+                r.direction,
+                r.connections,
+                r.mss,
+                r.buffer >> 10,
+                cell(&r.guest_bps, 1e-9, 2),
+                cell(&r.host_bps, 1e-9, 2),
+                ratio_cell(&r.guest_bps, &r.host_bps)
+            );
+        }
+    }
+    if conns.iter().any(|r| r.guest_bps.is_empty()) {
+        out += "\nnot run: guest sends over more connections than the guest library's one queue \
+                 pair carries (its transmit ring holds at most 511 sends in flight, each until ACKed; \
+                 then even a non-blocking send waits: docs/benchmarks.md).\n";
+    }
     out += "\n| 64 B round trip | guest us | host us | guest/host |\n| --- | --- | --- | --- |\n";
     for r in rtt {
         out += &format!(
@@ -87,7 +159,14 @@ pub fn markdown(runs: usize, seconds: f64, bulk: &[BulkRow], rtt: &[RttRow]) -> 
 }
 
 /// Every run's figures.
-pub fn json(runs: usize, seconds: f64, bulk: &[BulkRow], rtt: &[RttRow]) -> Value {
+pub fn json(
+    runs: usize,
+    seconds: f64,
+    warm_up: f64,
+    bulk: &[BulkRow],
+    conns: &[ConnRow],
+    rtt: &[RttRow],
+) -> Value {
     let bulk: Vec<Value> = bulk
         .iter()
         .map(|r| {
@@ -96,11 +175,35 @@ pub fn json(runs: usize, seconds: f64, bulk: &[BulkRow], rtt: &[RttRow]) -> Valu
                 "test": "bulk",
                 "direction": r.direction,
                 "mss": r.mss,
+                "api": r.api,
+                "connections": 1,
+                "buffer_bytes": 256 << 10,
                 "guest_bps": median(&r.guest_bps),
                 "host_bps": median(&r.host_bps),
                 "guest_segments_per_s": median(&seg(&r.guest_bps)),
                 "host_segments_per_s": median(&seg(&r.host_bps)),
                 "guest_over_host": ratio(&r.guest_bps, &r.host_bps).0,
+                "guest_bps_runs": r.guest_bps,
+                "host_bps_runs": r.host_bps,
+            })
+        })
+        .collect();
+    let connections: Vec<Value> = conns
+        .iter()
+        .map(|r| {
+            let one = over_one(conns, r);
+            json!({
+                "test": "bulk_connections",
+                "direction": r.direction,
+                "api": "copy",
+                "connections": r.connections,
+                "mss": r.mss,
+                "buffer_bytes": r.buffer,
+                "guest_bps": (!r.guest_bps.is_empty()).then(|| median(&r.guest_bps)),
+                "host_bps": median(&r.host_bps),
+                "guest_over_host": (!r.guest_bps.is_empty()).then(|| ratio(&r.guest_bps, &r.host_bps).0),
+                "guest_over_one_connection": one.0,
+                "host_over_one_connection": one.1,
                 "guest_bps_runs": r.guest_bps,
                 "host_bps_runs": r.host_bps,
             })
@@ -125,7 +228,9 @@ pub fn json(runs: usize, seconds: f64, bulk: &[BulkRow], rtt: &[RttRow]) -> Valu
         "busy_threads_per_path": 2,
         "runs": runs,
         "bulk_seconds": seconds,
+        "connections_warm_up_seconds": warm_up,
         "bulk": bulk,
+        "connections": connections,
         "round_trips": rtt,
     })
 }
