@@ -195,6 +195,42 @@ fn sends_beyond_the_in_flight_limit_wait_for_returned_chains() {
     assert_eq!(n, Ok(1));
 }
 
+/// The transmit ring fills before the credit does (64 descriptors, two per send, the device
+/// holding every send chain): a non-blocking send then fails with `EAGAIN` instead of waiting
+/// for room (an application that must read to make the device progress would hang), the
+/// socket is not `EPOLLOUT` while the ring is full, and becomes so (an edge) once chains return.
+#[test]
+fn a_nonblocking_send_into_a_full_ring_is_eagain_and_epollout_waits_for_room() {
+    let (mut api, dev) = start();
+    let fd = api.socket(Proto::Tcp).expect("socket");
+    api.connect(fd, PEER).expect("connect");
+    api.setsockopt(fd, SockOpt::NonBlocking(true)).expect("nonblocking");
+    let ep = api.epoll_create().expect("epoll");
+    api.epoll_ctl(ep, EpollOp::Add, fd, EpollEvent { events: Ready::OUT | Ready::ET, data: 7 }).expect("ctl");
+    let mut ev = [EpollEvent::default(); 1];
+    assert_eq!(api.epoll_wait(ep, &mut ev, 1_000), Ok(1), "writable at first");
+    let mut sent = 0;
+    let refused = loop {
+        match api.send(fd, &[5u8; 100]) {
+            Ok(n) => sent += n,
+            Err(e) => break e,
+        }
+        assert!(sent < 8192, "the ring (64 descriptors) fills before the 8 KiB credit");
+    };
+    assert_eq!(refused, SocketError::WouldBlock);
+    assert!(sent > 0 && sent < 8192, "{sent} bytes went before the ring filled");
+    assert_eq!(api.epoll_wait(ep, &mut ev, 0), Ok(0), "no EPOLLOUT while the ring is full");
+    assert!(!api.readiness(fd).expect("readiness").contains(Ready::OUT));
+    // The device lets the chains go ("ACK"): room again, and an edge.
+    while dev.held.lock().expect("held").is_empty() {
+        api.progress().expect("progress");
+    }
+    dev.release.store(true, std::sync::atomic::Ordering::Relaxed);
+    assert_eq!(api.epoll_wait(ep, &mut ev, 5_000), Ok(1), "EPOLLOUT once the ring has room");
+    assert!(ev[0].events.contains(Ready::OUT));
+    assert_eq!(api.send(fd, &[6u8; 100]), Ok(100));
+}
+
 #[test]
 fn accepted_connections_are_queued_for_accept_with_their_data() {
     let (mut api, dev) = start();

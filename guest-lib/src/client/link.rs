@@ -379,6 +379,10 @@ impl Link for GuestLink {
         Ok(self.submit(req).unwrap_or_else(|e| Submitted::Answered(Err(e))))
     }
 
+    fn has_send_room(&self) -> bool {
+        self.dead || self.tx_room(1)
+    }
+
     fn pump(&mut self, events: &mut Vec<Event<RxBuf>>) -> Result<bool, SocketError> {
         self.pump_rings(events)
     }

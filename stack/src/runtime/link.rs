@@ -204,6 +204,10 @@ impl Link for HostLink {
         self.submit(req)
     }
 
+    fn has_send_room(&self) -> bool {
+        self.end.requests.slots() > 0
+    }
+
     fn pump(&mut self, events: &mut Vec<Event<RxBuf>>) -> Result<bool, SocketError> {
         let drove = self.end.drive()?;
         let mut got = false;

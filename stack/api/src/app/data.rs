@@ -34,17 +34,61 @@ fn stream_recv_empty<R>(s: &SockEntry<R>) -> Result<(), SocketError> {
     }
 }
 
+/// What became of a buffer handed to the link: taken, or given back because the link's request
+/// ring had no room and the caller does not wait (`EAGAIN` for a non-blocking socket).
+enum Submit<B> {
+    Taken,
+    NoRoom(B),
+}
+
 impl<L: Link> AppSockets<L> {
     /// Hands one filled buffer to the link as a stream send, counting it against the credit.
-    fn submit_send(&mut self, fd: Fd, buf: L::TxBuf) -> Result<(), SocketError> {
-        self.entry_mut(fd)?.in_flight += buf.filled().len();
-        self.request(Request::Send { fd, buf }).map(|_| ())
+    /// Waits for room in the link's ring when `wait`; otherwise gives the buffer back when the
+    /// ring stays full, and the socket is not writable until the link moves.
+    fn submit_send(&mut self, fd: Fd, buf: L::TxBuf, wait: bool) -> Result<Submit<L::TxBuf>, SocketError> {
+        let len = buf.filled().len();
+        self.entry_mut(fd)?.in_flight += len;
+        if wait {
+            return self.request(Request::Send { fd, buf }).map(|_| Submit::Taken);
+        }
+        match self.request_now(Request::Send { fd, buf }) {
+            Ok(answer) => answer.map(|_| Submit::Taken),
+            Err(back) => {
+                if let Some(s) = self.sockets.get_mut(&fd) {
+                    s.in_flight = s.in_flight.saturating_sub(len);
+                }
+                self.given_back(fd, back)
+            }
+        }
     }
 
-    /// Sends one datagram, binding the socket to an ephemeral port first if needed.
-    fn submit_datagram(&mut self, fd: Fd, dst: SocketAddrV4, buf: L::TxBuf) -> Result<(), SocketError> {
+    /// Sends one datagram, binding the socket to an ephemeral port first if needed; `wait` as
+    /// for [`submit_send`](Self::submit_send).
+    fn submit_datagram(
+        &mut self,
+        fd: Fd,
+        dst: SocketAddrV4,
+        buf: L::TxBuf,
+        wait: bool,
+    ) -> Result<Submit<L::TxBuf>, SocketError> {
         self.ensure_bound(fd)?;
-        self.request(Request::SendTo { fd, dst, buf }).map(|_| ())
+        if wait {
+            return self.request(Request::SendTo { fd, dst, buf }).map(|_| Submit::Taken);
+        }
+        match self.request_now(Request::SendTo { fd, dst, buf }) {
+            Ok(answer) => answer.map(|_| Submit::Taken),
+            Err(back) => self.given_back(fd, back),
+        }
+    }
+
+    /// A send request the link's full ring gave back: its buffer returns to the caller.
+    fn given_back(&mut self, fd: Fd, back: Request<L::TxBuf>) -> Result<Submit<L::TxBuf>, SocketError> {
+        self.wait_for_room(fd);
+        match back {
+            Request::Send { buf, .. } | Request::SendTo { buf, .. } => Ok(Submit::NoRoom(buf)),
+            // Only sends are submitted without waiting.
+            _ => Err(SocketError::WouldBlock),
+        }
     }
 
     /// A transmit buffer, waiting for returned ones while the pool is exhausted (blocking) or
@@ -87,8 +131,16 @@ impl<L: Link> AppSockets<L> {
                     };
                     buf.space_mut()[..chunk.len()].copy_from_slice(chunk);
                     buf.set_len(chunk.len());
-                    self.submit_send(fd, buf)?;
-                    sent += chunk.len();
+                    match self.submit_send(fd, buf, !(nonblocking || sent > 0))? {
+                        Submit::Taken => sent += chunk.len(),
+                        Submit::NoRoom(buf) => {
+                            self.link.recycle(buf);
+                            if sent > 0 {
+                                break;
+                            }
+                            return Err(SocketError::WouldBlock);
+                        }
+                    }
                 }
                 return Ok(sent);
             }
@@ -160,8 +212,13 @@ impl<L: Link> AppSockets<L> {
         let mut buf = self.alloc_waiting(data.len().max(1), nonblocking)?;
         buf.space_mut()[..data.len()].copy_from_slice(data);
         buf.set_len(data.len());
-        self.submit_datagram(fd, dst, buf)?;
-        Ok(data.len())
+        match self.submit_datagram(fd, dst, buf, !nonblocking)? {
+            Submit::Taken => Ok(data.len()),
+            Submit::NoRoom(buf) => {
+                self.link.recycle(buf);
+                Err(SocketError::WouldBlock)
+            }
+        }
     }
 
     pub(super) fn do_recv_from(
@@ -205,14 +262,21 @@ impl<L: Link> AppSockets<L> {
 
     pub(super) fn do_send_zc(&mut self, fd: Fd, bufs: &mut Vec<L::TxBuf>) -> Result<usize, SocketError> {
         if self.entry(fd)?.proto == Proto::Udp {
-            let peer = self.entry(fd)?.peer.ok_or(SocketError::NotConnected)?;
+            let s = self.entry(fd)?;
+            let (peer, nonblocking) = (s.peer.ok_or(SocketError::NotConnected)?, s.nonblocking);
             let mut sent = 0;
-            for buf in std::mem::take(bufs) {
+            let mut pending = std::mem::take(bufs).into_iter();
+            while let Some(buf) = pending.next() {
                 if buf.filled().len() > self.limits.max_datagram {
                     self.link.recycle(buf);
                     return Err(SocketError::MessageTooLong);
                 }
-                self.submit_datagram(fd, peer, buf)?;
+                if let Submit::NoRoom(buf) = self.submit_datagram(fd, peer, buf, !nonblocking)? {
+                    // The caller keeps what did not go.
+                    bufs.push(buf);
+                    bufs.extend(pending);
+                    return if sent > 0 { Ok(sent) } else { Err(SocketError::WouldBlock) };
+                }
                 sent += 1;
             }
             return Ok(sent);
@@ -240,12 +304,19 @@ impl<L: Link> AppSockets<L> {
                     })
                     .count();
                 if fit > 0 {
-                    for buf in bufs.drain(..fit).collect::<Vec<_>>() {
+                    let nonblocking = s.nonblocking;
+                    let mut going = bufs.drain(..fit).collect::<Vec<_>>().into_iter();
+                    let mut taken = 0;
+                    while let Some(buf) = going.next() {
                         if buf.filled().is_empty() {
                             self.link.recycle(buf);
-                        } else {
-                            self.submit_send(fd, buf)?;
+                        } else if let Submit::NoRoom(buf) = self.submit_send(fd, buf, !nonblocking)? {
+                            // The caller keeps what did not go, in order, before the rest.
+                            let back: Vec<_> = std::iter::once(buf).chain(going).collect();
+                            bufs.splice(0..0, back);
+                            return if taken > 0 { Ok(taken) } else { Err(SocketError::WouldBlock) };
                         }
+                        taken += 1;
                     }
                     return Ok(fit);
                 }

@@ -279,4 +279,9 @@ pub trait Link {
     fn recycle(&mut self, buf: Self::TxBuf);
     /// Transmit buffers handed out (held by the application or in flight).
     fn tx_outstanding(&self) -> usize;
+    /// True when a send request (with its buffer) would be taken now: [`try_submit`]
+    /// would not give it back for want of room.
+    ///
+    /// [`try_submit`]: Link::try_submit
+    fn has_send_room(&self) -> bool;
 }

@@ -42,6 +42,9 @@ pub struct AppSockets<L: Link> {
     replies: IdMap<u64, Result<Reply, SocketError>>,
     /// Event buffer reused across pumps.
     events: Vec<Event<L::RxBuf>>,
+    /// Sockets whose non-blocking send found the link's ring full (`SockEntry::no_link_room`),
+    /// told once the link moves.
+    room_waiters: Vec<Fd>,
 }
 
 impl<L: Link> AppSockets<L> {
@@ -56,6 +59,7 @@ impl<L: Link> AppSockets<L> {
             next_epoll: 1,
             replies: IdMap::default(),
             events: Vec::new(),
+            room_waiters: Vec::new(),
         }
     }
 
@@ -135,7 +139,18 @@ impl<L: Link> AppSockets<L> {
         if self.events.is_empty() {
             self.events = events;
         }
-        Ok(progressed? || got)
+        let progressed = progressed? || got;
+        if !self.room_waiters.is_empty() && self.link.has_send_room() {
+            // The ring has room again: the sockets that found it full become writable (an
+            // edge for epoll); a send that finds it full again marks its socket again.
+            for fd in std::mem::take(&mut self.room_waiters) {
+                if let Some(s) = self.sockets.get_mut(&fd) {
+                    s.no_link_room = false;
+                }
+                self.notify(fd);
+            }
+        }
+        Ok(progressed)
     }
 
     /// One step of a wait: resets `idle` after progress, otherwise idles the link.
@@ -188,12 +203,49 @@ impl<L: Link> AppSockets<L> {
         let mut idle = 0u32;
         loop {
             match self.link.try_submit(req) {
-                Ok(Submitted::Answered(result)) => return result,
-                Ok(Submitted::Pending(ticket)) => return self.await_reply(ticket),
+                Ok(submitted) => return self.answer(submitted),
                 Err(back) => req = back,
             }
             let progressed = self.pump()?;
             self.idle_step(progressed, &mut idle)?;
+        }
+    }
+
+    /// Submits `req` if the link has room for it now (after one pump when it has not), and
+    /// waits for its answer; gives `req` back while the link's ring stays full, never waiting
+    /// for room (the non-blocking form of [`request`](Self::request)).
+    fn request_now(
+        &mut self,
+        req: Request<L::TxBuf>,
+    ) -> Result<Result<Reply, SocketError>, Request<L::TxBuf>> {
+        let req = match self.link.try_submit(req) {
+            Ok(submitted) => return Ok(self.answer(submitted)),
+            Err(back) => back,
+        };
+        if let Err(e) = self.pump() {
+            return Ok(Err(e));
+        }
+        match self.link.try_submit(req) {
+            Ok(submitted) => Ok(self.answer(submitted)),
+            Err(back) => Err(back),
+        }
+    }
+
+    /// The answer to a submitted request: at once, or once the link replies.
+    fn answer(&mut self, submitted: Submitted) -> Result<Reply, SocketError> {
+        match submitted {
+            Submitted::Answered(result) => result,
+            Submitted::Pending(ticket) => self.await_reply(ticket),
+        }
+    }
+
+    /// `fd`'s non-blocking send found the link's ring full: not writable until the link moves.
+    fn wait_for_room(&mut self, fd: Fd) {
+        if let Some(s) = self.sockets.get_mut(&fd) {
+            if !s.no_link_room {
+                s.no_link_room = true;
+                self.room_waiters.push(fd);
+            }
         }
     }
 

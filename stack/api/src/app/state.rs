@@ -66,6 +66,9 @@ pub struct SockEntry<R> {
     pub datagrams_dropped: u64,
     /// The readiness sets this socket is registered in.
     pub epolls: Vec<EpollFd>,
+    /// A non-blocking send found the link's request ring full (`EAGAIN`): not writable until
+    /// the link moves, so that epoll's `EPOLLOUT` means a send can go.
+    pub no_link_room: bool,
 }
 
 impl<R> SockEntry<R> {
@@ -91,6 +94,7 @@ impl<R> SockEntry<R> {
             datagrams: VecDeque::new(),
             datagrams_dropped: 0,
             epolls: Vec::new(),
+            no_link_room: false,
         }
     }
 
@@ -117,9 +121,11 @@ impl<R> SockEntry<R> {
     /// A write would not block.
     pub fn writable(&self) -> bool {
         match self.proto {
-            Proto::Udp => true,
+            Proto::Udp => !self.no_link_room,
             Proto::Tcp => match self.phase {
-                Phase::Connected => self.send_room() > 0 || self.wr_shut || self.failure.is_some(),
+                Phase::Connected => {
+                    (self.send_room() > 0 && !self.no_link_room) || self.wr_shut || self.failure.is_some()
+                }
                 Phase::Failed => true,
                 _ => false,
             },
