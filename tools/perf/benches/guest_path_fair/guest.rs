@@ -19,7 +19,7 @@ use slimtcp::iface::IfaceError;
 use slimtcp::nic::Nic;
 use slimtcp::runtime::{self, ExternalWorker, HostSockets, RuntimeConfig};
 use slimtcp::time::Clock;
-use slimtcp_guest::{GuestConfig, GuestError, GuestSockets, LARGE_TX};
+use slimtcp_guest::{GuestConfig, GuestError, GuestSockets};
 use slimtcp_vhost::config::MAX_QUEUE_SIZE;
 use slimtcp_vhost::device::{DeviceError, NetDevice};
 use slimtcp_vhost::engine::{Engine, EngineConfig, SessionReport, TenantLimits};
@@ -30,25 +30,6 @@ use vm_memory::{GuestAddressSpace, GuestMemoryAtomic};
 
 use super::idle::Idle;
 use super::link::{self, LinkError};
-
-/// Stream sends the guest library holds in flight on its one queue pair, at most: each takes
-/// two descriptors (header, payload) of the transmit ring (at most 1024 entries,
-/// `GuestConfig::validate`) and the device holds it until the peer ACKed its bytes
-/// (docs/protocol.md, zero-copy transmit). With the ring full, a send, **even on a
-/// non-blocking socket**, waits inside the library (`AppSockets::request`,
-/// stack/api/src/app/mod.rs) until a chain comes back; here the peer's application, which must
-/// read for ACKs to come, runs on the same thread, so that wait never ends. One chain's two
-/// descriptors stay free for the control requests that end a run (shutdown, close): 511.
-pub fn send_chain_ceiling() -> usize {
-    usize::from(GuestConfig::default().queue_size) / 2 - 1
-}
-
-/// Whether the guest can send over `connections` connections with `buffer`-byte send buffers
-/// without reaching [`send_chain_ceiling`] (each connection holds up to one chain per
-/// `LARGE_TX` bytes of its buffer).
-pub fn sends_fit(connections: usize, buffer: usize) -> bool {
-    connections.saturating_mul(buffer.div_ceil(LARGE_TX)) <= send_chain_ceiling()
-}
 
 /// What failed setting up or running the guest path.
 #[derive(Debug, thiserror::Error)]

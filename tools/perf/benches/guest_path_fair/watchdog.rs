@@ -1,6 +1,7 @@
-//! A stall watchdog for the applications' thread: a call that blocks for good (the guest
-//! library's non-blocking send can, see `guest::send_chain_ceiling`) would hang the bench; the
-//! watchdog ends the process with a message instead. The applications' loops call [`beat`].
+//! A stall watchdog for the applications' thread: a call that blocks for good (a bug: before
+//! 2026-12-01 the guest library's non-blocking send waited for room in a full transmit ring)
+//! would hang the bench; the watchdog ends the process with a message instead. The
+//! applications' loops call [`beat`].
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
