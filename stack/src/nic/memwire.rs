@@ -26,8 +26,14 @@ use crate::time::Instant;
 
 /// Default number of frames in flight per direction before frames are dropped.
 pub const DEFAULT_CAPACITY: usize = 4096;
-/// Most free transmit buffers a link keeps (both ends share them).
+/// Most free transmit buffers a link keeps (both ends share them), at least ...
 const POOL_KEEP: usize = 1024;
+/// ... or this share of the link's capacity (a deep link's in-flight count swings by more than
+/// `POOL_KEEP` frames as bursts drain and refill: buffers freed beyond the pool's room were
+/// allocated and zeroed again; 4096 connections' windows showed it), ...
+const POOL_KEEP_SHARE: usize = 4;
+/// ... but never more than this (64 MiB of 2 KiB buffers held by an idle link).
+const POOL_KEEP_MAX: usize = 32 * 1024;
 
 /// Errors setting up a link.
 #[derive(Debug, thiserror::Error)]
@@ -138,7 +144,10 @@ pub fn link(config: LinkConfig) -> Result<(MemwireNic, MemwireNic), MemwireError
         alive: [AtomicBool::new(true), AtomicBool::new(true)],
         capacity: config.capacity,
         capture,
-        pool: BufferPool::new(POOL_KEEP, DEFAULT_BUF_SIZE),
+        pool: BufferPool::new(
+            (config.capacity / POOL_KEEP_SHARE).clamp(POOL_KEEP, POOL_KEEP_MAX),
+            DEFAULT_BUF_SIZE,
+        ),
     });
     let end = |side| MemwireNic {
         shared: Arc::clone(&shared),
