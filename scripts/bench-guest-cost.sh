@@ -4,16 +4,14 @@
 # one thread, virtual clock) sends a small and a four-times-larger amount at MSS 64 and 1460;
 # (Ir(large) - Ir(small)) / (segments(large) - segments(small)) leaves out start-up and set-up:
 #   -> target/bench/guest_cost.md, guest_cost.json.
-# GLIBC_TUNABLES as in scripts/bench-peers.sh (memset/memcpy counted as their vector loops).
+# GLIBC_TUNABLES: scripts/callgrind-lib.sh (memset/memcpy counted as their vector loops).
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
+. scripts/callgrind-lib.sh
 OUT=target/bench
 mkdir -p "$OUT"
-if ! command -v valgrind >/dev/null 2>&1; then
-    echo "bench-guest-cost: valgrind missing (scripts/install-deps.sh installs it)" >&2
-    exit 0
-fi
+have_valgrind bench-guest-cost || exit 0
 BIN=$(CARGO_BUILD_JOBS="${CARGO_BUILD_JOBS:-1}" cargo bench -p slimtcp-vhost --bench engine_cost --no-run \
     --message-format=json 2>/dev/null | python3 -c '
 import json, sys
@@ -21,7 +19,6 @@ for line in sys.stdin:
     m = json.loads(line)
     if m.get("reason") == "compiler-artifact" and m["target"]["name"] == "engine_cost" and m.get("executable"):
         print(m["executable"])')
-TUNABLES=glibc.cpu.x86_rep_stosb_threshold=0x7fffffff:glibc.cpu.x86_rep_movsb_threshold=0x7fffffff
 RAW="$OUT/guest_cost.raw"
 : >"$RAW"
 tmp=$(mktemp -d)
@@ -30,10 +27,7 @@ echo "== guest path: instructions per segment (callgrind)"
 for offload in 0 1; do
     for point in "64 2000000" "64 8000000" "1460 33554432" "1460 134217728"; do
         set -- $point
-        ENGINE_COST_OFFLOAD=$offload ENGINE_COST_MSS=$1 ENGINE_COST_BYTES=$2 GLIBC_TUNABLES="$TUNABLES" \
-            valgrind --tool=callgrind --callgrind-out-file="$tmp/cg.out" "$BIN" >"$tmp/stdout" 2>"$tmp/stderr" \
-            || { cat "$tmp/stderr" >&2; exit 1; }
-        ir=$(sed -n 's/.*Collected : \([0-9]*\).*/\1/p' "$tmp/stderr")
+        ir=$(ENGINE_COST_OFFLOAD=$offload ENGINE_COST_MSS=$1 ENGINE_COST_BYTES=$2 callgrind_ir "$tmp" "$BIN")
         segs=$(sed -n 's/.* segments \([0-9]*\) .*/\1/p' "$tmp/stdout")
         echo "$offload $1 $2 $ir $segs" | tee -a "$RAW"
     done

@@ -19,6 +19,7 @@
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
+. scripts/callgrind-lib.sh
 OUT=target/bench
 BIN=target/release/examples/stack_peers
 N="${CALLGRIND_SEGMENTS:-20000}"
@@ -30,13 +31,9 @@ echo "== SlimTCP vs smoltcp over memwire: experiment 1 and 64-byte round trips"
 "$BIN" compare --seconds "${PEERS_SECONDS:-2}" --runs "${PEERS_RUNS:-3}" \
     --round-trips "${PEERS_ROUND_TRIPS:-20000}" --out "$OUT"
 
-if ! command -v valgrind >/dev/null 2>&1; then
-    echo "bench-peers: valgrind missing (scripts/install-deps.sh installs it); no instruction counts" >&2
-    exit 0
-fi
+have_valgrind bench-peers || exit 0
 echo "== instructions per segment (callgrind), N = $N and 2N segments"
 RAW="$OUT/callgrind.raw"
-TUNABLES=glibc.cpu.x86_rep_stosb_threshold=0x7fffffff:glibc.cpu.x86_rep_movsb_threshold=0x7fffffff
 : >"$RAW"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -46,10 +43,7 @@ for checksums in software offload; do
     for stack in slimtcp smoltcp smoltcp-one-poll; do
         for mss in 64 1460; do
             for count in "$N" "$((2 * N))"; do
-                GLIBC_TUNABLES="$TUNABLES" valgrind --tool=callgrind --callgrind-out-file="$tmp/cg.out" \
-                    "$BIN" segments --stack "$stack" --mss "$mss" --count "$count" $flag \
-                    >"$tmp/stdout" 2>"$tmp/stderr" || { cat "$tmp/stderr" >&2; exit 1; }
-                ir=$(sed -n 's/.*Collected : \([0-9]*\).*/\1/p' "$tmp/stderr")
+                ir=$(callgrind_ir "$tmp" "$BIN" segments --stack "$stack" --mss "$mss" --count "$count" $flag)
                 echo "$checksums $stack $mss $count $ir $(cat "$tmp/stdout")" | tee -a "$RAW"
             done
         done

@@ -9,17 +9,14 @@
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
+. scripts/callgrind-lib.sh
 OUT=target/bench
 mkdir -p "$OUT"
-if ! command -v valgrind >/dev/null 2>&1; then
-    echo "bench-runtime-cost: valgrind missing (scripts/install-deps.sh installs it)" >&2
-    exit 0
-fi
+have_valgrind bench-runtime-cost || exit 0
 CARGO_BUILD_JOBS="${CARGO_BUILD_JOBS:-1}" cargo build --release -p slimtcp-perf --bin slimtcp-perf
 BIN=target/release/slimtcp-perf
 SHORT="${RUNTIME_COST_SHORT:-2}"
 LONG="${RUNTIME_COST_LONG:-6}"
-TUNABLES=glibc.cpu.x86_rep_stosb_threshold=0x7fffffff:glibc.cpu.x86_rep_movsb_threshold=0x7fffffff
 RAW="$OUT/runtime_cost.raw"
 : >"$RAW"
 tmp=$(mktemp -d)
@@ -32,10 +29,7 @@ for checksums in software offload; do
             [ "$checksums" = offload ] && flags+=(--checksum-offload)
             [ "$api" = zero-copy ] && flags+=(--zero-copy)
             for seconds in "$SHORT" "$LONG"; do
-                GLIBC_TUNABLES="$TUNABLES" valgrind --tool=callgrind --callgrind-out-file="$tmp/cg.out" \
-                    "$BIN" "${flags[@]}" --duration "$seconds" >"$tmp/stdout" 2>"$tmp/stderr" \
-                    || { cat "$tmp/stderr" >&2; exit 1; }
-                ir=$(sed -n 's/.*Collected : \([0-9]*\).*/\1/p' "$tmp/stderr")
+                ir=$(callgrind_ir "$tmp" "$BIN" "${flags[@]}" --duration "$seconds")
                 echo "$checksums $api $mss $seconds $ir $(tr -d '\n' <"$tmp/stdout")" | tee -a "$RAW"
             done
         done

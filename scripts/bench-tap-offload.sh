@@ -16,6 +16,7 @@
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
+. scripts/callgrind-lib.sh
 OUT=target/bench
 BIN=target/release/slimtcp-perf
 NS="slimt-bench-tapcsum-$$"
@@ -77,7 +78,6 @@ perf_args() { # mode role mss duration
     fi
 }
 
-TUNABLES=glibc.cpu.x86_rep_stosb_threshold=0x7fffffff:glibc.cpu.x86_rep_movsb_threshold=0x7fffffff
 RAW="$OUT/tap_offload.raw"
 : >"$RAW"
 if command -v valgrind >/dev/null 2>&1; then
@@ -96,7 +96,7 @@ if command -v valgrind >/dev/null 2>&1; then
                 args=$(perf_args "$mode" send "$mss" "$size")
             fi
             # shellcheck disable=SC2086
-            GLIBC_TUNABLES="$TUNABLES" ip netns exec "$NS" valgrind --tool=callgrind \
+            GLIBC_TUNABLES="$CALLGRIND_TUNABLES" ip netns exec "$NS" valgrind --tool=callgrind \
                 --callgrind-out-file="$tmp/cg.out" "$BIN" $args >"$tmp/stdout" 2>"$tmp/stderr" \
                 || { cat "$tmp/stderr" >&2; exit 1; }
             [ -n "$source_pid" ] && wait "$source_pid"
