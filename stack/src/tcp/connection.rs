@@ -145,8 +145,6 @@ pub struct Connection {
     pub(super) ack_pending: bool,
     /// In-order data waits for its ACK until then (`TcpConfig::ack_delay`; see `input.rs`).
     pub(super) delayed_ack_at: Option<Instant>,
-    /// In-order data segments received since our last segment that acknowledged them.
-    pub(super) segs_unacked: u8,
     /// Out-of-order data segments since the last dispatch: each earns its own duplicate ACK (up
     /// to [`DUP_ACKS_PER_BURST`]), so a sender without SACK sees the three it needs for a fast
     /// retransmit instead of waiting for its RTO (RFC 5681 section 4.2).
@@ -222,7 +220,6 @@ impl Connection {
             time_wait_deadline: None,
             ack_pending: false,
             delayed_ack_at: None,
-            segs_unacked: 0,
             dup_acks_owed: 0,
             last_oow_ack: None,
             rst_pending: None,
@@ -548,7 +545,7 @@ impl Connection {
             self.state,
             State::SynReceived | State::Established | State::FinWait1 | State::FinWait2 | State::CloseWait
         ) {
-            self.rst_pending = Some(self.reset_repr());
+            self.rst_pending = Some(self.pending_reset());
         }
         if self.error.is_none() {
             self.error = Some(ConnError::Aborted);
@@ -572,7 +569,7 @@ impl Connection {
     }
 
     /// A RST|ACK for the current send position.
-    pub(super) fn reset_repr(&self) -> PendingReset {
+    pub(super) fn pending_reset(&self) -> PendingReset {
         PendingReset { seq: self.snd_nxt.max(self.snd_una), ack: Some(self.rcv_nxt) }
     }
 

@@ -481,12 +481,11 @@ impl Connection {
     /// our ACK. Segments inside a stream are acknowledged per burst as before: waiting for their
     /// successor would only cost a timer per burst.
     fn owe_ack(&mut self, now: Instant, at_once: bool) {
-        self.segs_unacked = self.segs_unacked.saturating_add(1);
-        if let Some(delay) = self.cfg.ack_delay.filter(|_| !at_once && self.segs_unacked < 2) {
+        // The first segment owed an ACK: none is pending or delayed yet.
+        let first_owed = !self.ack_pending && self.delayed_ack_at.is_none();
+        if let Some(delay) = self.cfg.ack_delay.filter(|_| !at_once && first_owed) {
             if self.receive_window() >= 2 * usize::from(self.cfg.mss) {
-                if self.delayed_ack_at.is_none() {
-                    self.delayed_ack_at = Some(now + delay);
-                }
+                self.delayed_ack_at = Some(now + delay);
                 return;
             }
         }

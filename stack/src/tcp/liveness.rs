@@ -190,7 +190,7 @@ impl Connection {
     }
 
     fn reset_timed_out(&mut self) -> bool {
-        self.rst_pending = Some(self.reset_repr());
+        self.rst_pending = Some(self.pending_reset());
         self.fail(ConnError::TimedOut);
         true
     }

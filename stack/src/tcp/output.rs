@@ -438,7 +438,6 @@ impl Connection {
     pub(super) fn ack_sent(&mut self) {
         self.ack_pending = false;
         self.delayed_ack_at = None;
-        self.segs_unacked = 0;
     }
 
     /// The window field for the next segment; moves the advertised right edge, never left:

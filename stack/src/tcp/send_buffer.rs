@@ -334,7 +334,7 @@ impl SendBuffer {
     /// never crossed: bytes to the end of the chunk holding `offset` when that chunk or the next
     /// one is sent by reference; `None` when any length is fine.
     pub fn segment_limit(&mut self, offset: usize) -> Option<usize> {
-        if !self.holds_loans() {
+        if !self.holds_by_reference_loans() {
             return None;
         }
         let (idx, start) = self.chunk_at(offset)?;
@@ -362,7 +362,7 @@ impl SendBuffer {
     /// (chunk index, offset inside the loan) of bytes `offset..offset+len` when they lie in one
     /// by-reference loan.
     fn by_reference_piece(&mut self, offset: usize, len: usize) -> Option<(usize, usize)> {
-        if len == 0 || offset + len > self.len || !self.holds_loans() {
+        if len == 0 || offset + len > self.len || !self.holds_by_reference_loans() {
             return None;
         }
         let (idx, start) = self.chunk_at(offset)?;
@@ -379,7 +379,7 @@ impl SendBuffer {
     /// True while a loan to be sent by reference is queued (only then can a segment's piece be
     /// one): copied data, and loans the NIC must copy, skip the chunk walk of the by-reference
     /// checks.
-    fn holds_loans(&self) -> bool {
+    fn holds_by_reference_loans(&self) -> bool {
         self.loans.as_ref().is_some_and(|l| l.by_reference > 0)
     }
 

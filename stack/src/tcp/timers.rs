@@ -82,7 +82,7 @@ impl Connection {
         };
         if self.retries > limit {
             if self.state.is_synchronized() || self.state == State::SynReceived {
-                self.rst_pending = Some(self.reset_repr());
+                self.rst_pending = Some(self.pending_reset());
             }
             self.fail(ConnError::TimedOut);
             return;
@@ -123,7 +123,7 @@ impl Connection {
         // window as we wait for its (two closed echoes); Linux bounds orphans likewise.
         let orphan_given_up = self.orphaned && self.persist_backoff >= ORPHAN_PROBES;
         if self.probes_unanswered > self.cfg.max_retries || orphan_given_up {
-            self.rst_pending = Some(self.reset_repr());
+            self.rst_pending = Some(self.pending_reset());
             self.fail(ConnError::TimedOut);
             return;
         }
