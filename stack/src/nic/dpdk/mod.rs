@@ -294,7 +294,19 @@ impl DpdkNic {
 
     /// `TxOffload` -> shim tx flags, limited to what the port has enabled.
     fn tx_flags(&self, o: &TxOffload) -> u32 {
-        tx_flags(self.port.info.enabled, o)
+        let en = self.port.info.enabled;
+        let mut f = 0;
+        if o.ipv4_checksum && en.tx_ipv4_checksum {
+            f |= sys::SHIM_TX_IPV4_CKSUM;
+        }
+        match l4_checksum_flag(en, o) {
+            Some(l4) => f |= l4,
+            None if o.l4_checksum.is_some() => {
+                log::debug!("tx checksum offload requested but not enabled on this port")
+            }
+            None => {}
+        }
+        f
     }
 
     /// A frame as an mbuf ready for tx: in place when mbuf-backed, else copied (counted).
@@ -353,7 +365,7 @@ impl DpdkNic {
             // The driver owns the mbuf now.
             let _ = p.mbuf.into_raw();
             self.stats.tx_frames += 1;
-            if tx_flags(enabled, &p.offload) & (sys::SHIM_TX_TCP_CKSUM | sys::SHIM_TX_UDP_CKSUM) != 0 {
+            if l4_checksum_flag(enabled, &p.offload).is_some() {
                 self.stats.tx_checksum_offloaded += 1;
             }
             if let Some(ext) = p.external {
@@ -586,17 +598,12 @@ impl Nic for DpdkNic {
     }
 }
 
-/// `TxOffload` -> shim tx flags, limited to what the port has `en`abled.
-fn tx_flags(en: port::Offloads, o: &TxOffload) -> u32 {
-    let mut f = 0;
-    if o.ipv4_checksum && en.tx_ipv4_checksum {
-        f |= sys::SHIM_TX_IPV4_CKSUM;
-    }
+/// The shim flag that leaves `o`'s TCP or UDP checksum to the device, when the port has that
+/// offload `en`abled.
+fn l4_checksum_flag(en: port::Offloads, o: &TxOffload) -> Option<u32> {
     match o.l4_checksum {
-        Some(L4Proto::Tcp) if en.tx_tcp_checksum => f |= sys::SHIM_TX_TCP_CKSUM,
-        Some(L4Proto::Udp) if en.tx_udp_checksum => f |= sys::SHIM_TX_UDP_CKSUM,
-        Some(_) => log::debug!("tx checksum offload requested but not enabled on this port"),
-        None => {}
+        Some(L4Proto::Tcp) if en.tx_tcp_checksum => Some(sys::SHIM_TX_TCP_CKSUM),
+        Some(L4Proto::Udp) if en.tx_udp_checksum => Some(sys::SHIM_TX_UDP_CKSUM),
+        _ => None,
     }
-    f
 }
