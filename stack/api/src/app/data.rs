@@ -42,28 +42,22 @@ enum Submit<B> {
 }
 
 impl<L: Link> AppSockets<L> {
-    /// Hands one filled buffer to the link as a stream send, counting it against the credit.
-    /// Waits for room in the link's ring when `wait`; otherwise gives the buffer back when the
-    /// ring stays full, and the socket is not writable until the link moves.
+    /// Hands one filled buffer to the link as a stream send, counting it against the credit;
+    /// `wait` as for [`submit`](Self::submit).
     fn submit_send(&mut self, fd: Fd, buf: L::TxBuf, wait: bool) -> Result<Submit<L::TxBuf>, SocketError> {
         let len = buf.filled().len();
         self.entry_mut(fd)?.in_flight += len;
-        if wait {
-            return self.request(Request::Send { fd, buf }).map(|_| Submit::Taken);
-        }
-        match self.request_now(Request::Send { fd, buf }) {
-            Ok(answer) => answer.map(|_| Submit::Taken),
-            Err(back) => {
-                if let Some(s) = self.sockets.get_mut(&fd) {
-                    s.in_flight = s.in_flight.saturating_sub(len);
-                }
-                self.given_back(fd, back)
+        let submitted = self.submit(fd, Request::Send { fd, buf }, wait);
+        if let Ok(Submit::NoRoom(_)) = submitted {
+            if let Some(s) = self.sockets.get_mut(&fd) {
+                s.in_flight = s.in_flight.saturating_sub(len);
             }
         }
+        submitted
     }
 
     /// Sends one datagram, binding the socket to an ephemeral port first if needed; `wait` as
-    /// for [`submit_send`](Self::submit_send).
+    /// for [`submit`](Self::submit).
     fn submit_datagram(
         &mut self,
         fd: Fd,
@@ -72,22 +66,31 @@ impl<L: Link> AppSockets<L> {
         wait: bool,
     ) -> Result<Submit<L::TxBuf>, SocketError> {
         self.ensure_bound(fd)?;
-        if wait {
-            return self.request(Request::SendTo { fd, dst, buf }).map(|_| Submit::Taken);
-        }
-        match self.request_now(Request::SendTo { fd, dst, buf }) {
-            Ok(answer) => answer.map(|_| Submit::Taken),
-            Err(back) => self.given_back(fd, back),
-        }
+        self.submit(fd, Request::SendTo { fd, dst, buf }, wait)
     }
 
-    /// A send request the link's full ring gave back: its buffer returns to the caller.
-    fn given_back(&mut self, fd: Fd, back: Request<L::TxBuf>) -> Result<Submit<L::TxBuf>, SocketError> {
-        self.wait_for_room(fd);
-        match back {
-            Request::Send { buf, .. } | Request::SendTo { buf, .. } => Ok(Submit::NoRoom(buf)),
-            // Only sends are submitted without waiting.
-            _ => Err(SocketError::WouldBlock),
+    /// Hands a send request of `fd` to the link. Waits for room in the link's ring when
+    /// `wait`; otherwise, when the ring stays full, gives the buffer back, and the socket is not
+    /// writable until the link moves.
+    fn submit(
+        &mut self,
+        fd: Fd,
+        req: Request<L::TxBuf>,
+        wait: bool,
+    ) -> Result<Submit<L::TxBuf>, SocketError> {
+        if wait {
+            return self.request(req).map(|_| Submit::Taken);
+        }
+        match self.request_now(req) {
+            Ok(answer) => answer.map(|_| Submit::Taken),
+            Err(back) => {
+                self.wait_for_room(fd);
+                match back {
+                    Request::Send { buf, .. } | Request::SendTo { buf, .. } => Ok(Submit::NoRoom(buf)),
+                    // Only sends come here.
+                    _ => Err(SocketError::WouldBlock),
+                }
+            }
         }
     }
 
