@@ -60,7 +60,9 @@ lint: deps
 # segment): target/bench/peers.{md,json}, callgrind.{md,json}; the guest path's instructions per
 # segment (engine_cost: guest driver, tenant engine, both stacks, one thread):
 # target/bench/guest_cost.{md,json}; the host runtime's end to end (slimtcp-perf --runtime single,
-# MSS 64/1460, copy and zero-copy): target/bench/runtime_cost.{md,json}; then the guest-library path beside
+# MSS 64/1460, copy and zero-copy): target/bench/runtime_cost.{md,json}; the paper's method over DPDK
+# memif (two processes, one pinned core each, 5 runs per MSS, spread, beside the seed's C stack):
+# target/bench/paper_memif.{md,json}; then the guest-library path beside
 # the host runtime over memwire, TAP and DPDK memif: target/bench/guest_path.{md,json}
 # (GUEST_PATH_LINKS=memif for one link); goodput under random loss (0.1/1/5% each way, nftables)
 # SlimTCP <-> Linux over TAP beside Linux <-> Linux over veth: target/bench/loss.{md,json}; the
@@ -74,6 +76,7 @@ bench: deps
 	./scripts/bench-peers.sh
 	./scripts/bench-guest-cost.sh
 	./scripts/bench-runtime-cost.sh
+	./scripts/bench-paper-memif.sh
 	set -o pipefail; $(CARGO) bench -p slimtcp-perf --features dpdk --bench guest_path 2>&1 | tee target/bench/guest_path.txt
 	set -o pipefail; $(CARGO) bench -p slimtcp-perf --features dpdk --bench guest_path_fair 2>&1 | tee target/bench/guest_path_fair.txt
 	./scripts/bench-loss.sh

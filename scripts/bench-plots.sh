@@ -5,7 +5,9 @@
 #       (one thread per pair) from peers.json;
 #   target/bench/goodput_vs_connections.png  experiment 2: goodput against connections, MSS 1400,
 #       SlimTCP and Linux from experiments.json;
-#   target/bench/instructions_per_segment.png  callgrind: SlimTCP and smoltcp at MSS 64 and 1460.
+#   target/bench/instructions_per_segment.png  callgrind: SlimTCP and smoltcp at MSS 64 and 1460;
+#   target/bench/paper_memif.png             the paper's method over DPDK memif: median and
+#       min-max of every MSS's runs, beside the seed's C stack (paper_memif.json).
 # smoltcp appears twice: polled until idle (the comparison) and with one poll per step.
 # A plot whose input file is missing is skipped (with a note), so this runs after any subset of
 # scripts/bench-experiments.sh and scripts/bench-peers.sh.
@@ -30,6 +32,7 @@ def load(name):
 def gb(d, key="goodput_bps"):
     return f"{d[key] / 1e9:.3f}" if d and d.get(key) else "-"
 exp, peers, cg = load("experiments.json"), load("peers.json"), load("callgrind.json")
+memif = load("paper_memif.json")
 if exp or peers:
     e1 = {p["mss"]: p for p in (exp or {}).get("points", []) if p["experiment"] == 1}
     pr = {p["mss"]: p for p in (peers or {}).get("bulk", [])}
@@ -53,6 +56,13 @@ if cg:
             f.write(f"\"{label}\" {p['slimtcp']['instructions_per_segment']:.0f} "
                     f"{p['smoltcp']['instructions_per_segment']:.0f} "
                     f"{p.get('smoltcp-one-poll', {}).get('instructions_per_segment', float('nan')):.0f}\n")
+if memif:
+    with open(f"{tmp}/memif.dat", "w") as f:
+        f.write("# mss median min max seed\n")
+        num = lambda x: "-" if x is None else f"{x:.3f}"
+        for r in memif["rows"]:
+            f.write(f"{r['mss']} {num(r.get('median_gbps'))} {num(r.get('min_gbps'))} {num(r.get('max_gbps'))} "
+                    f"{num(r.get('seed_gbps'))}\n")
 PY
 
 common='set terminal pngcairo size 900,560 font ",11"; set grid; set key top left; set datafile missing "-"'
@@ -89,4 +99,15 @@ if [[ -f $tmp/cg.dat ]]; then
     echo "bench-plots: $OUT/instructions_per_segment.png"
 else
     echo "bench-plots: no callgrind.json: instructions_per_segment.png skipped" >&2
+fi
+if [[ -f $tmp/memif.dat ]]; then
+    gnuplot -e "$common; set output '$OUT/paper_memif.png';
+        set title 'Paper method over DPDK memif: two processes, one pinned core each';
+        set xlabel 'MSS (bytes)'; set ylabel 'goodput (Gb/s)'; set yrange [0:*]; set xrange [0:1540];
+        set xtics (64, 256, 512, 1460);
+        plot '$tmp/memif.dat' using 1:2:3:4 with yerrorlines lw 2 title 'SlimTCP: median, min-max of the runs',
+             '' using 1:5 with points pt 7 ps 1.8 title 'seed C stack, same method (issue 12)'"
+    echo "bench-plots: $OUT/paper_memif.png"
+else
+    echo "bench-plots: no paper_memif.json: paper_memif.png skipped" >&2
 fi

@@ -418,3 +418,10 @@ both_modes! {
     nonblocking_connect_reports_through_epoll => nonblocking_connect_reports_through_epoll;
     udp_send_and_receive_with_addresses => udp_with_addresses;
 }
+
+/// A busy-polling single-thread runtime (a pinned DPDK lcore's) moves the same bytes: its
+/// waits spin instead of napping, nothing else changes.
+#[test]
+fn echo_returns_every_byte_when_the_single_thread_busy_polls() {
+    echo(Mode::SingleBusyPoll);
+}

@@ -41,7 +41,8 @@ pub fn external_group<N: Nic + Send + 'static>(
     let mut apps = Vec::new();
     let mut workers = Vec::new();
     for iface in ifaces {
-        let (app, worker) = pair(iface, clock.clone(), ring.max(2), || Driver::Thread);
+        let (app, worker) =
+            pair(iface, clock.clone(), ring.max(2), || Driver::Thread, super::IdlePolicy::Backoff);
         apps.push(app);
         workers.push(worker);
     }

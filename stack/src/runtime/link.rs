@@ -10,7 +10,7 @@ use slimtcp_api::app::{Event, Limits, Link, Reply, Request, Submitted};
 use slimtcp_api::{Fd, SocketError};
 
 use super::buffers::{ReleaseQueue, RxBuf, TxBuf, TxPool, LARGE_TX};
-use super::driver::{self, AppEnd};
+use super::driver::{self, AppEnd, IdlePolicy};
 use super::messages::{Event as WorkerEvent, Reply as WorkerReply, Request as WorkerRequest};
 use crate::server::IdMap;
 
@@ -46,11 +46,13 @@ pub struct HostLink {
     fds: IdMap<u32, Fd>,
     pending: VecDeque<Pending>,
     next_ticket: u64,
+    /// How a wait with nothing to do spends its time.
+    idle: IdlePolicy,
 }
 
 impl HostLink {
     /// The link over the application's ends of the rings, with the server's `limits`.
-    pub(super) fn new(end: AppEnd, releases: Arc<ReleaseQueue>, limits: Limits) -> Self {
+    pub(super) fn new(end: AppEnd, releases: Arc<ReleaseQueue>, limits: Limits, idle: IdlePolicy) -> Self {
         HostLink {
             end,
             releases,
@@ -60,6 +62,7 @@ impl HostLink {
             fds: IdMap::default(),
             pending: VecDeque::new(),
             next_ticket: 0,
+            idle,
         }
     }
 
@@ -224,7 +227,10 @@ impl Link for HostLink {
     }
 
     fn idle(&mut self, idle_steps: u32) -> Result<(), SocketError> {
-        driver::back_off(idle_steps);
+        match self.idle {
+            IdlePolicy::Backoff => driver::back_off(idle_steps),
+            IdlePolicy::BusyPoll => std::hint::spin_loop(),
+        }
         Ok(())
     }
 

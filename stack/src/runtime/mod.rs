@@ -80,21 +80,33 @@ fn pair<N: Nic + Send + 'static>(
     clock: Clock,
     ring: usize,
     driver: impl FnOnce() -> Driver,
+    idle: IdlePolicy,
 ) -> (HostSockets, Box<dyn Step>) {
     let (req_tx, req_rx) = rtrb::RingBuffer::new(ring);
     let (ev_tx, ev_rx) = rtrb::RingBuffer::new(ring);
     let releases = Arc::new(ReleaseQueue::new());
     let limits = server_limits(&iface);
     let end = AppEnd { requests: req_tx, events: ev_rx, driver: driver() };
-    let link = HostLink::new(end, releases.clone(), link::app_limits(&limits));
+    let link = HostLink::new(end, releases.clone(), link::app_limits(&limits), idle);
     let app = AppSockets::with_link(link);
     let worker: Box<dyn Step> = Box::new(Worker::new(iface, clock, limits, req_rx, ev_tx, releases));
     (app, worker)
 }
 
-/// Single-thread mode over one interface: the calling thread runs everything.
+/// Single-thread mode over one interface: the calling thread runs everything, backing off
+/// (spin, yield, nap) while it waits with nothing to do.
 pub fn single<N: Nic + Send + 'static>(iface: Interface<N>, clock: Clock) -> HostSockets {
-    let mut apps = single_group(vec![iface], clock);
+    single_with(iface, clock, IdlePolicy::Backoff)
+}
+
+/// Single-thread mode over one interface, waiting as `idle` says: [`IdlePolicy::BusyPoll`] for a
+/// thread that owns its core (a pinned DPDK lcore), where a nap would leave the NIC unpolled.
+pub fn single_with<N: Nic + Send + 'static>(
+    iface: Interface<N>,
+    clock: Clock,
+    idle: IdlePolicy,
+) -> HostSockets {
+    let mut apps = single_group_with(vec![iface], clock, idle);
     match apps.pop() {
         Some(app) => app,
         None => unreachable!("one interface gives one application side"),
@@ -102,13 +114,22 @@ pub fn single<N: Nic + Send + 'static>(iface: Interface<N>, clock: Clock) -> Hos
 }
 
 /// Single-thread mode over several interfaces stepped together (e.g. both ends of a memwire
-/// link in one thread): waiting on any of them runs all of them.
+/// link in one thread): waiting on any of them runs all of them. Backs off while idle.
 pub fn single_group<N: Nic + Send + 'static>(ifaces: Vec<Interface<N>>, clock: Clock) -> Vec<HostSockets> {
+    single_group_with(ifaces, clock, IdlePolicy::Backoff)
+}
+
+/// [`single_group`], waiting as `idle` says.
+pub fn single_group_with<N: Nic + Send + 'static>(
+    ifaces: Vec<Interface<N>>,
+    clock: Clock,
+    idle: IdlePolicy,
+) -> Vec<HostSockets> {
     let group = Arc::new(Mutex::new(WorkerGroup::new(Vec::new())));
     let mut apps = Vec::new();
     let mut workers = Vec::new();
     for iface in ifaces {
-        let (app, worker) = pair(iface, clock.clone(), INLINE_RING, || Driver::Inline(group.clone()));
+        let (app, worker) = pair(iface, clock.clone(), INLINE_RING, || Driver::Inline(group.clone()), idle);
         apps.push(app);
         workers.push(worker);
     }
@@ -140,7 +161,9 @@ pub fn two_core_group<N: Nic + Send + 'static>(
     let mut apps = Vec::new();
     let mut workers = Vec::new();
     for iface in ifaces {
-        let (app, worker) = pair(iface, clock.clone(), cfg.ring_capacity.max(2), || Driver::Thread);
+        // The application thread of two-core mode shares its core: it backs off while it waits.
+        let (app, worker) =
+            pair(iface, clock.clone(), cfg.ring_capacity.max(2), || Driver::Thread, IdlePolicy::Backoff);
         apps.push(app);
         workers.push(worker);
     }

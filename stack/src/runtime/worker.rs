@@ -229,3 +229,11 @@ impl<N: Nic + Send> Step for Worker<N> {
         self.requests.is_abandoned()
     }
 }
+
+/// A run's interface counters (retransmissions, drops by reason) in the debug log when the
+/// worker ends: `RUST_LOG=slimtcp=debug` explains a slow run after the fact.
+impl<N: Nic> Drop for Worker<N> {
+    fn drop(&mut self) {
+        log::debug!("interface counters at the end: {:?}", self.server.iface().counters());
+    }
+}

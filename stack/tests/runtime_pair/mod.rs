@@ -23,6 +23,9 @@ pub use slimtcp::sim::{A_IP, B_IP};
 pub enum Mode {
     /// The application thread steps the workers.
     Single,
+    /// The application thread steps the workers and never sleeps while it waits (a pinned
+    /// core's busy poll).
+    SingleBusyPoll,
     /// One worker thread serves both stacks.
     TwoCore,
 }
@@ -142,6 +145,7 @@ pub fn pair(mode: Mode, cfg: PairConfig) -> Pair {
     let clock = Clock::real();
     let (mut apps, worker) = match mode {
         Mode::Single => (runtime::single_group(ifaces, clock), None),
+        Mode::SingleBusyPoll => (runtime::single_group_with(ifaces, clock, IdlePolicy::BusyPoll), None),
         Mode::TwoCore => {
             let rc = RuntimeConfig {
                 ring_capacity: cfg.ring_capacity,

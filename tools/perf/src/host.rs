@@ -5,7 +5,7 @@ use slimtcp::iface::{Interface, InterfaceConfig};
 use slimtcp::nic::memwire::{self, LinkConfig, MemwireError};
 use slimtcp::nic::tap::{TapConfig, TapError, TapNic};
 use slimtcp::nic::Nic;
-use slimtcp::runtime::{self, HostSockets, RuntimeConfig, RuntimeError};
+use slimtcp::runtime::{self, HostSockets, IdlePolicy, RuntimeConfig, RuntimeError};
 use slimtcp::time::Clock;
 use slimtcp::wire::EthernetAddress;
 use std::net::Ipv4Addr;
@@ -75,12 +75,14 @@ pub fn run(cfg: &Config, progress: workload::Progress<'_>) -> Result<Measurement
         }
         NicChoice::Tap { ifname } => {
             let tap = open_tap(ifname, TapConfig { checksum_offload: !cfg.no_checksum_offload })?;
-            run_one(iface(tap, local(cfg), cfg.burst, &cfg.arp), cfg, progress)
+            run_one(iface(tap, local(cfg), cfg.burst, &cfg.arp), IdlePolicy::Backoff, cfg, progress)
         }
         #[cfg(feature = "dpdk")]
         NicChoice::Dpdk { port } => {
+            // The EAL pinned this thread to its lcore: the core is ours, so waits busy-poll (a
+            // nap would leave the port unpolled while the peer's frames pile up).
             let nic = crate::dpdk::open(&cfg.eal_args, port, cfg.burst)?;
-            run_one(iface(nic, local(cfg), cfg.burst, &cfg.arp), cfg, progress)
+            run_one(iface(nic, local(cfg), cfg.burst, &cfg.arp), IdlePolicy::BusyPoll, cfg, progress)
         }
         #[cfg(not(feature = "dpdk"))]
         NicChoice::Dpdk { .. } => unreachable!("rejected by Config::try_from without the dpdk feature"),
@@ -128,15 +130,16 @@ fn runtime_config() -> RuntimeConfig {
     RuntimeConfig { name: "slimtcp-perf-worker".into(), ..RuntimeConfig::default() }
 }
 
-/// One role over one interface.
+/// One role over one interface; in single-thread mode its waits follow `idle`.
 fn run_one<N: Nic + Send + 'static>(
     iface: Interface<N>,
+    idle: IdlePolicy,
     cfg: &Config,
     progress: workload::Progress<'_>,
 ) -> Result<Measurement, HostError> {
     match cfg.runtime {
         RuntimeMode::Single => {
-            let mut api = runtime::single(iface, Clock::real());
+            let mut api = runtime::single_with(iface, Clock::real(), idle);
             let result = one_role(&mut api, cfg, progress);
             linger(&mut api);
             Ok(result?)

@@ -25,18 +25,27 @@ impl Interval {
 }
 
 /// Counts a byte counter's growth between `start` and `finish`, reporting each [`INTERVAL`].
+/// Also notes how long the measuring thread waited for a CPU meanwhile: a busy-polling thread
+/// that waited was sharing its core with something else, and its figures are disturbed.
 #[derive(Debug)]
 pub struct Meter {
     start: Instant,
     start_bytes: u64,
     last: Instant,
     last_bytes: u64,
+    start_wait: Option<Duration>,
 }
 
 impl Meter {
     /// Starts measuring at `now`, with the counter at `bytes`.
     pub fn start(now: Instant, bytes: u64) -> Meter {
-        Meter { start: now, start_bytes: bytes, last: now, last_bytes: bytes }
+        Meter { start: now, start_bytes: bytes, last: now, last_bytes: bytes, start_wait: run_queue_wait() }
+    }
+
+    /// How long the calling thread waited, runnable, for a CPU since the start (`None` where
+    /// the kernel does not say).
+    pub fn run_queue_wait(&self) -> Option<Duration> {
+        Some(run_queue_wait()?.saturating_sub(self.start_wait?))
     }
 
     /// When the measurement started.
@@ -62,6 +71,14 @@ impl Meter {
     }
 }
 
+/// The calling thread's total time spent runnable but waiting for a CPU: the second field of
+/// Linux's `/proc/thread-self/schedstat` (nanoseconds on a CPU, waiting, timeslices).
+fn run_queue_wait() -> Option<Duration> {
+    let stat = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
+    let waited_ns = stat.split_whitespace().nth(1)?.parse().ok()?;
+    Some(Duration::from_nanos(waited_ns))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -75,6 +92,20 @@ mod tests {
         assert_eq!(i.bps, 1_000_000.0);
         assert_eq!(i.connections, 3);
         assert_eq!(m.finish(t0 + Duration::from_secs(2), 250_100), (250_000, Duration::from_secs(2)));
+    }
+
+    #[test]
+    fn the_wait_for_a_cpu_is_counted_from_the_start() {
+        let m = Meter::start(Instant::now(), 0);
+        if run_queue_wait().is_some() {
+            assert!(
+                m.run_queue_wait().is_some_and(|w| w < Duration::from_secs(60)),
+                "{:?}",
+                m.run_queue_wait()
+            );
+        } else {
+            assert_eq!(m.run_queue_wait(), None, "no schedstat, no figure");
+        }
     }
 
     #[test]

@@ -55,6 +55,7 @@ impl Summary {
             goodput_bps: self.goodput_bps().round() as u64,
             segments_per_s: self.segments_per_s().round() as u64,
             drained: m.drained,
+            run_queue_wait_ms: m.run_queue_wait.map(|w| (w.as_secs_f64() * 1e6).round() / 1e3),
             datagrams: udp.map(|u| u.datagrams),
             total_datagrams: udp.map(|u| u.total_datagrams),
             datagrams_sent: udp.and_then(|u| u.datagrams_sent),
@@ -106,6 +107,9 @@ struct JsonSummary<'a> {
     goodput_bps: u64,
     segments_per_s: u64,
     drained: bool,
+    /// Milliseconds the measuring thread waited for a CPU in the measured window.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    run_queue_wait_ms: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     datagrams: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -148,6 +152,7 @@ mod tests {
                 connections: 4,
                 drained: true,
                 udp: None,
+                run_queue_wait: Some(Duration::from_micros(1_500)),
             },
         }
     }
@@ -168,6 +173,7 @@ mod tests {
         assert!(j.contains(r#""nic":"tap:\"x\"""#), "{j}");
         assert!(j.starts_with('{') && j.ends_with('}') && !j.contains('\n'));
         assert!(!j.contains("datagrams"), "TCP runs have no datagram counts: {j}");
+        assert!(j.contains(r#""run_queue_wait_ms":1.5"#), "{j}");
     }
 
     #[test]

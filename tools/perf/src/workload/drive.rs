@@ -33,6 +33,9 @@ pub struct Measurement {
     pub drained: bool,
     /// Datagram counts of a UDP run (`None` for TCP).
     pub udp: Option<UdpCounts>,
+    /// How long the measuring thread waited for a CPU during the measured window (`None`
+    /// where the kernel does not say). More than a sliver means another task shared its core.
+    pub run_queue_wait: Option<Duration>,
 }
 
 /// What a UDP run counted besides bytes, so loss is visible.
@@ -100,6 +103,7 @@ pub fn run_both<A: SocketApi>(
         }
     }
     let (bytes, elapsed) = meter.finish(Instant::now(), rx.bytes());
+    let run_queue_wait = meter.run_queue_wait();
     tx.stop_sending(tx_api)?;
     let linger = Instant::now() + LINGER_LIMIT;
     while !(tx.is_done() && rx.active() == 0) && Instant::now() < linger {
@@ -118,7 +122,7 @@ pub fn run_both<A: SocketApi>(
     let total_bytes = rx.bytes();
     tx.abandon(tx_api);
     rx.shut(rx_api);
-    Ok(Measurement { bytes, total_bytes, elapsed, connections, drained, udp: None })
+    Ok(Measurement { bytes, total_bytes, elapsed, connections, drained, udp: None, run_queue_wait })
 }
 
 /// A lone sender: counts bytes the stack accepted, then drains (the peer reads to end of
@@ -152,6 +156,7 @@ pub fn run_sender<A: SocketApi>(
         }
     }
     let (bytes, elapsed) = meter.finish(Instant::now(), tx.bytes_sent());
+    let run_queue_wait = meter.run_queue_wait();
     tx.stop_sending(api)?;
     let linger = Instant::now() + LINGER_LIMIT;
     while !tx.is_done() && Instant::now() < linger {
@@ -163,7 +168,7 @@ pub fn run_sender<A: SocketApi>(
     }
     let total_bytes = tx.bytes_sent();
     tx.abandon(api);
-    Ok(Measurement { bytes, total_bytes, elapsed, connections, drained, udp: None })
+    Ok(Measurement { bytes, total_bytes, elapsed, connections, drained, udp: None, run_queue_wait })
 }
 
 /// A lone receiver: waits for the first connection (and, with `expect`, for that many), then
@@ -212,6 +217,7 @@ pub fn run_receiver<A: SocketApi>(
         }
     }
     let (bytes, elapsed) = meter.finish(Instant::now(), rx.bytes());
+    let run_queue_wait = meter.run_queue_wait();
     let linger = Instant::now() + LINGER_LIMIT;
     while !all_ended(&rx) && Instant::now() < linger {
         busy = rx.step(api, timeout_for(busy))?;
@@ -220,5 +226,5 @@ pub fn run_receiver<A: SocketApi>(
     let connections = rx.accepted();
     let total_bytes = rx.bytes();
     rx.shut(api);
-    Ok(Measurement { bytes, total_bytes, elapsed, connections, drained, udp: None })
+    Ok(Measurement { bytes, total_bytes, elapsed, connections, drained, udp: None, run_queue_wait })
 }

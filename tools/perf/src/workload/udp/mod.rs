@@ -84,6 +84,7 @@ pub fn run_both<A: SocketApi>(
         }
     }
     let (bytes, elapsed) = meter.finish(Instant::now(), rx.bytes());
+    let run_queue_wait = meter.run_queue_wait();
     let datagrams = rx.datagrams() - first;
     let drained = read_until_quiet(rx_api, &mut rx, Some((&mut *tx_api, &mut tx)))?;
     let udp =
@@ -91,7 +92,15 @@ pub fn run_both<A: SocketApi>(
     let total_bytes = rx.bytes();
     tx.close(tx_api);
     rx.close(rx_api);
-    Ok(Measurement { bytes, total_bytes, elapsed, connections: sockets, drained, udp: Some(udp) })
+    Ok(Measurement {
+        bytes,
+        total_bytes,
+        elapsed,
+        connections: sockets,
+        drained,
+        udp: Some(udp),
+        run_queue_wait,
+    })
 }
 
 /// A lone sender: counts what the provider took during `duration`, then stops.
@@ -118,6 +127,7 @@ pub fn run_sender<A: SocketApi>(
         }
     }
     let (bytes, elapsed) = meter.finish(Instant::now(), tx.bytes_sent());
+    let run_queue_wait = meter.run_queue_wait();
     let datagrams = tx.datagrams_sent();
     let flush = Instant::now() + FLUSH;
     while Instant::now() < flush {
@@ -127,7 +137,15 @@ pub fn run_sender<A: SocketApi>(
     let udp = UdpCounts { datagrams, total_datagrams: sent, datagrams_sent: Some(sent) };
     let total_bytes = tx.bytes_sent();
     tx.close(api);
-    Ok(Measurement { bytes, total_bytes, elapsed, connections: sockets, drained: true, udp: Some(udp) })
+    Ok(Measurement {
+        bytes,
+        total_bytes,
+        elapsed,
+        connections: sockets,
+        drained: true,
+        udp: Some(udp),
+        run_queue_wait,
+    })
 }
 
 /// A lone receiver: waits for the first datagram, then measures until `duration` passed or no
@@ -166,6 +184,7 @@ pub fn run_receiver<A: SocketApi>(
         }
     };
     let (bytes, elapsed) = meter.finish(stop, rx.bytes());
+    let run_queue_wait = meter.run_queue_wait();
     let datagrams = rx.datagrams() - first;
     let drained = read_until_quiet(api, &mut rx, None)?;
     let udp = UdpCounts { datagrams, total_datagrams: rx.datagrams(), datagrams_sent: None };
@@ -176,6 +195,7 @@ pub fn run_receiver<A: SocketApi>(
         connections: rx.peers(),
         drained,
         udp: Some(udp),
+        run_queue_wait,
     };
     rx.close(api);
     Ok(measurement)
