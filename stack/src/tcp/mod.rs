@@ -71,7 +71,7 @@ pub const DUP_ACKS_PER_BURST: u32 = 3;
 pub const DUP_ACK_THRESHOLD: u32 = 3;
 
 pub use crate::wire::SeqNumber;
-pub use config::TcpConfig;
+pub use config::{TcpConfig, MAX_TCP_BUFFER};
 pub use connection::{Connection, SendError, MIN_MSS};
 pub use events::Events;
 pub use isn::IsnGenerator;

@@ -12,6 +12,7 @@
 
 use std::collections::VecDeque;
 
+use super::config::MAX_TCP_BUFFER;
 use crate::nic::PacketBuf;
 use crate::rx_memory::{RxBudget, RxCharge};
 
@@ -19,6 +20,10 @@ use crate::rx_memory::{RxBudget, RxCharge};
 pub const COMPACT_CHUNK: usize = 4096;
 
 /// In-order received bytes, as a queue of packet buffers trimmed to their payload.
+///
+/// Its byte counts are kept in 32 bits (a connection's state stays small): they are bounded by
+/// the capacity, at most [`MAX_TCP_BUFFER`] (the window never promises more than it holds,
+/// but for the rounding of a scaled window); the methods take and give `usize`.
 #[derive(Debug)]
 pub struct RecvBuffer {
     segments: VecDeque<PacketBuf>,
@@ -28,15 +33,22 @@ pub struct RecvBuffer {
     memory: RxCharge,
     /// Payload bytes copied into compact chunks so far.
     compacted: u64,
-    len: usize,
+    len: u32,
     /// Bytes handed out with [`pop_held`](Self::pop_held) and not yet released: they still
     /// occupy the window, so an application that holds buffers slows the sender down.
-    held: usize,
-    capacity: usize,
+    held: u32,
+    capacity: u32,
+}
+
+/// A byte count of a receive queue, kept in 32 bits: bounded by the queue's capacity, at most
+/// [`MAX_TCP_BUFFER`], so nothing is lost (checked in debug builds).
+fn narrow(n: usize) -> u32 {
+    debug_assert!(u32::try_from(n).is_ok(), "{n} exceeds a receive queue's 32-bit bound");
+    n as u32
 }
 
 impl RecvBuffer {
-    /// An empty queue that accepts at most `capacity` bytes.
+    /// An empty queue that accepts at most `capacity` bytes ([`MAX_TCP_BUFFER`] when larger).
     pub fn new(capacity: usize) -> Self {
         RecvBuffer {
             segments: VecDeque::new(),
@@ -45,13 +57,13 @@ impl RecvBuffer {
             compacted: 0,
             len: 0,
             held: 0,
-            capacity,
+            capacity: narrow(capacity.min(MAX_TCP_BUFFER)),
         }
     }
 
     /// Queued bytes.
     pub fn len(&self) -> usize {
-        self.len
+        self.len as usize
     }
 
     /// True when nothing is queued.
@@ -67,17 +79,17 @@ impl RecvBuffer {
     /// Bytes that still fit (the receive window): the free part of the capacity, and at most
     /// half the room left in the receive budget (a byte may cost two in storage).
     pub fn free(&self) -> usize {
-        self.capacity.saturating_sub(self.len + self.held).min(self.memory.room() / 2)
+        (self.capacity.saturating_sub(self.len + self.held) as usize).min(self.memory.room() / 2)
     }
 
     /// Bytes handed out and still held by the application.
     pub fn held(&self) -> usize {
-        self.held
+        self.held as usize
     }
 
     /// The configured capacity.
     pub fn capacity(&self) -> usize {
-        self.capacity
+        self.capacity as usize
     }
 
     /// Bytes of buffer storage the queue holds (what it costs in memory, at least `len`).
@@ -109,7 +121,7 @@ impl RecvBuffer {
         if payload.is_empty() {
             return;
         }
-        self.len += payload.len();
+        self.len += narrow(payload.len());
         if !Self::compacts(&payload) {
             self.memory.add(payload.capacity());
             self.segments.push_back(payload);
@@ -182,14 +194,14 @@ impl RecvBuffer {
                 front.advance(n);
             }
         }
-        self.len -= written;
+        self.len -= narrow(written);
         written
     }
 
     /// Hands the oldest payload buffer to the caller (zero-copy receive).
     pub fn pop_segment(&mut self) -> Option<PacketBuf> {
         let seg = self.pop_front()?;
-        self.len -= seg.len();
+        self.len -= narrow(seg.len());
         Some(seg)
     }
 
@@ -197,13 +209,13 @@ impl RecvBuffer {
     /// [`release`](Self::release)d.
     pub fn pop_held(&mut self) -> Option<PacketBuf> {
         let seg = self.pop_segment()?;
-        self.held += seg.len();
+        self.held += narrow(seg.len());
         Some(seg)
     }
 
     /// Gives back `n` bytes taken with [`pop_held`](Self::pop_held) (more than held is clamped).
     pub fn release(&mut self, n: usize) {
-        self.held = self.held.saturating_sub(n);
+        self.held = narrow(self.held().saturating_sub(n));
     }
 }
 
@@ -238,6 +250,12 @@ mod tests {
         assert_eq!(q.read(&mut out), 100_000);
         assert!(out.iter().enumerate().all(|(i, b)| *b == i as u8), "bytes kept in order");
         assert_eq!(q.memory(), 0);
+    }
+
+    #[test]
+    fn capacity_is_bounded_by_the_largest_tcp_buffer() {
+        assert_eq!(RecvBuffer::new(usize::MAX).capacity(), MAX_TCP_BUFFER);
+        assert_eq!(RecvBuffer::new(MAX_TCP_BUFFER).free(), MAX_TCP_BUFFER);
     }
 
     #[test]
