@@ -546,7 +546,7 @@ impl Connection {
             fin = false;
         }
         let end = seq + payload.len();
-        match self.ooo.insert(seq, payload) {
+        match self.ooo.insert(seq, payload, self.rx.budget()) {
             Insert::Stored => self.stats.rare().reordered += 1,
             Insert::Duplicate => {}
             Insert::TooManyRanges | Insert::NoMemory => {

@@ -76,6 +76,11 @@ impl RecvBuffer {
         self.memory.bind(budget);
     }
 
+    /// The budget the queue's memory is charged to, if any (its reorder queue's goes there too).
+    pub fn budget(&self) -> Option<&RxBudget> {
+        self.memory.budget()
+    }
+
     /// Bytes that still fit (the receive window): the free part of the capacity, and at most
     /// half the room left in the receive budget (a byte may cost two in storage).
     pub fn free(&self) -> usize {
