@@ -67,15 +67,16 @@ pub struct Connection {
     pub(super) snd_nxt: SeqNumber,
     /// Highest sequence number sent so far (snd_nxt rewinds on go-back-N; this does not).
     pub(super) snd_max: SeqNumber,
-    /// Peer's receive window in bytes (already scaled).
-    pub(super) snd_wnd: usize,
-    pub(super) max_snd_wnd: usize,
+    /// Peer's receive window in bytes (already scaled: at most 65,535 << 14, below 2^30).
+    pub(super) snd_wnd: u32,
+    /// The largest `snd_wnd` seen.
+    pub(super) max_snd_wnd: u32,
     pub(super) snd_wl1: SeqNumber,
     pub(super) snd_wl2: SeqNumber,
     /// Shift applied to windows the peer sends us.
     pub(super) snd_wscale: u8,
     /// Largest segment payload we send.
-    pub(super) send_mss: usize,
+    pub(super) send_mss: u16,
     pub(super) tx: SendBuffer,
     /// The application closed its sending side: a FIN follows the queued data.
     pub(super) fin_queued: bool,
@@ -176,7 +177,7 @@ impl Connection {
             tx: SendBuffer::new(cfg.tx_buffer),
             rx: RecvBuffer::new(cfg.rx_buffer),
             ooo: ReorderQueue::default(),
-            send_mss: usize::from(DEFAULT_PEER_MSS.min(cfg.mss)),
+            send_mss: DEFAULT_PEER_MSS.min(cfg.mss),
             cfg,
             state,
             local,
@@ -254,7 +255,7 @@ impl Connection {
         c.rcv_nxt = syn.seq_number + 1;
         c.apply_syn_options(syn);
         // The window in a SYN is never scaled (RFC 7323 section 2.2).
-        c.snd_wnd = usize::from(syn.window_len);
+        c.snd_wnd = u32::from(syn.window_len);
         c.max_snd_wnd = c.snd_wnd;
         c.snd_wl1 = syn.seq_number;
         c.snd_wl2 = iss;
@@ -296,7 +297,7 @@ impl Connection {
     /// Takes the peer's MSS (clamped to at least [`MIN_MSS`], then to our own) and window-scale
     /// shift.
     fn apply_peer_options(&mut self, peer_mss: u16, peer_wscale: Option<u8>) {
-        self.send_mss = usize::from(peer_mss.max(MIN_MSS).min(self.cfg.mss));
+        self.send_mss = peer_mss.max(MIN_MSS).min(self.cfg.mss);
         match (peer_wscale, self.cfg.window_scale) {
             (Some(theirs), Some(ours)) => {
                 self.snd_wscale = theirs.min(14);
@@ -338,7 +339,7 @@ impl Connection {
 
     /// The largest payload we put in one segment.
     pub fn send_mss(&self) -> usize {
-        self.send_mss
+        usize::from(self.send_mss)
     }
 
     /// Counters.
@@ -498,7 +499,7 @@ impl Connection {
         }
         let advertised = self.rcv_adv.since(self.rcv_nxt);
         let now_free = self.rx.free();
-        let threshold = self.send_mss.max(1).min(self.rx.capacity() / 2);
+        let threshold = self.send_mss().max(1).min(self.rx.capacity() / 2);
         if now_free >= advertised + threshold {
             self.ack_pending = true;
         }

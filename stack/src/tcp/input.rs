@@ -61,7 +61,7 @@ impl Connection {
         self.rcv_nxt = seg.seq_number + 1;
         self.rcv_adv = self.rcv_nxt;
         self.apply_syn_options(seg);
-        self.snd_wnd = usize::from(seg.window_len);
+        self.snd_wnd = u32::from(seg.window_len);
         self.max_snd_wnd = self.max_snd_wnd.max(self.snd_wnd);
         self.snd_wl1 = seg.seq_number;
         self.ack_pending = true;
@@ -175,7 +175,7 @@ impl Connection {
             self.out_of_window_ack(now);
             return false;
         }
-        if ack < self.snd_una - self.max_snd_wnd.max(1) {
+        if ack < self.snd_una - self.max_snd_wnd.max(1) as usize {
             self.challenge_ack(now);
             return false;
         }
@@ -196,11 +196,11 @@ impl Connection {
     /// opened far enough ends the zero-window probing.
     fn update_send_window(&mut self, seg: &TcpRepr, ack: SeqNumber) {
         if self.snd_wl1 < seg.seq_number || (self.snd_wl1 == seg.seq_number && self.snd_wl2 <= ack) {
-            self.snd_wnd = usize::from(seg.window_len) << self.snd_wscale;
+            self.snd_wnd = u32::from(seg.window_len) << self.snd_wscale;
             self.max_snd_wnd = self.max_snd_wnd.max(self.snd_wnd);
             self.snd_wl1 = seg.seq_number;
             self.snd_wl2 = ack;
-            if self.usable_window() >= self.send_mss.min(self.tx.len()).max(1) {
+            if self.usable_window() >= self.send_mss().min(self.tx.len()).max(1) {
                 self.persist_deadline = None;
                 self.persist_backoff = 0;
             }
@@ -333,7 +333,7 @@ impl Connection {
     fn sack_says_lost(&self, una: SeqNumber) -> bool {
         let above: usize =
             self.sacked.ranges().iter().filter(|(_, r)| *r > una).map(|(l, r)| r.since((*l).max(una))).sum();
-        above >= super::DUP_ACK_THRESHOLD as usize * self.send_mss
+        above >= super::DUP_ACK_THRESHOLD as usize * self.send_mss()
     }
 
     /// Fast recovery from the hole at `una` up to SND.MAX.

@@ -177,7 +177,7 @@ impl Connection {
     /// peer may hold everything up to `SND.MAX` (BSD's `tcp_output` uses `snd_max` for the same
     /// reason).
     fn acceptable_seq(&self) -> super::SeqNumber {
-        let edge = self.snd_una + self.snd_wnd;
+        let edge = self.snd_una + self.snd_wnd as usize;
         if self.snd_max > edge {
             edge
         } else {
@@ -186,7 +186,7 @@ impl Connection {
     }
 
     pub(super) fn usable_window(&self) -> usize {
-        (self.snd_una + self.snd_wnd).since(self.snd_nxt)
+        (self.snd_una + self.snd_wnd as usize).since(self.snd_nxt)
     }
 
     fn send_syn(&mut self, now: Instant, sink: &mut dyn SegmentSink) -> Result<(), super::output::SinkFull> {
@@ -240,13 +240,16 @@ impl Connection {
             let queued = self.tx.len();
             let offset = self.snd_nxt.since(self.snd_una);
             let unsent = queued.saturating_sub(offset);
-            let wanted = self.send_mss.min(unsent);
+            let wanted = self.send_mss().min(unsent);
             let window = self.usable_window();
             // Sender-side silly window avoidance (RFC 9293 3.8.6.2.1): when the window alone
             // would make the segment short, wait for it to open further. (A segment cut short
             // by a SACKed range or a loan's edge goes: nothing else will send those bytes.)
-            let mut len =
-                if window < wanted && window * 2 < self.max_snd_wnd { 0 } else { wanted.min(window) };
+            let mut len = if window < wanted && window * 2 < self.max_snd_wnd as usize {
+                0
+            } else {
+                wanted.min(window)
+            };
             len = len.min(sack_limit);
             if let Some(limit) = self.tx.segment_limit(offset) {
                 // A by-reference loan's edge: each segment's payload is one slice of one buffer.
@@ -304,7 +307,7 @@ impl Connection {
     fn retransmit_head(&mut self, now: Instant, sink: &mut dyn SegmentSink) -> usize {
         let in_flight = self.snd_max.since(self.snd_una);
         let queued = self.tx.len();
-        let mut len = self.send_mss.min(queued).min(in_flight);
+        let mut len = self.send_mss().min(queued).min(in_flight);
         if let Some(limit) = self.tx.segment_limit(0) {
             len = len.min(limit);
         }
@@ -379,7 +382,7 @@ impl Connection {
                 break;
             }
             let offset = seq.since(self.snd_una);
-            let mut len = self.send_mss.min(end.since(seq));
+            let mut len = self.send_mss().min(end.since(seq));
             if let Some(limit) = self.tx.segment_limit(offset) {
                 len = len.min(limit);
             }

@@ -88,7 +88,8 @@ impl Connection {
             return;
         }
         self.rtt.backoff();
-        if self.state.is_synchronized() && self.snd_wnd < self.send_mss.min(self.tx.len()).max(1) {
+        let window_below_a_segment = (self.snd_wnd as usize) < self.send_mss().min(self.tx.len()).max(1);
+        if self.state.is_synchronized() && window_below_a_segment {
             // The window shut (or shrank below a segment) with data in flight: the persist
             // timer is off while data is in flight, so this timeout probes instead (`SND.UNA-1`,
             // no data). The answer carries the window; it may have reopened in an update that
