@@ -113,28 +113,12 @@ pub struct Connection {
     // Loss recovery without a timeout (RFC 5681 fast retransmit, RFC 6582 NewReno).
     /// Duplicate ACKs in a row (ACK == SND.UNA, no data, data in flight).
     pub(super) dup_acks: u32,
-    /// In fast recovery until SND.UNA reaches this (SND.MAX when it began).
-    pub(super) recover: Option<SeqNumber>,
-    /// No fast retransmit for duplicate ACKs at or below this (SND.MAX at the last timeout,
-    /// whose go-back-N resends draw duplicate ACKs of their own: RFC 6582 section 3.2 step 2).
-    /// (Cleared once SND.UNA passes it, so sequence-number wrap-around cannot revive it.)
-    pub(super) recover_guard: Option<SeqNumber>,
-    /// Retransmit the segment at SND.UNA on the next output.
+    /// Retransmit the segment at SND.UNA on the next output (or, with SACK, the holes).
     pub(super) rexmit_due: bool,
-    /// In fast recovery: when the head's retransmission counts as lost if still unacknowledged
-    /// (no duplicate ACK may come to tell: a window full of SACKed data sends nothing more).
-    pub(super) recovery_deadline: Option<Instant>,
-    /// Consecutive expiries of `recovery_deadline` without progress (each doubles the next).
-    pub(super) recovery_backoff: u32,
-    /// SND.MAX when the head was last retransmitted: SACKed data beyond it was sent later.
-    pub(super) rexmit_mark: SeqNumber,
+    /// Fast recovery's state, from the first recovery or timeout on (`recovery.rs`).
+    pub(super) recovery: Option<Box<super::recovery::Recovery>>,
     /// What the peer SACKed above SND.UNA (when SACK was negotiated).
     pub(super) sacked: super::scoreboard::Scoreboard,
-    /// In fast recovery with SACK: holes below this were retransmitted already.
-    pub(super) rexmit_next: SeqNumber,
-    /// When the segment at SND.UNA was last retransmitted in fast recovery (to see that
-    /// retransmission lost: see `note_ack_for_recovery`).
-    pub(super) rexmit_at: Option<Instant>,
     /// A zero-window probe is due.
     pub(super) probe_due: bool,
     /// Zero-window probes sent since the peer last answered.
@@ -207,15 +191,9 @@ impl Connection {
             persist_deadline: None,
             persist_backoff: 0,
             dup_acks: 0,
-            recover: None,
-            recover_guard: None,
             rexmit_due: false,
-            rexmit_at: None,
-            recovery_deadline: None,
-            rexmit_mark: iss,
-            recovery_backoff: 0,
+            recovery: None,
             sacked: super::scoreboard::Scoreboard::default(),
-            rexmit_next: iss,
             probe_due: false,
             probes_unanswered: 0,
             time_wait_deadline: None,

@@ -36,7 +36,7 @@ impl Connection {
         let timers = [
             ("rto", left(self.rto_deadline)),
             ("persist", left(self.persist_deadline)),
-            ("recovery", left(self.recovery_deadline)),
+            ("recovery", left(self.recovery_deadline())),
             ("time-wait", left(self.time_wait_deadline)),
             ("keepalive", left(self.live.as_ref().and_then(|l| l.keepalive_deadline))),
         ];
@@ -61,14 +61,14 @@ impl Connection {
             stats.challenge_acks,
             stats.oow_acks_suppressed,
         );
-        if self.rexmit_due || self.recover.is_some() || !self.sacked.is_empty() {
+        if self.rexmit_due || self.in_recovery() || !self.sacked.is_empty() {
             let _ = write!(
                 s,
                 " | rexmit_due {} recover {:?} sacked {} rexmit_next {}",
                 self.rexmit_due,
-                self.recover.map(sent),
+                self.recovery.as_ref().and_then(|r| r.recover).map(sent),
                 !self.sacked.is_empty(),
-                sent(self.rexmit_next)
+                self.recovery.as_ref().map_or(0, |r| sent(r.rexmit_next))
             );
         }
         let _ = write!(s, " | tx {}", self.tx.describe());

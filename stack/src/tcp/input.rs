@@ -277,19 +277,28 @@ impl Connection {
     fn note_ack_for_recovery(&mut self, seg: &TcpRepr, ack: SeqNumber, payload_len: usize) {
         if ack > self.snd_una {
             self.dup_acks = 0;
-            self.recovery_backoff = 0;
-            self.recovery_deadline = None;
-            if self.recover_guard.is_some_and(|guard| ack > guard) {
-                self.recover_guard = None;
-            }
-            match self.recover {
-                Some(recover) if ack >= recover => self.recover = None,
-                Some(_) => {
-                    self.rexmit_due = true;
-                    self.rexmit_next = self.rexmit_next.max(ack);
+            let Some(r) = self.recovery.as_deref_mut() else {
+                if self.sack_says_lost(ack) {
+                    self.start_recovery(ack);
                 }
-                None if self.sack_says_lost(ack) => self.start_recovery(ack),
-                None => {}
+                return;
+            };
+            r.backoff = 0;
+            r.deadline = None;
+            if r.guard.is_some_and(|guard| ack > guard) {
+                r.guard = None;
+            }
+            match r.recover {
+                Some(recover) if ack >= recover => r.recover = None,
+                Some(_) => {
+                    r.rexmit_next = r.rexmit_next.max(ack);
+                    self.rexmit_due = true;
+                }
+                None => {
+                    if self.sack_says_lost(ack) {
+                        self.start_recovery(ack);
+                    }
+                }
             }
             return;
         }
@@ -305,23 +314,28 @@ impl Connection {
             return;
         }
         self.dup_acks += 1;
-        if self.recover.is_none() {
-            // After a timeout, duplicates may come from our own resends (RFC 6582 3.2), but SACK
-            // blocks report data the peer holds: those start a recovery at once.
-            let by_dups = self.dup_acks == super::DUP_ACK_THRESHOLD && self.recover_guard.is_none();
-            if by_dups || self.sack_says_lost(ack) {
-                self.start_recovery(ack);
+        let in_recovery = self.in_recovery();
+        let r = match self.recovery.as_deref_mut() {
+            Some(r) if in_recovery => r,
+            guarded => {
+                // After a timeout, duplicates may come from our own resends (RFC 6582 3.2), but
+                // SACK blocks report data the peer holds: those start a recovery at once.
+                let guarded = guarded.is_some_and(|r| r.guard.is_some());
+                let by_dups = self.dup_acks == super::DUP_ACK_THRESHOLD && !guarded;
+                if by_dups || self.sack_says_lost(ack) {
+                    self.start_recovery(ack);
+                }
+                return;
             }
-            return;
-        }
-        let sent_later_arrived = self.sacked.high().is_some_and(|high| high > self.rexmit_mark);
-        if !self.rexmit_due && self.rexmit_at.is_some() && sent_later_arrived {
+        };
+        let sent_later_arrived = self.sacked.high().is_some_and(|high| high > r.rexmit_mark);
+        if !self.rexmit_due && r.rexmit_at.is_some() && sent_later_arrived {
             // Data sent after the head's retransmission arrived, the head did not: it was lost
             // too (the link keeps order). Everything not SACKed below the highest block goes again.
             self.rexmit_due = true;
-            self.rexmit_next = self.snd_una;
+            r.rexmit_next = self.snd_una;
             self.stats.rare().lost_retransmits += 1;
-        } else if self.sacked.high().is_some_and(|high| high > self.rexmit_next) {
+        } else if self.sacked.high().is_some_and(|high| high > r.rexmit_next) {
             // New SACK blocks revealed holes beyond those retransmitted.
             self.rexmit_due = true;
         }
@@ -338,9 +352,11 @@ impl Connection {
 
     /// Fast recovery from the hole at `una` up to SND.MAX.
     fn start_recovery(&mut self, una: SeqNumber) {
-        self.recover = Some(self.snd_max);
+        let snd_max = self.snd_max;
+        let r = self.recovery_mut();
+        r.recover = Some(snd_max);
+        r.rexmit_next = una;
         self.rexmit_due = true;
-        self.rexmit_next = una;
     }
 
     /// Processes an ACK that advances SND.UNA to `ack`. Returns true when it acknowledges our FIN.

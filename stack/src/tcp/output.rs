@@ -327,7 +327,9 @@ impl Connection {
         }
         self.rexmit_due = false;
         self.note_head_retransmitted(now);
-        self.rexmit_next = self.rexmit_next.max(self.snd_una + len);
+        let sent_up_to = self.snd_una + len;
+        let r = self.recovery_mut();
+        r.rexmit_next = r.rexmit_next.max(sent_up_to);
         self.stats.segs_out += 1;
         self.stats.rare().retransmits += 1;
         self.stats.rare().fast_retransmits += 1;
@@ -360,11 +362,13 @@ impl Connection {
     /// The segment at SND.UNA went out again: remember when, and arm the recovery timer (a
     /// round trip, doubled for each expiry in a row).
     fn note_head_retransmitted(&mut self, now: Instant) {
-        self.rexmit_at = Some(now);
-        self.rexmit_mark = self.snd_max;
-        let delay = self.rtt.loss_delay().unwrap_or_else(|| self.rtt.rto());
-        let delay = (delay * (1u32 << self.recovery_backoff.min(8))).min(self.rtt.rto());
-        self.recovery_deadline = Some(now + delay);
+        let (rto, snd_max) = (self.rtt.rto(), self.snd_max);
+        let delay = self.rtt.loss_delay().unwrap_or(rto);
+        let r = self.recovery_mut();
+        r.rexmit_at = Some(now);
+        r.rexmit_mark = snd_max;
+        let delay = (delay * (1u32 << r.backoff.min(8))).min(rto);
+        r.deadline = Some(now + delay);
     }
 
     /// Fast recovery with SACK: every hole between SND.UNA and the highest SACKed byte that was
@@ -374,7 +378,7 @@ impl Connection {
         let Some(high) = self.sacked.high() else { return 0 };
         let data_end = self.data_end();
         let mut sent = 0;
-        let mut seq = self.rexmit_next.max(self.snd_una);
+        let mut seq = self.recovery_mut().rexmit_next.max(self.snd_una);
         loop {
             seq = self.sacked.skip(seq);
             let end = self.sacked.next_left(seq).unwrap_or(high).min(high).min(data_end);
@@ -398,7 +402,7 @@ impl Connection {
                 self.note_head_retransmitted(now);
             }
             seq += len;
-            self.rexmit_next = seq;
+            self.recovery_mut().rexmit_next = seq;
             self.stats.segs_out += 1;
             self.stats.rare().retransmits += 1;
             self.stats.rare().fast_retransmits += 1;

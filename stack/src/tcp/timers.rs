@@ -18,7 +18,7 @@ impl Connection {
             self.persist_deadline,
             self.time_wait_deadline,
             self.liveness_at(),
-            self.recovery_deadline,
+            self.recovery_deadline(),
             self.delayed_ack_at,
         ]
         .into_iter()
@@ -36,16 +36,21 @@ impl Connection {
         }
         if self.rto_deadline.is_some_and(|t| now >= t) {
             self.rto_deadline = None;
-            self.recovery_deadline = None;
+            if let Some(r) = self.recovery.as_deref_mut() {
+                r.deadline = None;
+            }
             self.on_retransmit_timeout();
         }
-        if self.recovery_deadline.is_some_and(|t| now >= t) {
-            self.recovery_deadline = None;
-            if self.recover.is_some() && self.snd_una != self.snd_max && self.snd_wnd > 0 {
+        if self.recovery_deadline().is_some_and(|t| now >= t) {
+            let unacknowledged = self.snd_una != self.snd_max && self.snd_wnd > 0;
+            let snd_una = self.snd_una;
+            let r = self.recovery_mut();
+            r.deadline = None;
+            if r.recover.is_some() && unacknowledged {
                 // The head's retransmission drew no ACK within a round trip: lost as well.
-                self.recovery_backoff += 1;
+                r.backoff += 1;
+                r.rexmit_next = snd_una;
                 self.rexmit_due = true;
-                self.rexmit_next = self.snd_una;
                 self.stats.rare().lost_retransmits += 1;
             }
         }
@@ -101,11 +106,13 @@ impl Connection {
         // Go-back-N from the first unacknowledged byte (the SYN, before the handshake ends).
         // The duplicate ACKs those resends draw start no fast retransmit (RFC 6582 3.2 step 2).
         self.snd_nxt = self.snd_una;
-        self.recover = None;
-        self.recover_guard = Some(self.snd_max);
+        let snd_max = self.snd_max;
+        let r = self.recovery_mut();
+        r.recover = None;
+        r.guard = Some(snd_max);
+        r.backoff = 0;
         self.dup_acks = 0;
         self.rexmit_due = false;
-        self.recovery_backoff = 0;
         // Go-back-N skips what the peer SACKed; a second timeout in a row forgets it (the
         // receiver may have reneged, RFC 2018 section 8; that costs one more timeout).
         if self.retries > 1 {
