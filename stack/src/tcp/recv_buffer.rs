@@ -31,8 +31,6 @@ pub struct RecvBuffer {
     compact_tail: bool,
     /// Buffer storage held (capacities, not payload), charged to the receive budget.
     memory: RxCharge,
-    /// Payload bytes copied into compact chunks so far.
-    compacted: u64,
     len: u32,
     /// Bytes handed out with [`pop_held`](Self::pop_held) and not yet released: they still
     /// occupy the window, so an application that holds buffers slows the sender down.
@@ -54,7 +52,6 @@ impl RecvBuffer {
             segments: VecDeque::new(),
             compact_tail: false,
             memory: RxCharge::default(),
-            compacted: 0,
             len: 0,
             held: 0,
             capacity: narrow(capacity.min(MAX_TCP_BUFFER)),
@@ -102,11 +99,6 @@ impl RecvBuffer {
         self.memory.bytes()
     }
 
-    /// Payload bytes copied into compact chunks so far (see the module documentation).
-    pub fn compacted(&self) -> u64 {
-        self.compacted
-    }
-
     /// Appends a payload buffer (the caller has trimmed it to fit `free()`), unless the storage
     /// it needs does not fit the receive budget: then it is handed back, and the refusal counted.
     pub fn push(&mut self, payload: PacketBuf) -> Result<(), PacketBuf> {
@@ -135,7 +127,6 @@ impl RecvBuffer {
         }
         // A small payload in a big buffer: copy it behind the previous small ones.
         let mut bytes = payload.as_slice();
-        self.compacted += bytes.len() as u64;
         while !bytes.is_empty() {
             let tail = match self.segments.back_mut() {
                 Some(back) if self.compact_tail && back.tailroom() > 0 => back,
@@ -250,7 +241,8 @@ mod tests {
         }
         assert_eq!(q.len(), 100_000);
         assert!(q.memory() <= 100_000 + COMPACT_CHUNK, "{} bytes held for 100,000 payload bytes", q.memory());
-        assert_eq!(q.compacted(), 100_000);
+        let chunks = 100_000usize.div_ceil(COMPACT_CHUNK);
+        assert_eq!(q.memory(), chunks * COMPACT_CHUNK, "every byte copied into chunks, back to back");
         let mut out = vec![0u8; 100_000];
         assert_eq!(q.read(&mut out), 100_000);
         assert!(out.iter().enumerate().all(|(i, b)| *b == i as u8), "bytes kept in order");
@@ -271,13 +263,16 @@ mod tests {
         q.push(nic_frame(b"cd")).expect("no budget");
         q.push(nic_frame(&[2; 1200])).expect("no budget");
         q.push(nic_frame(b"e")).expect("no budget");
-        assert_eq!(q.compacted(), 5, "only the small payloads were copied");
         assert_eq!(q.memory(), 2048 + COMPACT_CHUNK + 2048 + COMPACT_CHUNK);
+        // Only the small payloads were copied: the big ones come back in their NIC buffers.
         let first = q.pop_segment().expect("segment");
-        assert_eq!(first.as_slice(), &[1; 1460][..]);
-        assert_eq!(q.pop_segment().expect("chunk").as_slice(), b"abcd");
-        assert_eq!(q.pop_segment().expect("segment").len(), 1200);
-        assert_eq!(q.pop_segment().expect("chunk").as_slice(), b"e");
+        assert_eq!((first.as_slice(), first.capacity()), (&[1; 1460][..], 2048));
+        let chunk = q.pop_segment().expect("chunk");
+        assert_eq!((chunk.as_slice(), chunk.capacity()), (&b"abcd"[..], COMPACT_CHUNK));
+        let second = q.pop_segment().expect("segment");
+        assert_eq!((second.len(), second.capacity()), (1200, 2048));
+        let chunk = q.pop_segment().expect("chunk");
+        assert_eq!((chunk.as_slice(), chunk.capacity()), (&b"e"[..], COMPACT_CHUNK));
         assert_eq!((q.len(), q.memory()), (0, 0));
     }
 
