@@ -107,8 +107,6 @@ pub struct Connection {
     pub(super) retries: u32,
     /// Karn's rule: the segment end being timed and when it was sent (cleared on retransmit).
     pub(super) rtt_probe: Option<(SeqNumber, Instant)>,
-    pub(super) persist_deadline: Option<Instant>,
-    pub(super) persist_backoff: u32,
 
     // Loss recovery without a timeout (RFC 5681 fast retransmit, RFC 6582 NewReno).
     /// Duplicate ACKs in a row (ACK == SND.UNA, no data, data in flight).
@@ -121,8 +119,8 @@ pub struct Connection {
     pub(super) sacked: super::scoreboard::Scoreboard,
     /// A zero-window probe is due.
     pub(super) probe_due: bool,
-    /// Zero-window probes sent since the peer last answered.
-    pub(super) probes_unanswered: u32,
+    /// Zero-window probing's state, from the first shut window on (`persist.rs`).
+    pub(super) persist: Option<Box<super::persist::Persist>>,
     pub(super) time_wait_deadline: Option<Instant>,
 
     // Output requests.
@@ -188,14 +186,12 @@ impl Connection {
             rto_deadline: None,
             retries: 0,
             rtt_probe: None,
-            persist_deadline: None,
-            persist_backoff: 0,
             dup_acks: 0,
             rexmit_due: false,
             recovery: None,
             sacked: super::scoreboard::Scoreboard::default(),
             probe_due: false,
-            probes_unanswered: 0,
+            persist: None,
             time_wait_deadline: None,
             ack_pending: false,
             delayed_ack_at: None,
@@ -571,7 +567,7 @@ impl Connection {
     pub(super) fn set_closed(&mut self) {
         self.state = State::Closed;
         self.rto_deadline = None;
-        self.persist_deadline = None;
+        self.stop_persist_timer();
         self.time_wait_deadline = None;
         if let Some(live) = self.live.as_deref_mut() {
             live.stop();

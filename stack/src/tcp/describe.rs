@@ -35,7 +35,7 @@ impl Connection {
         let left = |t: Option<Instant>| t.map(|t| t.saturating_since(now));
         let timers = [
             ("rto", left(self.rto_deadline)),
-            ("persist", left(self.persist_deadline)),
+            ("persist", left(self.persist_deadline())),
             ("recovery", left(self.recovery_deadline())),
             ("time-wait", left(self.time_wait_deadline)),
             ("keepalive", left(self.live.as_ref().and_then(|l| l.keepalive_deadline))),
@@ -51,8 +51,8 @@ impl Connection {
             " | rto {:?} retries {} probes {} (backoff {}) | segs in/out {}/{} rexmit {} timeouts {} oow {} challenges {} suppressed {}",
             self.rtt.rto(),
             self.retries,
-            self.probes_unanswered,
-            self.persist_backoff,
+            self.probes_unanswered(),
+            self.persist.as_ref().map_or(0, |p| p.backoff),
             stats.segs_in,
             stats.segs_out,
             stats.retransmits,

@@ -111,7 +111,9 @@ impl Connection {
         if !self.ack_acceptable(now, ack) {
             return;
         }
-        self.probes_unanswered = 0;
+        if let Some(p) = self.persist.as_deref_mut() {
+            p.unanswered = 0;
+        }
         if self.sack_ok {
             self.note_sack_blocks(seg, ack);
         }
@@ -200,9 +202,10 @@ impl Connection {
             self.max_snd_wnd = self.max_snd_wnd.max(self.snd_wnd);
             self.snd_wl1 = seg.seq_number;
             self.snd_wl2 = ack;
-            if self.usable_window() >= self.send_mss().min(self.tx.len()).max(1) {
-                self.persist_deadline = None;
-                self.persist_backoff = 0;
+            if self.persist.is_some() && self.usable_window() >= self.send_mss().min(self.tx.len()).max(1) {
+                let p = self.persist_mut();
+                p.deadline = None;
+                p.backoff = 0;
             }
         }
     }
@@ -578,7 +581,7 @@ impl Connection {
     pub(super) fn enter_time_wait(&mut self, now: Instant) {
         self.state = State::TimeWait;
         self.rto_deadline = None;
-        self.persist_deadline = None;
+        self.stop_persist_timer();
         self.time_wait_deadline = Some(now + self.cfg.time_wait);
     }
 }

@@ -49,6 +49,7 @@ pub mod isn;
 pub mod listen;
 pub mod liveness;
 pub mod output;
+mod persist;
 mod recovery;
 pub mod recv_buffer;
 pub mod reorder;

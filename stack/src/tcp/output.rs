@@ -131,7 +131,7 @@ impl Connection {
         self.note_progress(now);
         if self.probe_due && self.send_ack_at(sink, self.snd_una - 1).is_ok() {
             self.probe_due = false;
-            self.probes_unanswered += 1;
+            self.persist_mut().unanswered += 1;
             self.stats.rare().window_probes += 1;
             sent += 1;
         }
@@ -296,8 +296,9 @@ impl Connection {
         // Data waiting, nothing in flight, yet the window forbids sending (zero, or too small to
         // be worth a segment): probe until it opens, so a lost window update cannot stall us.
         let unsent = self.tx.len().saturating_sub(self.snd_nxt.since(self.snd_una));
-        if unsent > 0 && self.snd_una == self.snd_max && self.persist_deadline.is_none() {
-            self.persist_deadline = Some(now + self.rtt.rto());
+        if unsent > 0 && self.snd_una == self.snd_max && self.persist_deadline().is_none() {
+            let deadline = now + self.rtt.rto();
+            self.persist_mut().deadline = Some(deadline);
         }
         sent
     }

@@ -15,7 +15,7 @@ impl Connection {
     pub fn poll_at(&self) -> Option<Instant> {
         [
             self.rto_deadline,
-            self.persist_deadline,
+            self.persist_deadline(),
             self.time_wait_deadline,
             self.liveness_at(),
             self.recovery_deadline(),
@@ -54,7 +54,7 @@ impl Connection {
                 self.stats.rare().lost_retransmits += 1;
             }
         }
-        if self.persist_deadline.is_some_and(|t| now >= t) {
+        if self.persist_deadline().is_some_and(|t| now >= t) {
             self.on_persist_timeout(now);
         }
         if self.delayed_ack_at.is_some_and(|t| now >= t) {
@@ -76,7 +76,7 @@ impl Connection {
         // alive and only slow to read: like answered zero-window probes, that never times out.
         let answered_probe = self.state.is_synchronized()
             && self.snd_wnd == 0
-            && self.probes_unanswered == 0
+            && self.probes_unanswered() == 0
             && self.retries > 0;
         if !answered_probe {
             self.retries += 1;
@@ -121,7 +121,7 @@ impl Connection {
     }
 
     fn on_persist_timeout(&mut self, now: Instant) {
-        self.persist_deadline = None;
+        self.stop_persist_timer();
         if self.snd_una != self.snd_max || !self.state.is_synchronized() {
             // Data in flight: the retransmission timer covers it.
             return;
@@ -129,15 +129,18 @@ impl Connection {
         // A closed (orphaned) connection whose peer keeps its window shut is given up after a
         // few answered probes: nobody here will read again, and the peer may be waiting for our
         // window as we wait for its (two closed echoes); Linux bounds orphans likewise.
-        let orphan_given_up = self.orphaned && self.persist_backoff >= ORPHAN_PROBES;
-        if self.probes_unanswered > self.cfg.max_retries || orphan_given_up {
+        let backoff = self.persist.as_ref().map_or(0, |p| p.backoff);
+        let orphan_given_up = self.orphaned && backoff >= ORPHAN_PROBES;
+        if self.probes_unanswered() > self.cfg.max_retries || orphan_given_up {
             self.rst_pending = Some(self.pending_reset());
             self.fail(ConnError::TimedOut);
             return;
         }
         self.probe_due = true;
-        self.persist_backoff = (self.persist_backoff + 1).min(16);
-        let interval = (self.rtt.rto() * (1u32 << self.persist_backoff.min(6))).min(self.cfg.rto_max);
-        self.persist_deadline = Some(now + interval);
+        let backoff = (backoff + 1).min(16);
+        let interval = (self.rtt.rto() * (1u32 << backoff.min(6))).min(self.cfg.rto_max);
+        let p = self.persist_mut();
+        p.backoff = backoff;
+        p.deadline = Some(now + interval);
     }
 }
