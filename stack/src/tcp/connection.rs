@@ -132,8 +132,6 @@ pub struct Connection {
     /// to [`DUP_ACKS_PER_BURST`]), so a sender without SACK sees the three it needs for a fast
     /// retransmit instead of waiting for its RTO (RFC 5681 section 4.2).
     pub(super) dup_acks_owed: u32,
-    /// When we last answered an out-of-window or challenged segment (rate limit).
-    pub(super) last_oow_ack: Option<Instant>,
     /// A RST to send (in reply to a bad segment, or for an abort).
     pub(super) rst_pending: Option<PendingReset>,
 
@@ -196,7 +194,6 @@ impl Connection {
             ack_pending: false,
             delayed_ack_at: None,
             dup_acks_owed: 0,
-            last_oow_ack: None,
             rst_pending: None,
             error: None,
             events: Events::empty(),

@@ -261,11 +261,12 @@ impl Connection {
     /// `OOW_ACK_INTERVAL`: two ends that disagree (or a flood of forged segments) cannot make us
     /// ping-pong ACKs forever (cf. RFC 5961 section 7).
     fn out_of_window_ack(&mut self, now: Instant) {
-        if self.last_oow_ack.is_some_and(|t| now.saturating_since(t) < OOW_ACK_INTERVAL) {
-            self.stats.rare().oow_acks_suppressed += 1;
+        let rare = self.stats.rare();
+        if rare.last_oow_ack.is_some_and(|t| now.saturating_since(t) < OOW_ACK_INTERVAL) {
+            rare.oow_acks_suppressed += 1;
             return;
         }
-        self.last_oow_ack = Some(now);
+        rare.last_oow_ack = Some(now);
         self.ack_pending = true;
     }
 
