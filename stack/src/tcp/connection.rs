@@ -105,8 +105,8 @@ pub struct Connection {
     pub(super) rto_deadline: Option<Instant>,
     /// Consecutive retransmission timeouts without progress.
     pub(super) retries: u32,
-    /// Karn's rule: the segment end being timed and when it was sent (cleared on retransmit).
-    pub(super) rtt_probe: Option<(SeqNumber, Instant)>,
+    /// Karn's rule: the segment being timed (cleared on retransmit).
+    pub(super) rtt_probe: Option<super::rtt::RttProbe>,
 
     // Loss recovery without a timeout (RFC 5681 fast retransmit, RFC 6582 NewReno).
     /// Duplicate ACKs in a row (ACK == SND.UNA, no data, data in flight).

@@ -384,9 +384,9 @@ impl Connection {
         if self.snd_nxt < self.snd_una {
             self.snd_nxt = self.snd_una;
         }
-        if let Some((end, sent_at)) = self.rtt_probe {
-            if ack >= end {
-                self.rtt.sample(now.saturating_since(sent_at));
+        if let Some(probe) = self.rtt_probe {
+            if ack >= probe.end {
+                self.rtt.sample(now.saturating_since(probe.sent));
                 self.rtt_probe = None;
             }
         }

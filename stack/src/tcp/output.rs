@@ -5,6 +5,7 @@
 //! per socket per burst" hold.
 
 use super::connection::Connection;
+use super::rtt::RttProbe;
 use super::send_buffer::{LoanedSlice, SendBuffer};
 use super::state::State;
 use crate::time::Instant;
@@ -215,7 +216,7 @@ impl Connection {
             self.snd_max = self.snd_nxt;
         }
         if self.retries == 0 && self.rtt_probe.is_none() {
-            self.rtt_probe = Some((self.snd_nxt, now));
+            self.rtt_probe = Some(RttProbe { end: self.snd_nxt, sent: now });
         } else {
             self.stats.rare().retransmits += 1;
         }
@@ -279,7 +280,7 @@ impl Connection {
                 // be an old duplicate to the peer, refused whole, ACK included.
                 self.ack_sent();
                 if self.rtt_probe.is_none() && self.snd_nxt >= self.snd_max {
-                    self.rtt_probe = Some((end, now));
+                    self.rtt_probe = Some(RttProbe { end, sent: now });
                 }
                 self.snd_max = end;
             } else {
@@ -336,7 +337,7 @@ impl Connection {
         self.stats.rare().fast_retransmits += 1;
         self.ack_sent();
         // Karn: an ACK may now answer either copy.
-        if self.rtt_probe.is_some_and(|(end, _)| end > self.snd_una) {
+        if self.rtt_probe.is_some_and(|p| p.end > self.snd_una) {
             self.rtt_probe = None;
         }
         1
@@ -411,7 +412,7 @@ impl Connection {
         }
         self.rexmit_due = false;
         // Karn: an ACK may now answer either copy.
-        if sent > 0 && self.rtt_probe.is_some_and(|(end, _)| end > self.snd_una) {
+        if sent > 0 && self.rtt_probe.is_some_and(|p| p.end > self.snd_una) {
             self.rtt_probe = None;
         }
         sent
