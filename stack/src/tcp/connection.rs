@@ -109,8 +109,9 @@ pub struct Connection {
     pub(super) rtt_probe: Option<super::rtt::RttProbe>,
 
     // Loss recovery without a timeout (RFC 5681 fast retransmit, RFC 6582 NewReno).
-    /// Duplicate ACKs in a row (ACK == SND.UNA, no data, data in flight).
-    pub(super) dup_acks: u32,
+    /// Duplicate ACKs in a row (ACK == SND.UNA, no data, data in flight), saturating (only
+    /// reaching [`DUP_ACK_THRESHOLD`](super::DUP_ACK_THRESHOLD) matters).
+    pub(super) dup_acks: u8,
     /// Retransmit the segment at SND.UNA on the next output (or, with SACK, the holes).
     pub(super) rexmit_due: bool,
     /// Fast recovery's state, from the first recovery or timeout on (`recovery.rs`).
@@ -131,7 +132,7 @@ pub struct Connection {
     /// Out-of-order data segments since the last dispatch: each earns its own duplicate ACK (up
     /// to [`DUP_ACKS_PER_BURST`]), so a sender without SACK sees the three it needs for a fast
     /// retransmit instead of waiting for its RTO (RFC 5681 section 4.2).
-    pub(super) dup_acks_owed: u32,
+    pub(super) dup_acks_owed: u8,
     /// A RST to send (in reply to a bad segment, or for an abort).
     pub(super) rst_pending: Option<PendingReset>,
 

@@ -317,7 +317,7 @@ impl Connection {
         if !duplicate {
             return;
         }
-        self.dup_acks += 1;
+        self.dup_acks = self.dup_acks.saturating_add(1);
         let in_recovery = self.in_recovery();
         let r = match self.recovery.as_deref_mut() {
             Some(r) if in_recovery => r,
@@ -351,7 +351,7 @@ impl Connection {
     fn sack_says_lost(&self, una: SeqNumber) -> bool {
         let above: usize =
             self.sacked.ranges().iter().filter(|(_, r)| *r > una).map(|(l, r)| r.since((*l).max(una))).sum();
-        above >= super::DUP_ACK_THRESHOLD as usize * self.send_mss()
+        above >= usize::from(super::DUP_ACK_THRESHOLD) * self.send_mss()
     }
 
     /// Fast recovery from the hole at `una` up to SND.MAX.

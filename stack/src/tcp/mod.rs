@@ -67,10 +67,10 @@ mod tests;
 
 /// Duplicate ACKs sent at most per dispatch for out-of-order arrivals (a fast retransmit needs
 /// three).
-pub const DUP_ACKS_PER_BURST: u32 = 3;
+pub const DUP_ACKS_PER_BURST: u8 = 3;
 
 /// Duplicate ACKs that trigger a fast retransmit (RFC 5681 section 3.2).
-pub const DUP_ACK_THRESHOLD: u32 = 3;
+pub const DUP_ACK_THRESHOLD: u8 = 3;
 
 pub use crate::wire::SeqNumber;
 pub use config::{TcpConfig, MAX_TCP_BUFFER};
