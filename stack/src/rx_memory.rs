@@ -99,13 +99,22 @@ impl RxCharge {
         self.bytes
     }
 
-    /// Charges what is held from now on to `budget` (moving what is held already).
+    /// Charges what is held from now on to `budget` (moving what is held already; nothing to do
+    /// when it is charged there already).
     pub fn bind(&mut self, budget: &RxBudget) {
         if let Some(old) = &self.budget {
+            if Arc::ptr_eq(&old.0, &budget.0) {
+                return;
+            }
             old.sub(self.bytes);
         }
         budget.add(self.bytes);
         self.budget = Some(budget.clone());
+    }
+
+    /// The budget charged, if any.
+    pub fn budget(&self) -> Option<&RxBudget> {
+        self.budget.as_ref()
     }
 
     /// Bytes this queue may still take (unbounded without a budget).

@@ -55,6 +55,15 @@ impl std::hash::Hash for FourTuple {
 /// receive buffers, which grow with use. The connection table's entry comes on top.
 pub const TCP_STATE_BYTES: usize = std::mem::size_of::<TcpSocket>() + std::mem::size_of::<Slot>();
 
+/// The budget of [`TCP_STATE_BYTES`]. State most connections never use goes behind a box that
+/// exists only once it is needed (see `tcp/recovery.rs`, `tcp/persist.rs`, `tcp/stats.rs`).
+pub const TCP_STATE_BUDGET: usize = 512;
+
+const _: () = assert!(
+    TCP_STATE_BYTES <= TCP_STATE_BUDGET,
+    "a connection's state (TcpSocket and its slot) outgrew TCP_STATE_BUDGET"
+);
+
 /// A listening TCP socket.
 #[derive(Debug)]
 pub struct TcpListener {

@@ -20,7 +20,7 @@ const TTL: u8 = 64;
 #[error("segment does not fit the transmit buffer")]
 pub struct NoRoom;
 
-/// A connection's prebuilt headers.
+/// A connection's prebuilt headers (the next hop's MAC is their first six bytes).
 #[derive(Debug, Clone)]
 pub struct HeaderTemplate {
     header: [u8; TEMPLATE_LEN],
@@ -28,8 +28,6 @@ pub struct HeaderTemplate {
     ip_sum: u16,
     /// Partial sum of the TCP pseudo-header without the length.
     pseudo_sum: u16,
-    /// Next hop MAC.
-    pub dst_mac: EthernetAddress,
 }
 
 impl HeaderTemplate {
@@ -57,7 +55,14 @@ impl HeaderTemplate {
         tcp[2..4].copy_from_slice(&dst.port().to_be_bytes());
         tcp[12] = (TCP_LEN as u8 / 4) << 4;
         let pseudo_sum = checksum::pseudo_header(*src.ip(), *dst.ip(), IpProtocol::Tcp, 0);
-        HeaderTemplate { header: h, ip_sum, pseudo_sum, dst_mac }
+        HeaderTemplate { header: h, ip_sum, pseudo_sum }
+    }
+
+    /// The next hop's MAC (the Ethernet destination of every frame).
+    pub fn dst_mac(&self) -> EthernetAddress {
+        let mut mac = [0u8; 6];
+        mac.copy_from_slice(&self.header[0..6]);
+        EthernetAddress(mac)
     }
 
     /// Writes a segment without TCP options into `buf` (empty, with headroom).
@@ -187,5 +192,6 @@ mod tests {
         let parsed = TcpRepr::parse(&tcp, *src.ip(), *dst.ip(), &caps).expect("tcp checksum valid");
         assert_eq!(parsed, repr);
         assert_eq!(tcp.payload(), b"hello, template");
+        assert_eq!(t.dst_mac(), EthernetAddress([2, 0, 0, 0, 0, 2]));
     }
 }

@@ -183,7 +183,7 @@ impl<N: Nic> SegmentSink for FrameSink<'_, N> {
             build_tcp_frame(
                 &mut buf,
                 self.src_mac,
-                self.template.dst_mac,
+                self.template.dst_mac(),
                 self.tuple,
                 repr,
                 &mut payload,

@@ -9,6 +9,10 @@ use crate::tcp::{LivenessOpt, LivenessOptions, TcpConfig, MIN_MSS};
 pub const MIN_BUFFER: usize = 2048;
 /// The largest `SO_RCVBUF` (and `SO_SNDBUF`, unless the operator bounds it lower).
 pub const MAX_BUFFER: usize = 64 << 20;
+const _: () = assert!(
+    MAX_BUFFER <= crate::tcp::MAX_TCP_BUFFER,
+    "a socket's buffer options must fit a connection's buffers (tcp::MAX_TCP_BUFFER)"
+);
 /// The largest burst (frames per receive/transmit burst of the interface).
 pub const MAX_BURST: usize = 512;
 /// The largest window-scale shift (RFC 7323).

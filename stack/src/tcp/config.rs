@@ -7,14 +7,21 @@ use std::time::Duration;
 /// 40 ms), so a peer that holds small writes for our ACK (Nagle) waits little.
 pub const DEFAULT_ACK_DELAY: Duration = Duration::from_micros(200);
 
+/// The largest send or receive buffer a connection uses: 1 GiB, the most a window can offer
+/// (65,535 << 14 bytes is just below it). A larger [`TcpConfig::rx_buffer`] or
+/// [`TcpConfig::tx_buffer`] gets this much. It keeps every byte count of the buffers within 32
+/// bits, with room to spare (a connection's state stays small).
+pub const MAX_TCP_BUFFER: usize = 1 << 30;
+
 /// Settings a connection is created with. Defaults suit a data-center link with a 1500-byte MTU.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TcpConfig {
     /// The MSS we advertise, and the largest segment we send (the peer's MSS may lower it).
     pub mss: u16,
-    /// Receive buffer in bytes; the advertised window is its free part.
+    /// Receive buffer in bytes; the advertised window is its free part. At most
+    /// [`MAX_TCP_BUFFER`] is used.
     pub rx_buffer: usize,
-    /// Send buffer in bytes (queued + unacknowledged).
+    /// Send buffer in bytes (queued + unacknowledged). At most [`MAX_TCP_BUFFER`] is used.
     pub tx_buffer: usize,
     /// Window scale shift we offer (RFC 7323); `None` disables the option.
     pub window_scale: Option<u8>,

@@ -67,15 +67,16 @@ pub struct Connection {
     pub(super) snd_nxt: SeqNumber,
     /// Highest sequence number sent so far (snd_nxt rewinds on go-back-N; this does not).
     pub(super) snd_max: SeqNumber,
-    /// Peer's receive window in bytes (already scaled).
-    pub(super) snd_wnd: usize,
-    pub(super) max_snd_wnd: usize,
+    /// Peer's receive window in bytes (already scaled: at most 65,535 << 14, below 2^30).
+    pub(super) snd_wnd: u32,
+    /// The largest `snd_wnd` seen.
+    pub(super) max_snd_wnd: u32,
     pub(super) snd_wl1: SeqNumber,
     pub(super) snd_wl2: SeqNumber,
     /// Shift applied to windows the peer sends us.
     pub(super) snd_wscale: u8,
     /// Largest segment payload we send.
-    pub(super) send_mss: usize,
+    pub(super) send_mss: u16,
     pub(super) tx: SendBuffer,
     /// The application closed its sending side: a FIN follows the queued data.
     pub(super) fin_queued: bool,
@@ -104,40 +105,23 @@ pub struct Connection {
     pub(super) rto_deadline: Option<Instant>,
     /// Consecutive retransmission timeouts without progress.
     pub(super) retries: u32,
-    /// Karn's rule: the segment end being timed and when it was sent (cleared on retransmit).
-    pub(super) rtt_probe: Option<(SeqNumber, Instant)>,
-    pub(super) persist_deadline: Option<Instant>,
-    pub(super) persist_backoff: u32,
+    /// Karn's rule: the segment being timed (cleared on retransmit).
+    pub(super) rtt_probe: Option<super::rtt::RttProbe>,
 
     // Loss recovery without a timeout (RFC 5681 fast retransmit, RFC 6582 NewReno).
-    /// Duplicate ACKs in a row (ACK == SND.UNA, no data, data in flight).
-    pub(super) dup_acks: u32,
-    /// In fast recovery until SND.UNA reaches this (SND.MAX when it began).
-    pub(super) recover: Option<SeqNumber>,
-    /// No fast retransmit for duplicate ACKs at or below this (SND.MAX at the last timeout,
-    /// whose go-back-N resends draw duplicate ACKs of their own: RFC 6582 section 3.2 step 2).
-    /// (Cleared once SND.UNA passes it, so sequence-number wrap-around cannot revive it.)
-    pub(super) recover_guard: Option<SeqNumber>,
-    /// Retransmit the segment at SND.UNA on the next output.
+    /// Duplicate ACKs in a row (ACK == SND.UNA, no data, data in flight), saturating (only
+    /// reaching [`DUP_ACK_THRESHOLD`](super::DUP_ACK_THRESHOLD) matters).
+    pub(super) dup_acks: u8,
+    /// Retransmit the segment at SND.UNA on the next output (or, with SACK, the holes).
     pub(super) rexmit_due: bool,
-    /// In fast recovery: when the head's retransmission counts as lost if still unacknowledged
-    /// (no duplicate ACK may come to tell: a window full of SACKed data sends nothing more).
-    pub(super) recovery_deadline: Option<Instant>,
-    /// Consecutive expiries of `recovery_deadline` without progress (each doubles the next).
-    pub(super) recovery_backoff: u32,
-    /// SND.MAX when the head was last retransmitted: SACKed data beyond it was sent later.
-    pub(super) rexmit_mark: SeqNumber,
+    /// Fast recovery's state, from the first recovery or timeout on (`recovery.rs`).
+    pub(super) recovery: Option<Box<super::recovery::Recovery>>,
     /// What the peer SACKed above SND.UNA (when SACK was negotiated).
     pub(super) sacked: super::scoreboard::Scoreboard,
-    /// In fast recovery with SACK: holes below this were retransmitted already.
-    pub(super) rexmit_next: SeqNumber,
-    /// When the segment at SND.UNA was last retransmitted in fast recovery (to see that
-    /// retransmission lost: see `note_ack_for_recovery`).
-    pub(super) rexmit_at: Option<Instant>,
     /// A zero-window probe is due.
     pub(super) probe_due: bool,
-    /// Zero-window probes sent since the peer last answered.
-    pub(super) probes_unanswered: u32,
+    /// Zero-window probing's state, from the first shut window on (`persist.rs`).
+    pub(super) persist: Option<Box<super::persist::Persist>>,
     pub(super) time_wait_deadline: Option<Instant>,
 
     // Output requests.
@@ -148,9 +132,7 @@ pub struct Connection {
     /// Out-of-order data segments since the last dispatch: each earns its own duplicate ACK (up
     /// to [`DUP_ACKS_PER_BURST`]), so a sender without SACK sees the three it needs for a fast
     /// retransmit instead of waiting for its RTO (RFC 5681 section 4.2).
-    pub(super) dup_acks_owed: u32,
-    /// When we last answered an out-of-window or challenged segment (rate limit).
-    pub(super) last_oow_ack: Option<Instant>,
+    pub(super) dup_acks_owed: u8,
     /// A RST to send (in reply to a bad segment, or for an abort).
     pub(super) rst_pending: Option<PendingReset>,
 
@@ -176,7 +158,7 @@ impl Connection {
             tx: SendBuffer::new(cfg.tx_buffer),
             rx: RecvBuffer::new(cfg.rx_buffer),
             ooo: ReorderQueue::default(),
-            send_mss: usize::from(DEFAULT_PEER_MSS.min(cfg.mss)),
+            send_mss: DEFAULT_PEER_MSS.min(cfg.mss),
             cfg,
             state,
             local,
@@ -203,25 +185,16 @@ impl Connection {
             rto_deadline: None,
             retries: 0,
             rtt_probe: None,
-            persist_deadline: None,
-            persist_backoff: 0,
             dup_acks: 0,
-            recover: None,
-            recover_guard: None,
             rexmit_due: false,
-            rexmit_at: None,
-            recovery_deadline: None,
-            rexmit_mark: iss,
-            recovery_backoff: 0,
+            recovery: None,
             sacked: super::scoreboard::Scoreboard::default(),
-            rexmit_next: iss,
             probe_due: false,
-            probes_unanswered: 0,
+            persist: None,
             time_wait_deadline: None,
             ack_pending: false,
             delayed_ack_at: None,
             dup_acks_owed: 0,
-            last_oow_ack: None,
             rst_pending: None,
             error: None,
             events: Events::empty(),
@@ -254,7 +227,7 @@ impl Connection {
         c.rcv_nxt = syn.seq_number + 1;
         c.apply_syn_options(syn);
         // The window in a SYN is never scaled (RFC 7323 section 2.2).
-        c.snd_wnd = usize::from(syn.window_len);
+        c.snd_wnd = u32::from(syn.window_len);
         c.max_snd_wnd = c.snd_wnd;
         c.snd_wl1 = syn.seq_number;
         c.snd_wl2 = iss;
@@ -296,7 +269,7 @@ impl Connection {
     /// Takes the peer's MSS (clamped to at least [`MIN_MSS`], then to our own) and window-scale
     /// shift.
     fn apply_peer_options(&mut self, peer_mss: u16, peer_wscale: Option<u8>) {
-        self.send_mss = usize::from(peer_mss.max(MIN_MSS).min(self.cfg.mss));
+        self.send_mss = peer_mss.max(MIN_MSS).min(self.cfg.mss);
         match (peer_wscale, self.cfg.window_scale) {
             (Some(theirs), Some(ours)) => {
                 self.snd_wscale = theirs.min(14);
@@ -338,7 +311,7 @@ impl Connection {
 
     /// The largest payload we put in one segment.
     pub fn send_mss(&self) -> usize {
-        self.send_mss
+        usize::from(self.send_mss)
     }
 
     /// Counters.
@@ -498,7 +471,7 @@ impl Connection {
         }
         let advertised = self.rcv_adv.since(self.rcv_nxt);
         let now_free = self.rx.free();
-        let threshold = self.send_mss.max(1).min(self.rx.capacity() / 2);
+        let threshold = self.send_mss().max(1).min(self.rx.capacity() / 2);
         if now_free >= advertised + threshold {
             self.ack_pending = true;
         }
@@ -592,7 +565,7 @@ impl Connection {
     pub(super) fn set_closed(&mut self) {
         self.state = State::Closed;
         self.rto_deadline = None;
-        self.persist_deadline = None;
+        self.stop_persist_timer();
         self.time_wait_deadline = None;
         if let Some(live) = self.live.as_deref_mut() {
             live.stop();

@@ -35,8 +35,8 @@ impl Connection {
         let left = |t: Option<Instant>| t.map(|t| t.saturating_since(now));
         let timers = [
             ("rto", left(self.rto_deadline)),
-            ("persist", left(self.persist_deadline)),
-            ("recovery", left(self.recovery_deadline)),
+            ("persist", left(self.persist_deadline())),
+            ("recovery", left(self.recovery_deadline())),
             ("time-wait", left(self.time_wait_deadline)),
             ("keepalive", left(self.live.as_ref().and_then(|l| l.keepalive_deadline))),
         ];
@@ -51,8 +51,8 @@ impl Connection {
             " | rto {:?} retries {} probes {} (backoff {}) | segs in/out {}/{} rexmit {} timeouts {} oow {} challenges {} suppressed {}",
             self.rtt.rto(),
             self.retries,
-            self.probes_unanswered,
-            self.persist_backoff,
+            self.probes_unanswered(),
+            self.persist.as_ref().map_or(0, |p| p.backoff),
             stats.segs_in,
             stats.segs_out,
             stats.retransmits,
@@ -61,14 +61,14 @@ impl Connection {
             stats.challenge_acks,
             stats.oow_acks_suppressed,
         );
-        if self.rexmit_due || self.recover.is_some() || !self.sacked.is_empty() {
+        if self.rexmit_due || self.in_recovery() || !self.sacked.is_empty() {
             let _ = write!(
                 s,
                 " | rexmit_due {} recover {:?} sacked {} rexmit_next {}",
                 self.rexmit_due,
-                self.recover.map(sent),
+                self.recovery.as_ref().and_then(|r| r.recover).map(sent),
                 !self.sacked.is_empty(),
-                sent(self.rexmit_next)
+                self.recovery.as_ref().map_or(0, |r| sent(r.rexmit_next))
             );
         }
         let _ = write!(s, " | tx {}", self.tx.describe());

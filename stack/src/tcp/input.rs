@@ -61,7 +61,7 @@ impl Connection {
         self.rcv_nxt = seg.seq_number + 1;
         self.rcv_adv = self.rcv_nxt;
         self.apply_syn_options(seg);
-        self.snd_wnd = usize::from(seg.window_len);
+        self.snd_wnd = u32::from(seg.window_len);
         self.max_snd_wnd = self.max_snd_wnd.max(self.snd_wnd);
         self.snd_wl1 = seg.seq_number;
         self.ack_pending = true;
@@ -111,7 +111,9 @@ impl Connection {
         if !self.ack_acceptable(now, ack) {
             return;
         }
-        self.probes_unanswered = 0;
+        if let Some(p) = self.persist.as_deref_mut() {
+            p.unanswered = 0;
+        }
         if self.sack_ok {
             self.note_sack_blocks(seg, ack);
         }
@@ -175,7 +177,7 @@ impl Connection {
             self.out_of_window_ack(now);
             return false;
         }
-        if ack < self.snd_una - self.max_snd_wnd.max(1) {
+        if ack < self.snd_una - self.max_snd_wnd.max(1) as usize {
             self.challenge_ack(now);
             return false;
         }
@@ -196,13 +198,14 @@ impl Connection {
     /// opened far enough ends the zero-window probing.
     fn update_send_window(&mut self, seg: &TcpRepr, ack: SeqNumber) {
         if self.snd_wl1 < seg.seq_number || (self.snd_wl1 == seg.seq_number && self.snd_wl2 <= ack) {
-            self.snd_wnd = usize::from(seg.window_len) << self.snd_wscale;
+            self.snd_wnd = u32::from(seg.window_len) << self.snd_wscale;
             self.max_snd_wnd = self.max_snd_wnd.max(self.snd_wnd);
             self.snd_wl1 = seg.seq_number;
             self.snd_wl2 = ack;
-            if self.usable_window() >= self.send_mss.min(self.tx.len()).max(1) {
-                self.persist_deadline = None;
-                self.persist_backoff = 0;
+            if self.persist.is_some() && self.usable_window() >= self.send_mss().min(self.tx.len()).max(1) {
+                let p = self.persist_mut();
+                p.deadline = None;
+                p.backoff = 0;
             }
         }
     }
@@ -258,11 +261,12 @@ impl Connection {
     /// `OOW_ACK_INTERVAL`: two ends that disagree (or a flood of forged segments) cannot make us
     /// ping-pong ACKs forever (cf. RFC 5961 section 7).
     fn out_of_window_ack(&mut self, now: Instant) {
-        if self.last_oow_ack.is_some_and(|t| now.saturating_since(t) < OOW_ACK_INTERVAL) {
-            self.stats.rare().oow_acks_suppressed += 1;
+        let rare = self.stats.rare();
+        if rare.last_oow_ack.is_some_and(|t| now.saturating_since(t) < OOW_ACK_INTERVAL) {
+            rare.oow_acks_suppressed += 1;
             return;
         }
-        self.last_oow_ack = Some(now);
+        rare.last_oow_ack = Some(now);
         self.ack_pending = true;
     }
 
@@ -277,19 +281,28 @@ impl Connection {
     fn note_ack_for_recovery(&mut self, seg: &TcpRepr, ack: SeqNumber, payload_len: usize) {
         if ack > self.snd_una {
             self.dup_acks = 0;
-            self.recovery_backoff = 0;
-            self.recovery_deadline = None;
-            if self.recover_guard.is_some_and(|guard| ack > guard) {
-                self.recover_guard = None;
-            }
-            match self.recover {
-                Some(recover) if ack >= recover => self.recover = None,
-                Some(_) => {
-                    self.rexmit_due = true;
-                    self.rexmit_next = self.rexmit_next.max(ack);
+            let Some(r) = self.recovery.as_deref_mut() else {
+                if self.sack_says_lost(ack) {
+                    self.start_recovery(ack);
                 }
-                None if self.sack_says_lost(ack) => self.start_recovery(ack),
-                None => {}
+                return;
+            };
+            r.backoff = 0;
+            r.deadline = None;
+            if r.guard.is_some_and(|guard| ack > guard) {
+                r.guard = None;
+            }
+            match r.recover {
+                Some(recover) if ack >= recover => r.recover = None,
+                Some(_) => {
+                    r.rexmit_next = r.rexmit_next.max(ack);
+                    self.rexmit_due = true;
+                }
+                None => {
+                    if self.sack_says_lost(ack) {
+                        self.start_recovery(ack);
+                    }
+                }
             }
             return;
         }
@@ -304,24 +317,29 @@ impl Connection {
         if !duplicate {
             return;
         }
-        self.dup_acks += 1;
-        if self.recover.is_none() {
-            // After a timeout, duplicates may come from our own resends (RFC 6582 3.2), but SACK
-            // blocks report data the peer holds: those start a recovery at once.
-            let by_dups = self.dup_acks == super::DUP_ACK_THRESHOLD && self.recover_guard.is_none();
-            if by_dups || self.sack_says_lost(ack) {
-                self.start_recovery(ack);
+        self.dup_acks = self.dup_acks.saturating_add(1);
+        let in_recovery = self.in_recovery();
+        let r = match self.recovery.as_deref_mut() {
+            Some(r) if in_recovery => r,
+            guarded => {
+                // After a timeout, duplicates may come from our own resends (RFC 6582 3.2), but
+                // SACK blocks report data the peer holds: those start a recovery at once.
+                let guarded = guarded.is_some_and(|r| r.guard.is_some());
+                let by_dups = self.dup_acks == super::DUP_ACK_THRESHOLD && !guarded;
+                if by_dups || self.sack_says_lost(ack) {
+                    self.start_recovery(ack);
+                }
+                return;
             }
-            return;
-        }
-        let sent_later_arrived = self.sacked.high().is_some_and(|high| high > self.rexmit_mark);
-        if !self.rexmit_due && self.rexmit_at.is_some() && sent_later_arrived {
+        };
+        let sent_later_arrived = self.sacked.high().is_some_and(|high| high > r.rexmit_mark);
+        if !self.rexmit_due && r.rexmit_at.is_some() && sent_later_arrived {
             // Data sent after the head's retransmission arrived, the head did not: it was lost
             // too (the link keeps order). Everything not SACKed below the highest block goes again.
             self.rexmit_due = true;
-            self.rexmit_next = self.snd_una;
+            r.rexmit_next = self.snd_una;
             self.stats.rare().lost_retransmits += 1;
-        } else if self.sacked.high().is_some_and(|high| high > self.rexmit_next) {
+        } else if self.sacked.high().is_some_and(|high| high > r.rexmit_next) {
             // New SACK blocks revealed holes beyond those retransmitted.
             self.rexmit_due = true;
         }
@@ -333,14 +351,16 @@ impl Connection {
     fn sack_says_lost(&self, una: SeqNumber) -> bool {
         let above: usize =
             self.sacked.ranges().iter().filter(|(_, r)| *r > una).map(|(l, r)| r.since((*l).max(una))).sum();
-        above >= super::DUP_ACK_THRESHOLD as usize * self.send_mss
+        above >= usize::from(super::DUP_ACK_THRESHOLD) * self.send_mss()
     }
 
     /// Fast recovery from the hole at `una` up to SND.MAX.
     fn start_recovery(&mut self, una: SeqNumber) {
-        self.recover = Some(self.snd_max);
+        let snd_max = self.snd_max;
+        let r = self.recovery_mut();
+        r.recover = Some(snd_max);
+        r.rexmit_next = una;
         self.rexmit_due = true;
-        self.rexmit_next = una;
     }
 
     /// Processes an ACK that advances SND.UNA to `ack`. Returns true when it acknowledges our FIN.
@@ -364,9 +384,9 @@ impl Connection {
         if self.snd_nxt < self.snd_una {
             self.snd_nxt = self.snd_una;
         }
-        if let Some((end, sent_at)) = self.rtt_probe {
-            if ack >= end {
-                self.rtt.sample(now.saturating_since(sent_at));
+        if let Some(probe) = self.rtt_probe {
+            if ack >= probe.end {
+                self.rtt.sample(now.saturating_since(probe.sent));
                 self.rtt_probe = None;
             }
         }
@@ -546,7 +566,7 @@ impl Connection {
             fin = false;
         }
         let end = seq + payload.len();
-        match self.ooo.insert(seq, payload) {
+        match self.ooo.insert(seq, payload, self.rx.budget()) {
             Insert::Stored => self.stats.rare().reordered += 1,
             Insert::Duplicate => {}
             Insert::TooManyRanges | Insert::NoMemory => {
@@ -562,7 +582,7 @@ impl Connection {
     pub(super) fn enter_time_wait(&mut self, now: Instant) {
         self.state = State::TimeWait;
         self.rto_deadline = None;
-        self.persist_deadline = None;
+        self.stop_persist_timer();
         self.time_wait_deadline = Some(now + self.cfg.time_wait);
     }
 }

@@ -49,6 +49,8 @@ pub mod isn;
 pub mod listen;
 pub mod liveness;
 pub mod output;
+mod persist;
+mod recovery;
 pub mod recv_buffer;
 pub mod reorder;
 pub mod rtt;
@@ -65,13 +67,13 @@ mod tests;
 
 /// Duplicate ACKs sent at most per dispatch for out-of-order arrivals (a fast retransmit needs
 /// three).
-pub const DUP_ACKS_PER_BURST: u32 = 3;
+pub const DUP_ACKS_PER_BURST: u8 = 3;
 
 /// Duplicate ACKs that trigger a fast retransmit (RFC 5681 section 3.2).
-pub const DUP_ACK_THRESHOLD: u32 = 3;
+pub const DUP_ACK_THRESHOLD: u8 = 3;
 
 pub use crate::wire::SeqNumber;
-pub use config::TcpConfig;
+pub use config::{TcpConfig, MAX_TCP_BUFFER};
 pub use connection::{Connection, SendError, MIN_MSS};
 pub use events::Events;
 pub use isn::IsnGenerator;

@@ -5,6 +5,7 @@
 //! per socket per burst" hold.
 
 use super::connection::Connection;
+use super::rtt::RttProbe;
 use super::send_buffer::{LoanedSlice, SendBuffer};
 use super::state::State;
 use crate::time::Instant;
@@ -131,7 +132,7 @@ impl Connection {
         self.note_progress(now);
         if self.probe_due && self.send_ack_at(sink, self.snd_una - 1).is_ok() {
             self.probe_due = false;
-            self.probes_unanswered += 1;
+            self.persist_mut().unanswered += 1;
             self.stats.rare().window_probes += 1;
             sent += 1;
         }
@@ -177,7 +178,7 @@ impl Connection {
     /// peer may hold everything up to `SND.MAX` (BSD's `tcp_output` uses `snd_max` for the same
     /// reason).
     fn acceptable_seq(&self) -> super::SeqNumber {
-        let edge = self.snd_una + self.snd_wnd;
+        let edge = self.snd_una + self.snd_wnd as usize;
         if self.snd_max > edge {
             edge
         } else {
@@ -186,7 +187,7 @@ impl Connection {
     }
 
     pub(super) fn usable_window(&self) -> usize {
-        (self.snd_una + self.snd_wnd).since(self.snd_nxt)
+        (self.snd_una + self.snd_wnd as usize).since(self.snd_nxt)
     }
 
     fn send_syn(&mut self, now: Instant, sink: &mut dyn SegmentSink) -> Result<(), super::output::SinkFull> {
@@ -215,7 +216,7 @@ impl Connection {
             self.snd_max = self.snd_nxt;
         }
         if self.retries == 0 && self.rtt_probe.is_none() {
-            self.rtt_probe = Some((self.snd_nxt, now));
+            self.rtt_probe = Some(RttProbe { end: self.snd_nxt, sent: now });
         } else {
             self.stats.rare().retransmits += 1;
         }
@@ -240,13 +241,16 @@ impl Connection {
             let queued = self.tx.len();
             let offset = self.snd_nxt.since(self.snd_una);
             let unsent = queued.saturating_sub(offset);
-            let wanted = self.send_mss.min(unsent);
+            let wanted = self.send_mss().min(unsent);
             let window = self.usable_window();
             // Sender-side silly window avoidance (RFC 9293 3.8.6.2.1): when the window alone
             // would make the segment short, wait for it to open further. (A segment cut short
             // by a SACKed range or a loan's edge goes: nothing else will send those bytes.)
-            let mut len =
-                if window < wanted && window * 2 < self.max_snd_wnd { 0 } else { wanted.min(window) };
+            let mut len = if window < wanted && window * 2 < self.max_snd_wnd as usize {
+                0
+            } else {
+                wanted.min(window)
+            };
             len = len.min(sack_limit);
             if let Some(limit) = self.tx.segment_limit(offset) {
                 // A by-reference loan's edge: each segment's payload is one slice of one buffer.
@@ -276,7 +280,7 @@ impl Connection {
                 // be an old duplicate to the peer, refused whole, ACK included.
                 self.ack_sent();
                 if self.rtt_probe.is_none() && self.snd_nxt >= self.snd_max {
-                    self.rtt_probe = Some((end, now));
+                    self.rtt_probe = Some(RttProbe { end, sent: now });
                 }
                 self.snd_max = end;
             } else {
@@ -293,8 +297,9 @@ impl Connection {
         // Data waiting, nothing in flight, yet the window forbids sending (zero, or too small to
         // be worth a segment): probe until it opens, so a lost window update cannot stall us.
         let unsent = self.tx.len().saturating_sub(self.snd_nxt.since(self.snd_una));
-        if unsent > 0 && self.snd_una == self.snd_max && self.persist_deadline.is_none() {
-            self.persist_deadline = Some(now + self.rtt.rto());
+        if unsent > 0 && self.snd_una == self.snd_max && self.persist_deadline().is_none() {
+            let deadline = now + self.rtt.rto();
+            self.persist_mut().deadline = Some(deadline);
         }
         sent
     }
@@ -304,7 +309,7 @@ impl Connection {
     fn retransmit_head(&mut self, now: Instant, sink: &mut dyn SegmentSink) -> usize {
         let in_flight = self.snd_max.since(self.snd_una);
         let queued = self.tx.len();
-        let mut len = self.send_mss.min(queued).min(in_flight);
+        let mut len = self.send_mss().min(queued).min(in_flight);
         if let Some(limit) = self.tx.segment_limit(0) {
             len = len.min(limit);
         }
@@ -324,13 +329,15 @@ impl Connection {
         }
         self.rexmit_due = false;
         self.note_head_retransmitted(now);
-        self.rexmit_next = self.rexmit_next.max(self.snd_una + len);
+        let sent_up_to = self.snd_una + len;
+        let r = self.recovery_mut();
+        r.rexmit_next = r.rexmit_next.max(sent_up_to);
         self.stats.segs_out += 1;
         self.stats.rare().retransmits += 1;
         self.stats.rare().fast_retransmits += 1;
         self.ack_sent();
         // Karn: an ACK may now answer either copy.
-        if self.rtt_probe.is_some_and(|(end, _)| end > self.snd_una) {
+        if self.rtt_probe.is_some_and(|p| p.end > self.snd_una) {
             self.rtt_probe = None;
         }
         1
@@ -357,11 +364,13 @@ impl Connection {
     /// The segment at SND.UNA went out again: remember when, and arm the recovery timer (a
     /// round trip, doubled for each expiry in a row).
     fn note_head_retransmitted(&mut self, now: Instant) {
-        self.rexmit_at = Some(now);
-        self.rexmit_mark = self.snd_max;
-        let delay = self.rtt.loss_delay().unwrap_or_else(|| self.rtt.rto());
-        let delay = (delay * (1u32 << self.recovery_backoff.min(8))).min(self.rtt.rto());
-        self.recovery_deadline = Some(now + delay);
+        let (rto, snd_max) = (self.rtt.rto(), self.snd_max);
+        let delay = self.rtt.loss_delay().unwrap_or(rto);
+        let r = self.recovery_mut();
+        r.rexmit_at = Some(now);
+        r.rexmit_mark = snd_max;
+        let delay = (delay * (1u32 << r.backoff.min(8))).min(rto);
+        r.deadline = Some(now + delay);
     }
 
     /// Fast recovery with SACK: every hole between SND.UNA and the highest SACKed byte that was
@@ -371,7 +380,7 @@ impl Connection {
         let Some(high) = self.sacked.high() else { return 0 };
         let data_end = self.data_end();
         let mut sent = 0;
-        let mut seq = self.rexmit_next.max(self.snd_una);
+        let mut seq = self.recovery_mut().rexmit_next.max(self.snd_una);
         loop {
             seq = self.sacked.skip(seq);
             let end = self.sacked.next_left(seq).unwrap_or(high).min(high).min(data_end);
@@ -379,7 +388,7 @@ impl Connection {
                 break;
             }
             let offset = seq.since(self.snd_una);
-            let mut len = self.send_mss.min(end.since(seq));
+            let mut len = self.send_mss().min(end.since(seq));
             if let Some(limit) = self.tx.segment_limit(offset) {
                 len = len.min(limit);
             }
@@ -395,7 +404,7 @@ impl Connection {
                 self.note_head_retransmitted(now);
             }
             seq += len;
-            self.rexmit_next = seq;
+            self.recovery_mut().rexmit_next = seq;
             self.stats.segs_out += 1;
             self.stats.rare().retransmits += 1;
             self.stats.rare().fast_retransmits += 1;
@@ -403,7 +412,7 @@ impl Connection {
         }
         self.rexmit_due = false;
         // Karn: an ACK may now answer either copy.
-        if sent > 0 && self.rtt_probe.is_some_and(|(end, _)| end > self.snd_una) {
+        if sent > 0 && self.rtt_probe.is_some_and(|p| p.end > self.snd_una) {
             self.rtt_probe = None;
         }
         sent

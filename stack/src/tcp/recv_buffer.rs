@@ -12,6 +12,7 @@
 
 use std::collections::VecDeque;
 
+use super::config::MAX_TCP_BUFFER;
 use crate::nic::PacketBuf;
 use crate::rx_memory::{RxBudget, RxCharge};
 
@@ -19,6 +20,10 @@ use crate::rx_memory::{RxBudget, RxCharge};
 pub const COMPACT_CHUNK: usize = 4096;
 
 /// In-order received bytes, as a queue of packet buffers trimmed to their payload.
+///
+/// Its byte counts are kept in 32 bits (a connection's state stays small): they are bounded by
+/// the capacity, at most [`MAX_TCP_BUFFER`] (the window never promises more than it holds,
+/// but for the rounding of a scaled window); the methods take and give `usize`.
 #[derive(Debug)]
 pub struct RecvBuffer {
     segments: VecDeque<PacketBuf>,
@@ -26,32 +31,36 @@ pub struct RecvBuffer {
     compact_tail: bool,
     /// Buffer storage held (capacities, not payload), charged to the receive budget.
     memory: RxCharge,
-    /// Payload bytes copied into compact chunks so far.
-    compacted: u64,
-    len: usize,
+    len: u32,
     /// Bytes handed out with [`pop_held`](Self::pop_held) and not yet released: they still
     /// occupy the window, so an application that holds buffers slows the sender down.
-    held: usize,
-    capacity: usize,
+    held: u32,
+    capacity: u32,
+}
+
+/// A byte count of a receive queue, kept in 32 bits: bounded by the queue's capacity, at most
+/// [`MAX_TCP_BUFFER`], so nothing is lost (checked in debug builds).
+fn narrow(n: usize) -> u32 {
+    debug_assert!(u32::try_from(n).is_ok(), "{n} exceeds a receive queue's 32-bit bound");
+    n as u32
 }
 
 impl RecvBuffer {
-    /// An empty queue that accepts at most `capacity` bytes.
+    /// An empty queue that accepts at most `capacity` bytes ([`MAX_TCP_BUFFER`] when larger).
     pub fn new(capacity: usize) -> Self {
         RecvBuffer {
             segments: VecDeque::new(),
             compact_tail: false,
             memory: RxCharge::default(),
-            compacted: 0,
             len: 0,
             held: 0,
-            capacity,
+            capacity: narrow(capacity.min(MAX_TCP_BUFFER)),
         }
     }
 
     /// Queued bytes.
     pub fn len(&self) -> usize {
-        self.len
+        self.len as usize
     }
 
     /// True when nothing is queued.
@@ -64,30 +73,30 @@ impl RecvBuffer {
         self.memory.bind(budget);
     }
 
+    /// The budget the queue's memory is charged to, if any (its reorder queue's goes there too).
+    pub fn budget(&self) -> Option<&RxBudget> {
+        self.memory.budget()
+    }
+
     /// Bytes that still fit (the receive window): the free part of the capacity, and at most
     /// half the room left in the receive budget (a byte may cost two in storage).
     pub fn free(&self) -> usize {
-        self.capacity.saturating_sub(self.len + self.held).min(self.memory.room() / 2)
+        (self.capacity.saturating_sub(self.len + self.held) as usize).min(self.memory.room() / 2)
     }
 
     /// Bytes handed out and still held by the application.
     pub fn held(&self) -> usize {
-        self.held
+        self.held as usize
     }
 
     /// The configured capacity.
     pub fn capacity(&self) -> usize {
-        self.capacity
+        self.capacity as usize
     }
 
     /// Bytes of buffer storage the queue holds (what it costs in memory, at least `len`).
     pub fn memory(&self) -> usize {
         self.memory.bytes()
-    }
-
-    /// Payload bytes copied into compact chunks so far (see the module documentation).
-    pub fn compacted(&self) -> u64 {
-        self.compacted
     }
 
     /// Appends a payload buffer (the caller has trimmed it to fit `free()`), unless the storage
@@ -109,7 +118,7 @@ impl RecvBuffer {
         if payload.is_empty() {
             return;
         }
-        self.len += payload.len();
+        self.len += narrow(payload.len());
         if !Self::compacts(&payload) {
             self.memory.add(payload.capacity());
             self.segments.push_back(payload);
@@ -118,7 +127,6 @@ impl RecvBuffer {
         }
         // A small payload in a big buffer: copy it behind the previous small ones.
         let mut bytes = payload.as_slice();
-        self.compacted += bytes.len() as u64;
         while !bytes.is_empty() {
             let tail = match self.segments.back_mut() {
                 Some(back) if self.compact_tail && back.tailroom() > 0 => back,
@@ -182,14 +190,14 @@ impl RecvBuffer {
                 front.advance(n);
             }
         }
-        self.len -= written;
+        self.len -= narrow(written);
         written
     }
 
     /// Hands the oldest payload buffer to the caller (zero-copy receive).
     pub fn pop_segment(&mut self) -> Option<PacketBuf> {
         let seg = self.pop_front()?;
-        self.len -= seg.len();
+        self.len -= narrow(seg.len());
         Some(seg)
     }
 
@@ -197,13 +205,13 @@ impl RecvBuffer {
     /// [`release`](Self::release)d.
     pub fn pop_held(&mut self) -> Option<PacketBuf> {
         let seg = self.pop_segment()?;
-        self.held += seg.len();
+        self.held += narrow(seg.len());
         Some(seg)
     }
 
     /// Gives back `n` bytes taken with [`pop_held`](Self::pop_held) (more than held is clamped).
     pub fn release(&mut self, n: usize) {
-        self.held = self.held.saturating_sub(n);
+        self.held = narrow(self.held().saturating_sub(n));
     }
 }
 
@@ -233,11 +241,18 @@ mod tests {
         }
         assert_eq!(q.len(), 100_000);
         assert!(q.memory() <= 100_000 + COMPACT_CHUNK, "{} bytes held for 100,000 payload bytes", q.memory());
-        assert_eq!(q.compacted(), 100_000);
+        let chunks = 100_000usize.div_ceil(COMPACT_CHUNK);
+        assert_eq!(q.memory(), chunks * COMPACT_CHUNK, "every byte copied into chunks, back to back");
         let mut out = vec![0u8; 100_000];
         assert_eq!(q.read(&mut out), 100_000);
         assert!(out.iter().enumerate().all(|(i, b)| *b == i as u8), "bytes kept in order");
         assert_eq!(q.memory(), 0);
+    }
+
+    #[test]
+    fn capacity_is_bounded_by_the_largest_tcp_buffer() {
+        assert_eq!(RecvBuffer::new(usize::MAX).capacity(), MAX_TCP_BUFFER);
+        assert_eq!(RecvBuffer::new(MAX_TCP_BUFFER).free(), MAX_TCP_BUFFER);
     }
 
     #[test]
@@ -248,13 +263,16 @@ mod tests {
         q.push(nic_frame(b"cd")).expect("no budget");
         q.push(nic_frame(&[2; 1200])).expect("no budget");
         q.push(nic_frame(b"e")).expect("no budget");
-        assert_eq!(q.compacted(), 5, "only the small payloads were copied");
         assert_eq!(q.memory(), 2048 + COMPACT_CHUNK + 2048 + COMPACT_CHUNK);
+        // Only the small payloads were copied: the big ones come back in their NIC buffers.
         let first = q.pop_segment().expect("segment");
-        assert_eq!(first.as_slice(), &[1; 1460][..]);
-        assert_eq!(q.pop_segment().expect("chunk").as_slice(), b"abcd");
-        assert_eq!(q.pop_segment().expect("segment").len(), 1200);
-        assert_eq!(q.pop_segment().expect("chunk").as_slice(), b"e");
+        assert_eq!((first.as_slice(), first.capacity()), (&[1; 1460][..], 2048));
+        let chunk = q.pop_segment().expect("chunk");
+        assert_eq!((chunk.as_slice(), chunk.capacity()), (&b"abcd"[..], COMPACT_CHUNK));
+        let second = q.pop_segment().expect("segment");
+        assert_eq!((second.len(), second.capacity()), (1200, 2048));
+        let chunk = q.pop_segment().expect("chunk");
+        assert_eq!((chunk.as_slice(), chunk.capacity()), (&b"e"[..], COMPACT_CHUNK));
         assert_eq!((q.len(), q.memory()), (0, 0));
     }
 

@@ -37,17 +37,17 @@ pub enum Insert {
 }
 
 /// Out-of-order payload, sorted by sequence number, never overlapping. What it holds lives on
-/// the heap only while it holds anything: most connections never see a segment out of order,
-/// and their state stays small.
+/// the heap only while it holds anything, with the charge for its storage: most connections
+/// never see a segment out of order, and their state stays small (one word).
 #[derive(Debug, Default)]
 pub struct ReorderQueue {
     held: Option<Box<Held>>,
-    /// Buffer storage held, charged to the receive budget.
-    memory: RxCharge,
 }
 
 #[derive(Debug, Default)]
 struct Held {
+    /// Buffer storage held, charged to the receive budget (given back when dropped).
+    memory: RxCharge,
     segs: VecDeque<(SeqNumber, PacketBuf)>,
     ranges: usize,
     bytes: usize,
@@ -70,18 +70,19 @@ impl ReorderQueue {
 
     /// Bytes of buffer storage held.
     pub fn memory(&self) -> usize {
-        self.memory.bytes()
+        self.held.as_ref().map_or(0, |h| h.memory.bytes())
     }
 
-    /// Charges the queue's memory to `budget` from now on.
+    /// Charges what the queue holds to `budget` from now on (what it stores later is charged
+    /// to the budget [`insert`](Self::insert) names).
     pub fn bind(&mut self, budget: &RxBudget) {
-        self.memory.bind(budget);
+        if let Some(held) = self.held.as_deref_mut() {
+            held.memory.bind(budget);
+        }
     }
 
-    /// Forgets everything held (the connection closed); the budget stays bound.
+    /// Forgets everything held (the connection closed), giving its storage back.
     pub fn clear(&mut self) {
-        let memory = self.memory.bytes();
-        self.memory.sub(memory);
         self.held = None;
     }
 
@@ -110,14 +111,18 @@ impl ReorderQueue {
         false
     }
 
-    /// Stores `payload`, whose first byte has sequence number `seq`. The caller has trimmed it
-    /// to the advertised window; bytes already held are cut off.
-    pub fn insert(&mut self, seq: SeqNumber, payload: PacketBuf) -> Insert {
+    /// Stores `payload`, whose first byte has sequence number `seq`, its storage charged to
+    /// `budget` (the receive queue's; `None`: to no budget). The caller has trimmed it to the
+    /// advertised window; bytes already held are cut off.
+    pub fn insert(&mut self, seq: SeqNumber, payload: PacketBuf, budget: Option<&RxBudget>) -> Insert {
         if payload.is_empty() {
             return Insert::Duplicate;
         }
         let held = self.held.get_or_insert_with(Box::default);
-        let outcome = held.insert(&mut self.memory, seq, payload);
+        if let Some(budget) = budget {
+            held.memory.bind(budget);
+        }
+        let outcome = held.insert(seq, payload);
         self.release_if_empty();
         outcome
     }
@@ -135,7 +140,7 @@ impl ReorderQueue {
     /// removed from the queue; `None` while a hole remains before the first one.
     pub fn pop_ready(&mut self, rcv_nxt: SeqNumber) -> Option<PacketBuf> {
         let held = self.held.as_deref_mut()?;
-        let ready = held.pop_ready(&mut self.memory, rcv_nxt);
+        let ready = held.pop_ready(rcv_nxt);
         self.release_if_empty();
         ready
     }
@@ -149,7 +154,7 @@ impl ReorderQueue {
 }
 
 impl Held {
-    fn insert(&mut self, memory: &mut RxCharge, mut seq: SeqNumber, mut payload: PacketBuf) -> Insert {
+    fn insert(&mut self, mut seq: SeqNumber, mut payload: PacketBuf) -> Insert {
         let mut end = seq + payload.len();
         if payload.is_empty() {
             return Insert::Duplicate;
@@ -197,15 +202,15 @@ impl Held {
             payload = copy;
         }
         let freed: usize = self.segs.range(idx..covered).map(|(_, p)| p.capacity()).sum();
-        if !memory.admit(payload.capacity().saturating_sub(freed)) {
+        if !self.memory.admit(payload.capacity().saturating_sub(freed)) {
             return Insert::NoMemory;
         }
         for (_, p) in self.segs.drain(idx..covered) {
             self.bytes -= p.len();
-            memory.sub(p.capacity());
+            self.memory.sub(p.capacity());
         }
         self.bytes += payload.len();
-        memory.add(payload.capacity());
+        self.memory.add(payload.capacity());
         self.segs.insert(idx, (seq, payload));
         self.last = Some(seq);
         idx = 0;
@@ -242,7 +247,7 @@ impl Held {
         (out, n)
     }
 
-    fn pop_ready(&mut self, memory: &mut RxCharge, rcv_nxt: SeqNumber) -> Option<PacketBuf> {
+    fn pop_ready(&mut self, rcv_nxt: SeqNumber) -> Option<PacketBuf> {
         loop {
             let (s, _) = self.segs.front()?;
             if *s > rcv_nxt {
@@ -250,7 +255,7 @@ impl Held {
             }
             let (s, mut p) = self.segs.pop_front()?;
             self.bytes -= p.len();
-            memory.sub(p.capacity());
+            self.memory.sub(p.capacity());
             let next = self.segs.front().map(|(n, _)| *n);
             if next.is_none_or(|n| n != s + p.len()) {
                 self.ranges = self.ranges.saturating_sub(1);
@@ -290,8 +295,8 @@ mod tests {
     fn segments_beyond_a_hole_come_out_in_order_once_it_is_filled() {
         let mut q = ReorderQueue::default();
         let base = SeqNumber(u32::MAX - 3); // wraps inside the test
-        assert_eq!(q.insert(base + 8, seg(b"ijkl")), Insert::Stored);
-        assert_eq!(q.insert(base + 4, seg(b"efgh")), Insert::Stored);
+        assert_eq!(q.insert(base + 8, seg(b"ijkl"), None), Insert::Stored);
+        assert_eq!(q.insert(base + 4, seg(b"efgh"), None), Insert::Stored);
         assert_eq!(q.ranges(), 1);
         assert!(q.pop_ready(base).is_none(), "the hole at base is still open");
         assert_eq!(drain(&mut q, base + 4), b"efghijkl");
@@ -303,12 +308,12 @@ mod tests {
     fn overlaps_and_duplicates_are_trimmed() {
         let mut q = ReorderQueue::default();
         let b = SeqNumber(1000);
-        assert_eq!(q.insert(b + 10, seg(b"klmn")), Insert::Stored);
-        assert_eq!(q.insert(b + 10, seg(b"klmn")), Insert::Duplicate);
-        assert_eq!(q.insert(b + 11, seg(b"lm")), Insert::Duplicate);
+        assert_eq!(q.insert(b + 10, seg(b"klmn"), None), Insert::Stored);
+        assert_eq!(q.insert(b + 10, seg(b"klmn"), None), Insert::Duplicate);
+        assert_eq!(q.insert(b + 11, seg(b"lm"), None), Insert::Duplicate);
         // Overlaps the front and the back of what is held, and extends both ways.
-        assert_eq!(q.insert(b + 8, seg(b"ijklmnop")), Insert::Stored);
-        assert_eq!(q.insert(b + 12, seg(b"mnopqr")), Insert::Stored);
+        assert_eq!(q.insert(b + 8, seg(b"ijklmnop"), None), Insert::Stored);
+        assert_eq!(q.insert(b + 12, seg(b"mnopqr"), None), Insert::Stored);
         assert_eq!(q.bytes(), 10);
         // Delivery may start in the middle of the first held segment.
         assert_eq!(drain(&mut q, b + 9), b"jklmnopqr");
@@ -318,11 +323,11 @@ mod tests {
     fn sack_ranges_lead_with_the_latest_segment() {
         let mut q = ReorderQueue::default();
         let b = SeqNumber(100);
-        q.insert(b + 10, seg(b"aa"));
-        q.insert(b + 20, seg(b"bb"));
-        q.insert(b + 12, seg(b"cc"));
-        q.insert(b + 30, seg(b"dd"));
-        q.insert(b + 22, seg(b"ee"));
+        q.insert(b + 10, seg(b"aa"), None);
+        q.insert(b + 20, seg(b"bb"), None);
+        q.insert(b + 12, seg(b"cc"), None);
+        q.insert(b + 30, seg(b"dd"), None);
+        q.insert(b + 22, seg(b"ee"), None);
         let (r, n) = q.sack_ranges();
         assert_eq!(&r[..n], &[(b + 20, b + 24), (b + 10, b + 14), (b + 30, b + 32)]);
     }
@@ -332,14 +337,14 @@ mod tests {
         let mut q = ReorderQueue::default();
         let b = SeqNumber(0);
         for i in 0..MAX_RANGES {
-            assert_eq!(q.insert(b + 10 * (i + 1), seg(b"xx")), Insert::Stored);
+            assert_eq!(q.insert(b + 10 * (i + 1), seg(b"xx"), None), Insert::Stored);
         }
         assert_eq!(q.ranges(), MAX_RANGES);
-        assert_eq!(q.insert(b + 1000, seg(b"yy")), Insert::TooManyRanges);
+        assert_eq!(q.insert(b + 1000, seg(b"yy"), None), Insert::TooManyRanges);
         // Extending a held range is always fine, and joining two makes room.
-        assert_eq!(q.insert(b + 12, seg(b"zzzzzzzz")), Insert::Stored);
+        assert_eq!(q.insert(b + 12, seg(b"zzzzzzzz"), None), Insert::Stored);
         assert_eq!(q.ranges(), MAX_RANGES - 1);
-        assert_eq!(q.insert(b + 1000, seg(b"yy")), Insert::Stored);
+        assert_eq!(q.insert(b + 1000, seg(b"yy"), None), Insert::Stored);
     }
 
     #[test]
@@ -347,14 +352,28 @@ mod tests {
         let mut q = ReorderQueue::default();
         let mut big = PacketBuf::with_headroom(2048, 54);
         big.append(1).expect("room")[0] = 7;
-        q.insert(SeqNumber(5), big);
+        q.insert(SeqNumber(5), big, None);
         assert_eq!((q.bytes(), q.memory()), (1, 1));
+    }
+
+    #[test]
+    fn held_storage_is_charged_to_the_budget_until_delivered_or_cleared() {
+        let budget = RxBudget::new(100);
+        let mut q = ReorderQueue::default();
+        assert_eq!(q.insert(SeqNumber(10), seg(&[1; 30]), Some(&budget)), Insert::Stored);
+        assert_eq!(q.insert(SeqNumber(50), seg(&[2; 30]), Some(&budget)), Insert::Stored);
+        assert_eq!((q.memory(), budget.reading().used), (60, 60));
+        assert_eq!(q.insert(SeqNumber(90), seg(&[3; 50]), Some(&budget)), Insert::NoMemory);
+        assert_eq!(drain(&mut q, SeqNumber(10)), [1; 30]);
+        assert_eq!((q.memory(), budget.reading().used), (30, 30), "delivery gives storage back");
+        q.clear();
+        assert_eq!((q.memory(), budget.reading().used), (0, 0), "so does clearing");
     }
 
     #[test]
     fn a_fin_is_delivered_after_the_data_before_it() {
         let mut q = ReorderQueue::default();
-        q.insert(SeqNumber(10), seg(b"abc"));
+        q.insert(SeqNumber(10), seg(b"abc"), None);
         q.note_fin(SeqNumber(13));
         assert!(!q.take_fin_at(SeqNumber(13)), "data still held before the FIN");
         assert_eq!(drain(&mut q, SeqNumber(10)), b"abc");

@@ -3,6 +3,9 @@
 
 use std::time::Duration;
 
+use super::SeqNumber;
+use crate::time::Instant;
+
 /// Clock granularity G of RFC 6298, in microseconds (our clock's unit; 1 ms keeps RTO sane).
 const GRANULARITY_US: u64 = 1_000;
 
@@ -18,6 +21,19 @@ pub struct RttEstimator {
     min: u32,
     max: u32,
     sampled: bool,
+}
+
+/// The segment being timed for the next RTT sample: where it ends and when it was sent (Karn's
+/// rule: it is forgotten when anything it covers is sent again). Packed to 4-byte alignment,
+/// so that it sits among a connection's 32-bit fields: 12 bytes instead of 16, `Option`
+/// included (the instant's niche).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(C, packed(4))]
+pub struct RttProbe {
+    /// The sequence number just past the segment.
+    pub end: SeqNumber,
+    /// When it was sent.
+    pub sent: Instant,
 }
 
 /// `d` in microseconds, saturating at `u32::MAX`.
@@ -115,6 +131,14 @@ mod tests {
 
     fn ms(v: u64) -> Duration {
         Duration::from_millis(v)
+    }
+
+    #[test]
+    fn a_probe_takes_twelve_bytes_none_included() {
+        assert_eq!(std::mem::size_of::<Option<RttProbe>>(), 12);
+        assert_eq!(std::mem::align_of::<Option<RttProbe>>(), 4);
+        let probe = RttProbe { end: SeqNumber(7), sent: Instant::from_micros(9) };
+        assert_eq!(Some(probe).map(|p| (p.end, p.sent)), Some((SeqNumber(7), Instant::from_micros(9))));
     }
 
     #[test]

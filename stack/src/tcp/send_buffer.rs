@@ -17,6 +17,7 @@ use std::collections::VecDeque;
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use super::config::MAX_TCP_BUFFER;
 use super::tx_payload::{copy_all, payload_sum, TxPayload};
 
 /// Size of the chunks copied data is gathered into.
@@ -102,16 +103,20 @@ pub struct LoanedSlice {
 }
 
 /// Bytes queued for sending and not yet acknowledged, in sequence order.
+///
+/// Its byte counts, offsets and chunk indexes are kept in 32 bits (a connection's state stays
+/// small): all of them are bounded by the capacity, at most [`MAX_TCP_BUFFER`]; the methods
+/// take and give `usize`.
 #[derive(Debug)]
 pub struct SendBuffer {
     chunks: VecDeque<Chunk>,
     /// Bytes of the front chunk already acknowledged.
-    head_offset: usize,
+    head_offset: u32,
     /// Queued bytes (unacknowledged + unsent).
-    len: usize,
-    capacity: usize,
+    len: u32,
+    capacity: u32,
     /// Scan cursor: (chunk index, offset of that chunk's first byte relative to the queue start).
-    cursor: (usize, usize),
+    cursor: (u32, u32),
     spare: Vec<Vec<u8>>,
     /// The zero-copy API's bookkeeping, from the first loan on (a connection that only copies
     /// never carries it). Every `Chunk::Loaned` in `chunks` implies it is there.
@@ -148,14 +153,21 @@ impl Loans {
     }
 }
 
+/// A count, offset or chunk index of a send buffer, kept in 32 bits: each is bounded by the
+/// buffer's capacity, at most [`MAX_TCP_BUFFER`], so nothing is lost (checked in debug builds).
+fn narrow(n: usize) -> u32 {
+    debug_assert!(u32::try_from(n).is_ok(), "{n} exceeds a send buffer's 32-bit bound");
+    n as u32
+}
+
 impl SendBuffer {
-    /// An empty queue holding at most `capacity` bytes.
+    /// An empty queue holding at most `capacity` bytes ([`MAX_TCP_BUFFER`] when larger).
     pub fn new(capacity: usize) -> Self {
         SendBuffer {
             chunks: VecDeque::new(),
             head_offset: 0,
             len: 0,
-            capacity,
+            capacity: narrow(capacity.min(MAX_TCP_BUFFER)),
             cursor: (0, 0),
             spare: Vec::new(),
             loans: None,
@@ -164,7 +176,7 @@ impl SendBuffer {
 
     /// Queued bytes.
     pub fn len(&self) -> usize {
-        self.len
+        self.len as usize
     }
 
     /// True when nothing is queued.
@@ -174,12 +186,12 @@ impl SendBuffer {
 
     /// Room left, in bytes.
     pub fn free(&self) -> usize {
-        self.capacity - self.len
+        (self.capacity - self.len) as usize
     }
 
     /// The configured capacity.
     pub fn capacity(&self) -> usize {
-        self.capacity
+        self.capacity as usize
     }
 
     /// Copies as much of `data` as fits; returns the number of bytes taken.
@@ -201,7 +213,7 @@ impl SendBuffer {
                 rest = &rest[take..];
             }
         }
-        self.len += n;
+        self.len += narrow(n);
         n
     }
 
@@ -221,18 +233,18 @@ impl SendBuffer {
         loans.index.push_back((id, loans.popped + self.chunks.len() as u64));
         loans.by_reference += usize::from(by_reference);
         self.chunks.push_back(Chunk::Loaned(Loan { payload, id, by_reference, in_flight: 0 }));
-        self.len += n;
+        self.len += narrow(n);
         Ok(())
     }
 
     /// Releases the first `n` bytes (they were acknowledged). Loaned buffers that are now fully
     /// acknowledged move to the completed list.
     pub fn ack(&mut self, n: usize) {
-        let mut n = n.min(self.len);
+        let mut n = narrow(n.min(self.len()));
         self.len -= n;
         while n > 0 {
             let Some(front) = self.chunks.front() else { break };
-            let remaining = front.len() - self.head_offset;
+            let remaining = narrow(front.len()) - self.head_offset;
             if n < remaining {
                 self.head_offset += n;
                 // The queue start moved by n: later chunks start n bytes earlier.
@@ -254,7 +266,7 @@ impl SendBuffer {
 
     fn pop_front_chunk(&mut self) {
         let Some(chunk) = self.chunks.pop_front() else { return };
-        let consumed = chunk.len();
+        let consumed = narrow(chunk.len());
         if let Some(loans) = self.loans.as_deref_mut() {
             loans.popped += 1;
         }
@@ -293,22 +305,40 @@ impl SendBuffer {
         self.loans.as_ref().is_some_and(|l| !l.completed.is_empty())
     }
 
+    /// The scan cursor: (chunk index, queue offset of that chunk's first live byte).
+    fn cursor(&self) -> (usize, usize) {
+        (self.cursor.0 as usize, self.cursor.1 as usize)
+    }
+
+    fn set_cursor(&mut self, idx: usize, start: usize) {
+        self.cursor = (narrow(idx), narrow(start));
+    }
+
+    /// Bytes of chunk `idx` already acknowledged (only the front chunk has any).
+    fn skip(&self, idx: usize) -> usize {
+        if idx == 0 {
+            self.head_offset as usize
+        } else {
+            0
+        }
+    }
+
     /// The chunk holding queue-relative byte `offset`: (index, queue offset of its first live
     /// byte). Moves the scan cursor there.
     fn chunk_at(&mut self, offset: usize) -> Option<(usize, usize)> {
-        if offset >= self.len {
+        if offset >= self.len() {
             return None;
         }
-        let (mut idx, mut start) = self.cursor;
+        let (mut idx, mut start) = self.cursor();
         if offset < start || idx >= self.chunks.len() {
             (idx, start) = (0, 0);
         }
         loop {
             let chunk = self.chunks.get(idx)?;
-            let skip = if idx == 0 { self.head_offset } else { 0 };
+            let skip = self.skip(idx);
             let end = start + chunk.len() - skip;
             if offset < end {
-                self.cursor = (idx, start);
+                self.set_cursor(idx, start);
                 return Some((idx, start));
             }
             idx += 1;
@@ -339,8 +369,7 @@ impl SendBuffer {
         }
         let (idx, start) = self.chunk_at(offset)?;
         let chunk = self.chunks.get(idx)?;
-        let skip = if idx == 0 { self.head_offset } else { 0 };
-        let end = start + chunk.len() - skip;
+        let end = start + chunk.len() - self.skip(idx);
         let next_by_ref = self.chunks.get(idx + 1).is_some_and(Chunk::by_reference);
         (chunk.by_reference() || next_by_ref).then_some(end - offset)
     }
@@ -362,11 +391,11 @@ impl SendBuffer {
     /// (chunk index, offset inside the loan) of bytes `offset..offset+len` when they lie in one
     /// by-reference loan.
     fn by_reference_piece(&mut self, offset: usize, len: usize) -> Option<(usize, usize)> {
-        if len == 0 || offset + len > self.len || !self.holds_by_reference_loans() {
+        if len == 0 || offset + len > self.len() || !self.holds_by_reference_loans() {
             return None;
         }
         let (idx, start) = self.chunk_at(offset)?;
-        let skip = if idx == 0 { self.head_offset } else { 0 };
+        let skip = self.skip(idx);
         match self.chunks.get(idx)? {
             Chunk::Loaned(l) if l.by_reference => {
                 let from = skip + offset - start;
@@ -483,12 +512,12 @@ impl SendBuffer {
     /// Copies bytes `offset..offset+dst.len()` (relative to the first unacknowledged byte) into
     /// `dst`; returns how many were copied (the range is clamped to what is queued).
     pub fn copy_out(&mut self, offset: usize, dst: &mut [u8]) -> usize {
-        let end = (offset + dst.len()).min(self.len);
+        let end = (offset + dst.len()).min(self.len());
         if offset >= end {
             return 0;
         }
         // Queue-relative offsets: the front chunk's first live byte is at 0.
-        let (mut idx, mut start) = self.cursor;
+        let (mut idx, mut start) = self.cursor();
         if offset < start || idx >= self.chunks.len() {
             idx = 0;
             start = 0;
@@ -496,10 +525,10 @@ impl SendBuffer {
         let mut pos = offset;
         while pos < end {
             let Some(chunk) = self.chunks.get(idx) else { break };
-            let skip = if idx == 0 { self.head_offset } else { 0 };
+            let skip = self.skip(idx);
             let chunk_end = start + chunk.len() - skip;
             if pos < chunk_end {
-                self.cursor = (idx, start);
+                self.cursor = (narrow(idx), narrow(start));
                 let want = end.min(chunk_end) - pos;
                 let got = chunk.copy_to(skip + pos - start, &mut dst[pos - offset..pos - offset + want]);
                 pos += got;
@@ -533,6 +562,12 @@ mod tests {
         assert_eq!(b.push_copy(b"0123456789abc"), 10);
         assert_eq!(b.free(), 0);
         assert_eq!(read_all(&mut b, 0, 20), b"0123456789");
+    }
+
+    #[test]
+    fn capacity_is_bounded_by_the_largest_tcp_buffer() {
+        assert_eq!(SendBuffer::new(usize::MAX).capacity(), MAX_TCP_BUFFER);
+        assert_eq!(SendBuffer::new(MAX_TCP_BUFFER).free(), MAX_TCP_BUFFER);
     }
 
     #[test]

@@ -1,6 +1,9 @@
 //! A connection's counters: what every segment moves, kept inline, and the counts of events most
 //! connections never see (losses, reordering, attacks, probes), on the heap from the first one,
-//! so a connection's state stays small (`iface::socket_set::TCP_STATE_BYTES`).
+//! so a connection's state stays small (`iface::socket_set::TCP_STATE_BYTES`). The rate limit of
+//! the answers to out-of-window segments keeps its one timestamp there too, beside their counts.
+
+use crate::time::Instant;
 
 /// Per-connection counters.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -43,7 +46,8 @@ pub struct ConnStats {
     pub oow_acks_suppressed: u64,
 }
 
-/// The counters of rare events (their meaning: [`ConnStats`]).
+/// The counters of rare events (their meaning: [`ConnStats`]), and when the last answer to an
+/// out-of-window or challenged segment went out (their rate limit: see `input.rs`).
 #[derive(Debug, Clone, Copy, Default)]
 pub(super) struct RareCounts {
     pub(super) retransmits: u64,
@@ -58,6 +62,8 @@ pub(super) struct RareCounts {
     pub(super) window_probes: u64,
     pub(super) keepalive_probes: u64,
     pub(super) oow_acks_suppressed: u64,
+    /// When we last answered an out-of-window or challenged segment.
+    pub(super) last_oow_ack: Option<Instant>,
 }
 
 /// A connection's counters as it keeps them.

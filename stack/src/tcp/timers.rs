@@ -15,10 +15,10 @@ impl Connection {
     pub fn poll_at(&self) -> Option<Instant> {
         [
             self.rto_deadline,
-            self.persist_deadline,
+            self.persist_deadline(),
             self.time_wait_deadline,
             self.liveness_at(),
-            self.recovery_deadline,
+            self.recovery_deadline(),
             self.delayed_ack_at,
         ]
         .into_iter()
@@ -36,20 +36,25 @@ impl Connection {
         }
         if self.rto_deadline.is_some_and(|t| now >= t) {
             self.rto_deadline = None;
-            self.recovery_deadline = None;
+            if let Some(r) = self.recovery.as_deref_mut() {
+                r.deadline = None;
+            }
             self.on_retransmit_timeout();
         }
-        if self.recovery_deadline.is_some_and(|t| now >= t) {
-            self.recovery_deadline = None;
-            if self.recover.is_some() && self.snd_una != self.snd_max && self.snd_wnd > 0 {
+        if self.recovery_deadline().is_some_and(|t| now >= t) {
+            let unacknowledged = self.snd_una != self.snd_max && self.snd_wnd > 0;
+            let snd_una = self.snd_una;
+            let r = self.recovery_mut();
+            r.deadline = None;
+            if r.recover.is_some() && unacknowledged {
                 // The head's retransmission drew no ACK within a round trip: lost as well.
-                self.recovery_backoff += 1;
+                r.backoff += 1;
+                r.rexmit_next = snd_una;
                 self.rexmit_due = true;
-                self.rexmit_next = self.snd_una;
                 self.stats.rare().lost_retransmits += 1;
             }
         }
-        if self.persist_deadline.is_some_and(|t| now >= t) {
+        if self.persist_deadline().is_some_and(|t| now >= t) {
             self.on_persist_timeout(now);
         }
         if self.delayed_ack_at.is_some_and(|t| now >= t) {
@@ -71,7 +76,7 @@ impl Connection {
         // alive and only slow to read: like answered zero-window probes, that never times out.
         let answered_probe = self.state.is_synchronized()
             && self.snd_wnd == 0
-            && self.probes_unanswered == 0
+            && self.probes_unanswered() == 0
             && self.retries > 0;
         if !answered_probe {
             self.retries += 1;
@@ -88,7 +93,8 @@ impl Connection {
             return;
         }
         self.rtt.backoff();
-        if self.state.is_synchronized() && self.snd_wnd < self.send_mss.min(self.tx.len()).max(1) {
+        let window_below_a_segment = (self.snd_wnd as usize) < self.send_mss().min(self.tx.len()).max(1);
+        if self.state.is_synchronized() && window_below_a_segment {
             // The window shut (or shrank below a segment) with data in flight: the persist
             // timer is off while data is in flight, so this timeout probes instead (`SND.UNA-1`,
             // no data). The answer carries the window; it may have reopened in an update that
@@ -100,11 +106,13 @@ impl Connection {
         // Go-back-N from the first unacknowledged byte (the SYN, before the handshake ends).
         // The duplicate ACKs those resends draw start no fast retransmit (RFC 6582 3.2 step 2).
         self.snd_nxt = self.snd_una;
-        self.recover = None;
-        self.recover_guard = Some(self.snd_max);
+        let snd_max = self.snd_max;
+        let r = self.recovery_mut();
+        r.recover = None;
+        r.guard = Some(snd_max);
+        r.backoff = 0;
         self.dup_acks = 0;
         self.rexmit_due = false;
-        self.recovery_backoff = 0;
         // Go-back-N skips what the peer SACKed; a second timeout in a row forgets it (the
         // receiver may have reneged, RFC 2018 section 8; that costs one more timeout).
         if self.retries > 1 {
@@ -113,7 +121,7 @@ impl Connection {
     }
 
     fn on_persist_timeout(&mut self, now: Instant) {
-        self.persist_deadline = None;
+        self.stop_persist_timer();
         if self.snd_una != self.snd_max || !self.state.is_synchronized() {
             // Data in flight: the retransmission timer covers it.
             return;
@@ -121,15 +129,18 @@ impl Connection {
         // A closed (orphaned) connection whose peer keeps its window shut is given up after a
         // few answered probes: nobody here will read again, and the peer may be waiting for our
         // window as we wait for its (two closed echoes); Linux bounds orphans likewise.
-        let orphan_given_up = self.orphaned && self.persist_backoff >= ORPHAN_PROBES;
-        if self.probes_unanswered > self.cfg.max_retries || orphan_given_up {
+        let backoff = self.persist.as_ref().map_or(0, |p| p.backoff);
+        let orphan_given_up = self.orphaned && backoff >= ORPHAN_PROBES;
+        if self.probes_unanswered() > self.cfg.max_retries || orphan_given_up {
             self.rst_pending = Some(self.pending_reset());
             self.fail(ConnError::TimedOut);
             return;
         }
         self.probe_due = true;
-        self.persist_backoff = (self.persist_backoff + 1).min(16);
-        let interval = (self.rtt.rto() * (1u32 << self.persist_backoff.min(6))).min(self.cfg.rto_max);
-        self.persist_deadline = Some(now + interval);
+        let backoff = (backoff + 1).min(16);
+        let interval = (self.rtt.rto() * (1u32 << backoff.min(6))).min(self.cfg.rto_max);
+        let p = self.persist_mut();
+        p.backoff = backoff;
+        p.deadline = Some(now + interval);
     }
 }

@@ -30,7 +30,7 @@ fn third_duplicate_ack_retransmits_the_first_unacknowledged_segment() {
     assert!(seqs(&mut c, 22).is_empty(), "one fast retransmit per recovery");
     // The receiver kept the rest: the next ACK covers everything and recovery ends.
     ack(&mut c, 23, ISS + 501);
-    assert!(c.recover.is_none());
+    assert!(!c.in_recovery());
     assert_eq!(c.stats().retransmits, 1);
     assert_eq!(c.stats().timeouts, 0);
 }
@@ -49,7 +49,7 @@ fn partial_acks_retransmit_each_next_hole() {
     ack(&mut c, 22, ISS + 201);
     assert_eq!(seqs(&mut c, 22), vec![ISS + 201], "the next hole at once, no timeout");
     ack(&mut c, 23, ISS + 501);
-    assert!(c.recover.is_none());
+    assert!(!c.in_recovery());
     assert_eq!(c.stats().fast_retransmits, 2);
 }
 
@@ -155,7 +155,7 @@ fn with_sack_every_hole_is_retransmitted_at_once_and_only_once() {
     assert_eq!(seqs(&mut c, 21), vec![ISS + 501], "only the hole the new block revealed");
     // The retransmissions arrive: everything is acknowledged, no timeout, one copy per loss.
     ack(&mut c, 22, ISS + 801);
-    assert!(c.recover.is_none());
+    assert!(!c.in_recovery());
     assert_eq!((c.stats().retransmits, c.stats().timeouts), (3, 0));
 }
 
