@@ -395,9 +395,10 @@ impl Nic for MemwireNic {
         Ok(self.shared.pool.take(DEFAULT_HEADROOM))
     }
 
-    /// Takes every frame: frames beyond the link capacity, or lost by fault injection, are
-    /// dropped and counted, never left in `frames`. Fails with `LinkDown` (taking nothing) when
-    /// the other end is gone.
+    /// Takes frames from the front while the link has room; the rest stay in `frames` for a
+    /// later call (back-pressure, like a NIC's full TX ring). Frames lost by fault injection
+    /// (and duplicates beyond the capacity) are dropped and counted. Fails with `LinkDown`
+    /// (taking nothing) when the other end is gone.
     fn transmit(&mut self, now: Instant, frames: &mut Vec<PacketBuf>) -> Result<usize, NicError> {
         if !self.shared.alive[self.rx_index()].load(Ordering::Acquire) {
             return Err(NicError::LinkDown);
