@@ -531,6 +531,13 @@ impl Connection {
         self.fail(err);
     }
 
+    /// Our FIN is queued and the peer has not acknowledged it (it may be unsent, in flight or
+    /// lost). Once acknowledged (FIN-WAIT-2, TIME-WAIT) it is never sent again: a FIN past the
+    /// one acknowledged would take a sequence number the peer never gave us.
+    pub(super) fn fin_outstanding(&self) -> bool {
+        self.fin_queued && !matches!(self.state, State::FinWait2 | State::TimeWait | State::Closed)
+    }
+
     /// The state the handshake leads to: ESTABLISHED, or FIN-WAIT-1 when the application
     /// already closed its sending side.
     pub(super) fn synchronized_state(&self) -> State {

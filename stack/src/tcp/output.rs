@@ -164,7 +164,7 @@ impl Connection {
             _ => {
                 let sent = self.snd_nxt.since(self.snd_una);
                 let unsent = self.tx.len().saturating_sub(sent);
-                let fin_unsent = self.fin_queued && self.snd_nxt <= self.data_end();
+                let fin_unsent = self.fin_outstanding() && self.snd_nxt <= self.data_end();
                 (unsent > 0 && self.usable_window() > 0) || fin_unsent || self.rexmit_due
             }
         }
@@ -256,7 +256,7 @@ impl Connection {
                 // A by-reference loan's edge: each segment's payload is one slice of one buffer.
                 len = len.min(limit);
             }
-            let fin = self.fin_queued && offset <= queued && offset + len == queued;
+            let fin = self.fin_outstanding() && offset <= queued && offset + len == queued;
             if len == 0 && !fin {
                 break;
             }
@@ -313,7 +313,7 @@ impl Connection {
         if let Some(limit) = self.tx.segment_limit(0) {
             len = len.min(limit);
         }
-        let fin = self.fin_queued && len == queued && in_flight > queued;
+        let fin = self.fin_outstanding() && len == queued && in_flight > queued;
         if len == 0 && !fin {
             self.rexmit_due = false;
             return 0;

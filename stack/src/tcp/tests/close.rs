@@ -145,3 +145,26 @@ fn close_during_connect_without_data_just_closes() {
     c.close();
     assert_eq!(c.state(), State::Closed);
 }
+
+#[test]
+fn fin_wait_2_acknowledges_the_peers_data_without_sending_our_fin_again() {
+    // Half-close: we shut our side, the peer acknowledges our FIN and keeps sending (a client
+    // that sent its request and reads the answer). Each ACK of ours is a pure ACK: the FIN is
+    // acknowledged, so it is neither sent again nor given a second sequence number.
+    let mut c = established(cfg(), 1000);
+    c.shutdown();
+    let segs = out(&mut c, ms(20));
+    assert_eq!(fin_of(&segs), Some(ISS + 1));
+    feed(&mut c, ms(21), seg(TcpFlags::empty(), IRS + 1, Some(ISS + 2), 1000, b""));
+    assert_eq!(c.state(), State::FinWait2);
+    assert!(!c.wants_output(), "nothing owed once the FIN is acknowledged");
+    for (i, at) in [(0u32, 22u64), (1, 23), (2, 24)] {
+        feed(&mut c, ms(at), seg(TcpFlags::empty(), IRS + 1 + 5 * i, Some(ISS + 2), 1000, b"reply"));
+        let segs = out(&mut c, ms(at));
+        assert_eq!(segs.len(), 1, "one ACK for the data at {at} ms: {segs:?}");
+        assert!(is_pure_ack(&segs[0].0, &segs[0].1, IRS + 6 + 5 * i), "{:?}", segs[0].0);
+        assert_eq!(segs[0].0.seq_number, crate::tcp::SeqNumber(ISS + 2), "after our FIN, not past it");
+    }
+    assert_eq!(c.poll_at(), None, "no retransmission timer: nothing of ours is in flight");
+    assert_eq!(c.state(), State::FinWait2);
+}
