@@ -5,6 +5,7 @@
 
 use super::connection::{Connection, PendingReset};
 use super::events::Events;
+use super::recovery::Frto;
 use super::reorder::Insert;
 use super::state::State;
 use super::ConnError;
@@ -279,6 +280,9 @@ impl Connection {
     /// when the recovery timer expires (`timers.rs`): it goes again, instead of a 200 ms
     /// timeout and a go-back-N of the window. Congestion control stays absent by design.
     fn note_ack_for_recovery(&mut self, seg: &TcpRepr, ack: SeqNumber, payload_len: usize) {
+        if self.frto() != Frto::Off && self.judge_timeout(ack, self.is_duplicate_ack(seg, ack, payload_len)) {
+            return;
+        }
         if ack > self.snd_una {
             self.dup_acks = 0;
             let Some(r) = self.recovery.as_deref_mut() else {
@@ -306,15 +310,7 @@ impl Connection {
             }
             return;
         }
-        // A zero window is no duplicate (RFC 5681 section 2: a duplicate keeps the window): a
-        // receiver out of room answers each segment it cannot take, and resending into its
-        // shut window would only draw the next answer, at the speed of the round trip.
-        let duplicate = ack == self.snd_una
-            && payload_len == 0
-            && seg.window_len != 0
-            && !seg.flags.intersects(TcpFlags::SYN | TcpFlags::FIN)
-            && self.snd_una != self.snd_max;
-        if !duplicate {
+        if !self.is_duplicate_ack(seg, ack, payload_len) {
             return;
         }
         self.dup_acks = self.dup_acks.saturating_add(1);
@@ -343,6 +339,56 @@ impl Connection {
             // New SACK blocks revealed holes beyond those retransmitted.
             self.rexmit_due = true;
         }
+    }
+
+    /// A duplicate ACK: it moves nothing, carries nothing, keeps a window open, and data is in
+    /// flight. A zero window is no duplicate (RFC 5681 section 2: a duplicate keeps the window):
+    /// a receiver out of room answers each segment it cannot take, and resending into its shut
+    /// window would only draw the next answer, at the speed of the round trip.
+    fn is_duplicate_ack(&self, seg: &TcpRepr, ack: SeqNumber, payload_len: usize) -> bool {
+        ack == self.snd_una
+            && payload_len == 0
+            && seg.window_len != 0
+            && !seg.flags.intersects(TcpFlags::SYN | TcpFlags::FIN)
+            && self.snd_una != self.snd_max
+    }
+
+    /// F-RTO's verdict on an ACK after a first timeout (RFC 5682 steps 2 and 3; the ACK is seen
+    /// before SND.UNA moves). A duplicate says the peer misses data: the timeout was real, and
+    /// go-back-N resends the window (the duplicate is used up here). The first ACK that moves
+    /// SND.UNA short of SND.MAX at the timeout lets new data go, so that the second can tell:
+    /// if that one moves SND.UNA too, it acknowledges data sent once only, and the timeout was
+    /// spurious. With no new data to send, the first ACK cannot be judged: go-back-N. Returns
+    /// true when the ACK needs no further loss processing.
+    fn judge_timeout(&mut self, ack: SeqNumber, duplicate: bool) -> bool {
+        let advanced = ack > self.snd_una;
+        if !advanced && !duplicate {
+            // A window update or data: no verdict.
+            return false;
+        }
+        let timeout_max = self.recovery.as_ref().and_then(|r| r.guard);
+        let unsent = self.tx.len() > self.snd_nxt.since(self.snd_una);
+        let stage = self.frto();
+        let (next, go_back) = if !advanced {
+            (Frto::Off, true)
+        } else if stage == Frto::SecondAck {
+            // It acknowledges data that was sent once only.
+            self.stats.rare().spurious_timeouts += 1;
+            (Frto::Off, false)
+        } else if timeout_max.is_none_or(|max| ack >= max) {
+            // All that was in flight at once: the peer may have missed the head alone. Nothing
+            // is left to judge, nor to resend.
+            (Frto::Off, false)
+        } else if unsent {
+            (Frto::SecondAck, false)
+        } else {
+            (Frto::Off, true)
+        };
+        if go_back {
+            self.snd_nxt = self.snd_una;
+        }
+        self.recovery_mut().frto = next;
+        duplicate
     }
 
     /// RFC 6675's IsLost for the segment at `una`: three segments' worth SACKed above it (a

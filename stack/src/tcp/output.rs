@@ -328,13 +328,19 @@ impl Connection {
             return 0;
         }
         self.rexmit_due = false;
-        self.note_head_retransmitted(now);
+        let fast = self.in_recovery();
+        if fast {
+            // F-RTO's resend after a timeout goes the same way, without fast recovery's timer.
+            self.note_head_retransmitted(now);
+        }
         let sent_up_to = self.snd_una + len;
         let r = self.recovery_mut();
         r.rexmit_next = r.rexmit_next.max(sent_up_to);
         self.stats.segs_out += 1;
         self.stats.rare().retransmits += 1;
-        self.stats.rare().fast_retransmits += 1;
+        if fast {
+            self.stats.rare().fast_retransmits += 1;
+        }
         self.ack_sent();
         // Karn: an ACK may now answer either copy.
         if self.rtt_probe.is_some_and(|p| p.end > self.snd_una) {

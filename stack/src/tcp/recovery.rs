@@ -1,6 +1,6 @@
-//! What a connection keeps for loss recovery without a timeout (RFC 5681 fast retransmit, RFC
-//! 6582 NewReno, SACK holes; see the module documentation of `tcp`): created at its first fast
-//! recovery or retransmission timeout, kept from then on. Most connections never lose a
+//! What a connection keeps for loss recovery (RFC 5681 fast retransmit, RFC 6582 NewReno, SACK
+//! holes, and F-RTO after a timeout, RFC 5682; see the module documentation of `tcp`): created
+//! at its first fast recovery or retransmission timeout, kept from then on. Most connections never lose a
 //! segment; theirs holds one word for it (`iface::socket_set::TCP_STATE_BYTES`). The logic stays
 //! with input (`input.rs`), output (`output.rs`) and timers (`timers.rs`).
 
@@ -29,6 +29,24 @@ pub(super) struct Recovery {
     /// When the segment at SND.UNA was last retransmitted in fast recovery (to see that
     /// retransmission lost: see `note_ack_for_recovery`).
     pub(super) rexmit_at: Option<Instant>,
+    /// Where F-RTO stands after a retransmission timeout.
+    pub(super) frto: Frto,
+}
+
+/// F-RTO (RFC 5682), after a first retransmission timeout: only the segment at SND.UNA went
+/// again, and the next two ACKs tell a spurious timeout (the ACKs were late: the data got
+/// through) from a loss. Spurious: sending goes on with new data, nothing in flight is sent
+/// twice. A loss (a duplicate ACK): go-back-N, as without F-RTO, one round trip later. Without
+/// it a late ACK cost a whole window of duplicates, which on a starved worker lengthen the
+/// queue that made the ACKs late (`docs/benchmarks.md`, 4,096 connections).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Frto {
+    /// No timeout being judged.
+    Off,
+    /// The head went again; waiting for the first ACK after the timeout.
+    FirstAck,
+    /// The first ACK moved SND.UNA and new data went out; waiting for the second.
+    SecondAck,
 }
 
 impl Recovery {
@@ -42,6 +60,7 @@ impl Recovery {
             rexmit_mark: iss,
             rexmit_next: iss,
             rexmit_at: None,
+            frto: Frto::Off,
         }
     }
 }
@@ -56,6 +75,11 @@ impl Connection {
     /// True in fast recovery (SND.UNA has not reached the point where it ends).
     pub(super) fn in_recovery(&self) -> bool {
         self.recovery.as_ref().is_some_and(|r| r.recover.is_some())
+    }
+
+    /// Where F-RTO stands (off for a connection that never timed out).
+    pub(super) fn frto(&self) -> Frto {
+        self.recovery.as_ref().map_or(Frto::Off, |r| r.frto)
     }
 
     /// When the head's retransmission counts as lost, in fast recovery.

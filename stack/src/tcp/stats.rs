@@ -20,6 +20,9 @@ pub struct ConnStats {
     pub retransmits: u64,
     /// Retransmission timeouts.
     pub timeouts: u64,
+    /// Of those, timeouts F-RTO found spurious (the ACKs were late, nothing was lost): the
+    /// window in flight was not sent again.
+    pub spurious_timeouts: u64,
     /// Out-of-order segments (each answered with a duplicate ACK).
     pub out_of_order: u64,
     /// Of those, segments kept in the reorder queue until the hole before them was filled.
@@ -52,6 +55,7 @@ pub struct ConnStats {
 pub(super) struct RareCounts {
     pub(super) retransmits: u64,
     pub(super) timeouts: u64,
+    pub(super) spurious_timeouts: u64,
     pub(super) out_of_order: u64,
     pub(super) reordered: u64,
     pub(super) reorder_drops: u64,
@@ -98,6 +102,7 @@ impl Counts {
             bytes_acked: self.bytes_acked,
             retransmits: r.retransmits,
             timeouts: r.timeouts,
+            spurious_timeouts: r.spurious_timeouts,
             out_of_order: r.out_of_order,
             reordered: r.reordered,
             reorder_drops: r.reorder_drops,

@@ -3,6 +3,7 @@
 //! back and calls `on_timer` then.
 
 use super::connection::Connection;
+use super::recovery::Frto;
 use super::state::State;
 use super::ConnError;
 use crate::time::Instant;
@@ -103,16 +104,26 @@ impl Connection {
         }
         // Karn: the segment being timed will be retransmitted, so its sample is ambiguous.
         self.rtt_probe = None;
-        // Go-back-N from the first unacknowledged byte (the SYN, before the handshake ends).
-        // The duplicate ACKs those resends draw start no fast retransmit (RFC 6582 3.2 step 2).
-        self.snd_nxt = self.snd_una;
+        // F-RTO (RFC 5682) on a first timeout of data in flight, when no SACK block already
+        // tells what was lost: only the head goes again now (`retransmit_head`), the next ACKs
+        // decide (`input.rs`). Otherwise go-back-N from the first unacknowledged byte (the SYN,
+        // before the handshake ends). The duplicate ACKs those resends draw start no fast
+        // retransmit (RFC 6582 3.2 step 2).
+        let frto = self.retries == 1
+            && self.state.is_synchronized()
+            && !window_below_a_segment
+            && self.sacked.is_empty();
+        if !frto {
+            self.snd_nxt = self.snd_una;
+        }
         let snd_max = self.snd_max;
         let r = self.recovery_mut();
         r.recover = None;
         r.guard = Some(snd_max);
         r.backoff = 0;
+        r.frto = if frto { Frto::FirstAck } else { Frto::Off };
         self.dup_acks = 0;
-        self.rexmit_due = false;
+        self.rexmit_due = frto;
         // Go-back-N skips what the peer SACKed; a second timeout in a row forgets it (the
         // receiver may have reneged, RFC 2018 section 8; that costs one more timeout).
         if self.retries > 1 {

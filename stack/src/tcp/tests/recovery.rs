@@ -60,8 +60,11 @@ fn duplicates_drawn_by_go_back_n_start_no_fast_retransmit() {
     seqs(&mut c, 20);
     let t = c.poll_at().expect("rto armed");
     c.on_timer(t);
+    assert_eq!(out(&mut c, t).len(), 1, "F-RTO: the head alone at the timeout");
+    // The receiver had segments 2 and 3, not 1: its first duplicate confirms the loss to F-RTO.
+    feed(&mut c, t, seg(TcpFlags::empty(), IRS + 1, Some(ISS + 1), 1000, b""));
     assert_eq!(out(&mut c, t).len(), 3, "go-back-N after the timeout");
-    // The receiver had segments 2 and 3: its duplicate ACKs for our resends move nothing.
+    // Its duplicate ACKs for our resends move nothing.
     for _ in 0..3 {
         feed(&mut c, t, seg(TcpFlags::empty(), IRS + 1, Some(ISS + 1), 1000, b""));
     }

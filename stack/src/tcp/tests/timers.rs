@@ -2,6 +2,10 @@ use super::harness::*;
 use crate::tcp::{ConnError, Connection, SeqNumber, State, TcpConfig};
 use crate::wire::tcp::TcpFlags;
 
+fn seqs_of(segs: &[(crate::wire::tcp::TcpRepr, Vec<u8>)]) -> Vec<u32> {
+    segs.iter().map(|s| s.0.seq_number.0).collect()
+}
+
 #[test]
 fn rto_retransmits_go_back_n_from_first_unacked_byte() {
     let mut c = established(cfg(), 1000);
@@ -12,10 +16,56 @@ fn rto_retransmits_go_back_n_from_first_unacked_byte() {
     feed(&mut c, ms(30), seg(TcpFlags::empty(), IRS + 1, Some(ISS + 101), 1000, b""));
     let t = c.poll_at().expect("rto armed");
     c.on_timer(t);
-    let again = out(&mut c, t);
-    let seqs: Vec<u32> = again.iter().map(|s| s.0.seq_number.0).collect();
-    assert_eq!(seqs, vec![ISS + 101, ISS + 201], "everything from SND.UNA again");
+    // F-RTO: the head first; its ACK stops short of what was in flight and no new data waits,
+    // so the timeout cannot be judged spurious: everything from SND.UNA goes again.
+    assert_eq!(seqs_of(&out(&mut c, t)), vec![ISS + 101], "the head at the timeout");
+    feed(&mut c, t, seg(TcpFlags::empty(), IRS + 1, Some(ISS + 201), 1000, b""));
+    assert_eq!(seqs_of(&out(&mut c, t)), vec![ISS + 201], "then the rest of the window");
     assert_eq!(c.stats().retransmits, 2);
+    assert_eq!((c.stats().timeouts, c.stats().spurious_timeouts, c.stats().fast_retransmits), (1, 0, 0));
+}
+
+#[test]
+fn a_timeout_whose_acks_were_only_late_resends_the_head_alone() {
+    // F-RTO (RFC 5682): the peer got everything, its ACKs were late (a starved worker, a
+    // deep queue). The timeout resends the head; the late ACKs then move SND.UNA, new data
+    // goes, and the window that was in flight is never sent twice.
+    let mut c = established(cfg(), 400);
+    c.send(&[1u8; 400]).expect("send");
+    c.send(&[2u8; 200]).expect("more data waits for the window");
+    assert_eq!(seqs_of(&out(&mut c, ms(20))), vec![ISS + 1, ISS + 101, ISS + 201, ISS + 301]);
+    let t = c.poll_at().expect("rto armed");
+    c.on_timer(t);
+    assert_eq!(seqs_of(&out(&mut c, t)), vec![ISS + 1], "only the head at the timeout");
+    // The first late ACK: new data goes (the window moved by 200), nothing old.
+    feed(&mut c, t, seg(TcpFlags::empty(), IRS + 1, Some(ISS + 201), 400, b""));
+    assert_eq!(seqs_of(&out(&mut c, t)), vec![ISS + 401, ISS + 501], "new data, no go-back-N");
+    // The second moves SND.UNA too: the timeout was spurious.
+    feed(&mut c, t, seg(TcpFlags::empty(), IRS + 1, Some(ISS + 401), 400, b""));
+    assert!(out(&mut c, t).is_empty(), "nothing in flight is sent again");
+    feed(&mut c, t, seg(TcpFlags::empty(), IRS + 1, Some(ISS + 601), 400, b""));
+    let s = c.stats();
+    assert_eq!((s.timeouts, s.spurious_timeouts, s.retransmits), (1, 1, 1));
+    assert_eq!(c.send_queued(), 0);
+}
+
+#[test]
+fn a_timeout_confirmed_by_a_duplicate_ack_goes_back_n() {
+    // F-RTO's second step: the head's ACK lets new data go; the peer, missing the segments
+    // after the head, answers it with a duplicate: the rest of the window was lost.
+    let mut c = established(cfg(), 300);
+    c.send(&[1u8; 300]).expect("send");
+    c.send(&[2u8; 100]).expect("send");
+    assert_eq!(out(&mut c, ms(20)).len(), 3, "the window holds three segments");
+    let t = c.poll_at().expect("rto armed");
+    c.on_timer(t);
+    assert_eq!(seqs_of(&out(&mut c, t)), vec![ISS + 1]);
+    feed(&mut c, t, seg(TcpFlags::empty(), IRS + 1, Some(ISS + 101), 300, b""));
+    assert_eq!(seqs_of(&out(&mut c, t)), vec![ISS + 301], "new data, so the next ACK can tell");
+    feed(&mut c, t, seg(TcpFlags::empty(), IRS + 1, Some(ISS + 101), 300, b""));
+    assert_eq!(seqs_of(&out(&mut c, t)), vec![ISS + 101, ISS + 201, ISS + 301], "go-back-N from SND.UNA");
+    let s = c.stats();
+    assert_eq!((s.timeouts, s.spurious_timeouts), (1, 0));
 }
 
 #[test]
