@@ -54,23 +54,6 @@ mkdir -p "$OUT"
 CARGO_BUILD_JOBS="${CARGO_BUILD_JOBS:-1}" cargo build --release -p slimtcp-perf --features dpdk --bin slimtcp-perf
 
 echo "== paper method over DPDK memif: $RUNS runs x MSS ${MSS_LIST[*]}, ${SECONDS_PER_RUN} s each"
-# Whether the pair of JSON summaries on stdin shows a disturbed run (or no receiver figure).
-disturbed() {
-    python3 -c '
-import json, sys
-dec, rest, share, out = json.JSONDecoder(), sys.stdin.read().strip(), float(sys.argv[1]), []
-while rest:
-    try:
-        obj, end = dec.raw_decode(rest)
-    except ValueError:
-        break
-    out.append(obj)
-    rest = rest[end:].strip()
-rx = [o for o in out if o.get("role") == "receiver"]
-bad = not rx or any((o.get("run_queue_wait_ms") or 0) / 1e3 > share * rx[0]["duration_s"] for o in out)
-sys.exit(0 if bad else 1)' "$DISTURBED_SHARE"
-}
-
 # One run at one MSS: the receiver (memif server) first, then the sender once it listens.
 # Leaves "RX_JSON TX_JSON" in $PAIR.
 PAIR=$(mktemp)
@@ -98,75 +81,9 @@ for run in $(seq 1 "$RUNS"); do
         for attempt in $(seq 1 "$ATTEMPTS"); do
             run_once "$mss"
             echo "$run $mss $attempt $(cat "$PAIR")" | tee -a "$RAW"
-            disturbed <"$PAIR" || break
+            python3 scripts/paper-memif.py disturbed "$DISTURBED_SHARE" <"$PAIR" || break
         done
     done
 done
 
-python3 - "$RAW" "$OUT" "$SECONDS_PER_RUN" "$DISTURBED_SHARE" <<'PY'
-import json, sys, datetime, os, statistics
-raw, out, secs = sys.argv[1], sys.argv[2], float(sys.argv[3])
-# The seed's C stack, measured with the same method on this machine (issue 12).
-SEED_GBPS = {64: 1.39, 1460: 11.7}
-# A run is disturbed when either process's pinned thread waited for its core longer than this
-# share of the measured window: something else ran there, and the figure is not the stack's.
-DISTURBED_SHARE = float(sys.argv[4])
-runs = {}
-for line in open(raw):
-    run, mss, attempt, rest = line.split(" ", 3)
-    dec, rest, sides = json.JSONDecoder(), rest.strip(), []
-    while rest:  # the receiver's JSON, then the sender's
-        try:
-            obj, end = dec.raw_decode(rest)
-        except ValueError:
-            break
-        sides.append(obj)
-        rest = rest[end:].strip()
-    rx = next((o for o in sides if o.get("role") == "receiver"), None)
-    tx = next((o for o in sides if o.get("role") == "sender"), None)
-    waits = [o.get("run_queue_wait_ms") for o in (rx, tx) if o]
-    wait_ms = max((w for w in waits if w is not None), default=None)
-    point = {"run": int(run), "attempt": int(attempt), "gbps": rx["goodput_bps"] / 1e9 if rx else None, "wait_ms": wait_ms,
-             "disturbed": bool(rx and wait_ms is not None and wait_ms / 1e3 > DISTURBED_SHARE * rx["duration_s"])}
-    runs.setdefault(int(mss), []).append(point)
-
-def stats(values):
-    if not values:
-        return {}
-    return {"median_gbps": statistics.median(values), "min_gbps": min(values), "max_gbps": max(values),
-            "spread": max(values) / min(values)}
-
-rows = []
-for mss in sorted(runs):
-    got = [p["gbps"] for p in runs[mss] if p["gbps"]]
-    quiet = [p["gbps"] for p in runs[mss] if p["gbps"] and not p["disturbed"]]
-    row = {"mss": mss, "runs": runs[mss], "failed": len(runs[mss]) - len(got), **stats(got),
-           "quiet": stats(quiet), "quiet_runs": len(quiet)}
-    seed = SEED_GBPS.get(mss)
-    if seed and got:
-        row.update(seed_gbps=seed, ratio_median=row["median_gbps"] / seed, ratio_min=row["min_gbps"] / seed)
-    rows.append(row)
-meta = {"date": datetime.datetime.utcnow().strftime("%Y-%m-%d %H:%M UTC"), "cores": os.cpu_count(),
-        "seconds_per_run": secs, "disturbed_share": DISTURBED_SHARE,
-        "method": "two slimtcp-perf processes over DPDK net_memif, one pinned lcore each, runtime single, one connection",
-        "seed": "the seed's C stack measured the same way on this machine (issue 12)"}
-json.dump({"meta": meta, "rows": rows}, open(f"{out}/paper_memif.json", "w"), indent=1)
-f2 = lambda x: "-" if x is None else f"{x:.2f}"
-def run_text(p):
-    if p["gbps"] is None:
-        return "failed"
-    return f"{p['gbps']:.2f}" + ("*" if p["disturbed"] else "")
-lines = [f"Paper method over DPDK memif, {meta['date']}, {meta['cores']} cores, {secs:g} s per run: {meta['method']}.",
-         f"A run marked * was disturbed: a pinned thread waited for its core more than {DISTURBED_SHARE:.0%} of the window "
-         "(another task ran on it); such a run is tried again, and every attempt is listed.",
-         "", "| MSS | runs (Gb/s) | median | spread (max/min) | undisturbed: median, spread | seed | median/seed | min/seed |",
-         "| --- | --- | --- | --- | --- | --- | --- | --- |"]
-for r in rows:
-    quiet = r["quiet"]
-    quiet_txt = f"{quiet['median_gbps']:.2f}, {quiet['spread']:.2f} ({r['quiet_runs']} runs)" if quiet else "-"
-    lines.append(f"| {r['mss']} | {', '.join(run_text(p) for p in r['runs'])} | {f2(r.get('median_gbps'))} | "
-                 f"{f2(r.get('spread'))} | {quiet_txt} | {f2(r.get('seed_gbps'))} | {f2(r.get('ratio_median'))} | "
-                 f"{f2(r.get('ratio_min'))} |")
-open(f"{out}/paper_memif.md", "w").write("\n".join(lines) + "\n")
-print("\n".join(lines))
-PY
+python3 scripts/paper-memif.py report "$RAW" "$OUT" "$SECONDS_PER_RUN" "$DISTURBED_SHARE"
