@@ -68,7 +68,18 @@ impl EpollSet {
 
     /// The readiness of `fd` may have grown: check it at the next `collect`.
     pub fn notify(&mut self, fd: Fd) {
+        self.notify_grown(fd, Ready::all_kinds());
+    }
+
+    /// [`notify`](Self::notify) for a change of the kinds in `grown` only (data arrived: `IN`;
+    /// room to send: `OUT`): a registration that asked for none of them (nor errors and hang-ups,
+    /// always reported) is not queued, as Linux's wakeup keys skip it.
+    pub fn notify_grown(&mut self, fd: Fd, grown: Ready) {
         if let Some(reg) = self.regs.get_mut(&fd) {
+            let asked = reg.interest.readiness() | Ready::ERR | Ready::HUP;
+            if (asked & grown).is_empty() {
+                return;
+            }
             if !reg.queued && !reg.disarmed {
                 reg.queued = true;
                 self.ready.push_back(fd);
@@ -115,6 +126,20 @@ mod tests {
 
     fn ev(events: Ready, data: u64) -> EpollEvent {
         EpollEvent { events, data }
+    }
+
+    #[test]
+    fn an_edge_for_another_kind_does_not_report_unread_data_again() {
+        let mut set = EpollSet::default();
+        set.ctl(EpollOp::Add, Fd(1), ev(Ready::IN | Ready::ET, 1)).expect("add");
+        let mut out = [EpollEvent::default(); 4];
+        assert_eq!(set.collect(|_| Ready::IN | Ready::OUT, &mut out), 1, "the registration's edge");
+        set.notify_grown(Fd(1), Ready::OUT);
+        assert_eq!(set.collect(|_| Ready::IN | Ready::OUT, &mut out), 0, "room to send: not asked for");
+        set.notify_grown(Fd(1), Ready::IN);
+        assert_eq!(set.collect(|_| Ready::IN | Ready::OUT, &mut out), 1, "more data: a new edge");
+        set.notify_grown(Fd(1), Ready::ERR);
+        assert_eq!(set.collect(|_| Ready::IN | Ready::ERR, &mut out), 1, "errors are always reported");
     }
 
     #[test]

@@ -143,6 +143,11 @@ impl Ready {
         self.0 == 0
     }
 
+    /// Every readiness kind: a change that may concern any of them.
+    pub const fn all_kinds() -> Ready {
+        Ready(Self::IN.0 | Self::OUT.0 | Self::ERR.0 | Self::HUP.0 | Self::RDHUP.0)
+    }
+
     /// The readiness bits only (without `ET`/`ONESHOT`).
     pub fn readiness(self) -> Ready {
         Ready(self.0 & !(Self::ET.0 | Self::ONESHOT.0))

@@ -2,10 +2,11 @@
 
 use super::state::{Phase, SockEntry, DATAGRAM_QUEUE};
 use super::{AppSockets, Event, Link, Request};
-use crate::{Fd, Proto};
+use crate::{Fd, Proto, Ready};
 
 impl<L: Link> AppSockets<L> {
     pub(super) fn on_event(&mut self, event: Event<L::RxBuf>) {
+        let grown = grown_readiness(&event);
         let fd = match event {
             Event::Reply { ticket, result } => {
                 self.replies.insert(ticket, result);
@@ -82,7 +83,7 @@ impl<L: Link> AppSockets<L> {
             }
             Event::Writable { fd } => fd,
         };
-        self.notify(fd);
+        self.notify_grown(fd, grown);
     }
 
     /// A connection the link established on `listener`: queued for `accept`, or refused when
@@ -118,5 +119,20 @@ impl<L: Link> AppSockets<L> {
         if let (Some(fd), Some(l)) = (fd, self.sockets.get_mut(&listener)) {
             l.accept_q.push_back((fd, remote));
         }
+    }
+}
+
+/// The readiness an event may have added to its socket, for epoll: an edge-triggered
+/// registration is woken only by a kind it asked for (as Linux's wakeup keys do), so acknowledged
+/// sends do not report unread data a second time.
+fn grown_readiness<B>(event: &Event<B>) -> Ready {
+    match event {
+        Event::Reply { .. } => Ready::empty(),
+        Event::Connected { .. } | Event::SendDone { .. } | Event::Writable { .. } => Ready::OUT,
+        Event::Data { .. } | Event::Datagram { .. } | Event::Acceptable { .. } | Event::Accepted { .. } => {
+            Ready::IN
+        }
+        Event::Eof { .. } => Ready::IN | Ready::RDHUP,
+        Event::Failed { .. } | Event::Error { .. } => Ready::IN | Ready::OUT | Ready::ERR | Ready::HUP,
     }
 }

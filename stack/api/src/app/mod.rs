@@ -23,7 +23,7 @@ pub use state::DATAGRAM_QUEUE;
 
 use state::SockEntry;
 
-use crate::{EpollFd, EpollSet, Fd, SocketError};
+use crate::{EpollFd, EpollSet, Fd, Ready, SocketError};
 
 /// The largest `listen` backlog; a larger one is cut to it (Linux's default
 /// `net.core.somaxconn`). The backend's default per-tenant backlog limit too.
@@ -147,7 +147,7 @@ impl<L: Link> AppSockets<L> {
                 if let Some(s) = self.sockets.get_mut(&fd) {
                     s.no_link_room = false;
                 }
-                self.notify(fd);
+                self.notify_grown(fd, Ready::OUT);
             }
         }
         Ok(progressed)
@@ -256,10 +256,15 @@ impl<L: Link> AppSockets<L> {
 
     /// Tells the epoll sets of `fd` that its readiness may have changed.
     fn notify(&mut self, fd: Fd) {
+        self.notify_grown(fd, Ready::all_kinds());
+    }
+
+    /// Tells `fd`'s epoll sets that its readiness of the kinds in `grown` may have grown.
+    fn notify_grown(&mut self, fd: Fd, grown: Ready) {
         let Some(s) = self.sockets.get(&fd) else { return };
         for ep in &s.epolls {
             if let Some(set) = self.epolls.get_mut(ep) {
-                set.notify(fd);
+                set.notify_grown(fd, grown);
             }
         }
     }
