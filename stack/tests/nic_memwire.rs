@@ -5,7 +5,7 @@ use std::time::Duration;
 use slimtcp::nic::fault::{FaultConfig, Rng};
 use slimtcp::nic::memwire::{link, LinkConfig, MemwireError, MemwireNic};
 use slimtcp::nic::pcap::read_pcap;
-use slimtcp::nic::{Nic, NicCapabilities, NicError, PacketBuf};
+use slimtcp::nic::{ExternalFrame, ExternalPayload, Nic, NicCapabilities, NicError, PacketBuf};
 use slimtcp::time::{Instant, VirtualClock};
 
 /// A 64-byte frame whose first four bytes are `tag`.
@@ -107,6 +107,40 @@ fn full_link_pushes_back_like_a_tx_ring() {
     assert_eq!(drain(&mut b, Instant::ZERO).iter().map(tag).collect::<Vec<_>>(), vec![4, 5, 6, 7]);
     let s = a.stats().tx;
     assert_eq!((s.sent, s.dropped_full), (8, 0));
+}
+
+#[test]
+fn external_payloads_are_copied_behind_their_headers_as_far_as_the_link_has_room() {
+    let (mut a, mut b) = link(LinkConfig { capacity: 3, ..LinkConfig::default() }).expect("link");
+    let payloads: Vec<Vec<u8>> = (0..5u8).map(|i| vec![0xa0 + i; 100 + usize::from(i)]).collect();
+    let mut frames: Vec<ExternalFrame> = payloads
+        .iter()
+        .enumerate()
+        .map(|(i, p)| {
+            let mut headers = a.alloc_tx().expect("memwire always allocates");
+            headers.append(4).expect("room").copy_from_slice(&(i as u32).to_be_bytes());
+            // SAFETY: `payloads` outlives every transmit and completion of this test.
+            let payload = unsafe { ExternalPayload::new(p.as_ptr(), p.len(), 10 + i as u64) }.expect("non-null");
+            ExternalFrame { headers, payload }
+        })
+        .collect();
+    assert_eq!(a.transmit_external(Instant::ZERO, &mut frames).expect("transmit"), 3);
+    assert_eq!(frames.len(), 2, "the rest stays with the caller");
+    let mut done = Vec::new();
+    assert_eq!(a.poll_tx_completions(&mut done), 3);
+    assert_eq!(done, [10, 11, 12], "only what the link took is complete");
+    assert_eq!(a.external_copied_bytes(), 100 + 101 + 102);
+    let got = drain(&mut b, Instant::ZERO);
+    assert_eq!(got.len(), 3);
+    for (i, f) in got.iter().enumerate() {
+        assert_eq!(tag(f), i as u32, "in order, headers first");
+        assert_eq!(&f.as_slice()[4..], payloads[i].as_slice(), "then the payload");
+    }
+    assert_eq!(a.transmit_external(Instant::ZERO, &mut frames).expect("transmit"), 2);
+    assert!(frames.is_empty());
+    assert_eq!(drain(&mut b, Instant::ZERO).iter().map(tag).collect::<Vec<_>>(), vec![3, 4]);
+    assert_eq!(a.poll_tx_completions(&mut done), 2);
+    assert_eq!(a.stats().tx.sent, 5);
 }
 
 #[test]

@@ -20,7 +20,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use slimtcp::iface::DropReason;
-use slimtcp::iface::{Interface, SocketHandle};
+use slimtcp::iface::{Interface, SocketHandle, EXTERNAL_MIN_PAYLOAD};
 use slimtcp::nic::memwire::{self, LinkConfig, MemwireNic};
 use slimtcp::nic::{ExternalFrame, Nic, NicCapabilities, NicError, PacketBuf};
 use slimtcp::sim::{default_configs, B_IP};
@@ -226,6 +226,40 @@ fn a_loan_returns_only_after_ack_and_every_completion() {
 }
 
 #[test]
+fn a_short_segment_is_copied_and_a_long_one_sent_by_reference() {
+    let mut sim = Sim::new();
+    let (a, b) = sim.connect();
+    let dropped = Arc::new(AtomicUsize::new(0));
+    let short = EXTERNAL_MIN_PAYLOAD - 1;
+    let payload = loan(short, 5, &dropped);
+    let mut expect = payload.as_slice().expect("plain memory").to_vec();
+    sim.a.tcp_send_loaned(a, payload).expect("open").expect("fits");
+    let got = read_all(&mut sim, b, short);
+    assert_eq!(got, expect, "the short segment arrives intact");
+    sim.run_until("acknowledged", |s| s.a.tcp_info(a).expect("info").send_queued == 0);
+    sim.step(false);
+    let counters = sim.a.counters();
+    assert_eq!(counters.tx_payload_copied_bytes, short as u64, "copied behind its headers");
+    assert_eq!(counters.tx_external_bytes, 0);
+    assert_eq!(sim.a.nic().held(), 0, "no transmission by reference to wait for");
+    assert_eq!(sim.returned(a), 1, "acknowledged: handed back at once");
+
+    let payload = loan(EXTERNAL_MIN_PAYLOAD, 6, &dropped);
+    let long = payload.as_slice().expect("plain memory").to_vec();
+    sim.a.tcp_send_loaned(a, payload).expect("open").expect("fits");
+    expect = long;
+    let got = read_all(&mut sim, b, expect.len());
+    assert_eq!(got, expect, "the long segment arrives intact");
+    sim.run_until("acknowledged", |s| s.a.tcp_info(a).expect("info").send_queued == 0);
+    sim.step(false);
+    let counters = sim.a.counters();
+    assert_eq!(counters.tx_payload_copied_bytes, short as u64, "nothing more copied");
+    assert_eq!(counters.tx_external_bytes, EXTERNAL_MIN_PAYLOAD as u64, "sent by reference");
+    assert_eq!(sim.a.nic().held(), 1, "its transmission is held");
+    assert_eq!(sim.returned(a), 0, "so the loan waits for it");
+}
+
+#[test]
 fn retransmissions_are_waited_for_too() {
     let mut sim = Sim::new();
     let (a, b) = sim.connect();
@@ -378,9 +412,9 @@ impl TxPayload for Counted {
     }
 }
 
-/// Sends 20,000 counted bytes by reference from A to B over `link`; returns the reads of the
-/// payload the stack made.
-fn reads_of_a_loan_over(link: LinkConfig) -> usize {
+/// Sends 20,000 counted bytes as a by-reference loan from A to B over `link`; returns the reads
+/// of the payload the stack made and the payload bytes it copied into frames.
+fn reads_of_a_loan_over(link: LinkConfig) -> (usize, u64) {
     let mut sim = Sim::over(link);
     let (a, b) = sim.connect();
     let reads = Arc::new(AtomicUsize::new(0));
@@ -388,8 +422,7 @@ fn reads_of_a_loan_over(link: LinkConfig) -> usize {
     let payload = Box::new(Counted { data: data.clone(), reads: Arc::clone(&reads) });
     sim.a.tcp_send_loaned(a, payload).expect("open").expect("fits");
     assert_eq!(read_all(&mut sim, b, data.len()), data, "the bytes arrive intact");
-    assert_eq!(sim.a.counters().tx_payload_copied_bytes, 0, "sent by reference");
-    reads.load(Ordering::SeqCst)
+    (reads.load(Ordering::SeqCst), sim.a.counters().tx_payload_copied_bytes)
 }
 
 /// Sends a datagram of 1,400 counted bytes by reference from A to B over `link`; returns the
@@ -417,11 +450,15 @@ fn reads_of_a_datagram_loan_over(link: LinkConfig) -> usize {
 }
 
 #[test]
-fn over_a_nic_that_fills_checksums_the_stack_never_reads_a_loans_bytes() {
+fn a_loan_is_sent_by_reference_only_where_that_saves_reading_it() {
     let mut offload = LinkConfig::default();
     offload.caps.checksum = slimtcp::wire::ChecksumCapabilities::all();
-    assert_eq!(reads_of_a_loan_over(offload.clone()), 0, "the NIC fills the checksums");
-    assert!(reads_of_a_loan_over(LinkConfig::default()) > 0, "software checksums read the bytes");
+    assert_eq!(reads_of_a_loan_over(offload.clone()), (0, 0), "by reference; the NIC fills the checksums");
+    // Without a slice, summing the bytes would copy them: the stack copies them into the frames
+    // instead (and sums them there), one read per segment.
+    let (reads, copied) = reads_of_a_loan_over(LinkConfig::default());
+    assert_eq!(copied, 20_000, "software checksums: copied into the frames");
+    assert_eq!(reads, 20_000usize.div_ceil(1460), "each byte read once");
     assert_eq!(reads_of_a_datagram_loan_over(offload), 0, "the NIC fills the UDP checksum");
     assert!(reads_of_a_datagram_loan_over(LinkConfig::default()) > 0, "software: read for its sum");
 }

@@ -35,6 +35,7 @@ pub use counters::{Counters, DropReason};
 pub use martian::Martian;
 pub use socket_set::{FourTuple, SocketHandle, TCP_STATE_BYTES};
 pub use tcp_ops::TcpInfo;
+pub use tx::EXTERNAL_MIN_PAYLOAD;
 pub use udp_ops::PingReply;
 
 use arp_cache::ArpCache;

@@ -169,7 +169,7 @@ pub struct MemwireNic {
     caps: NicCapabilities,
     /// Tokens of external payloads copied onto the link, not yet polled.
     completed: Vec<u64>,
-    /// The one-frame burst `transmit_external` hands to `transmit` (kept to reuse).
+    /// The flattened burst `transmit_external` hands to `transmit` (kept to reuse).
     scratch: Vec<PacketBuf>,
     /// External payload bytes this end copied (memwire has no zero-copy path).
     external_copied_bytes: u64,
@@ -453,9 +453,14 @@ impl Nic for MemwireNic {
         now: Instant,
         frames: &mut Vec<ExternalFrame>,
     ) -> Result<usize, NicError> {
-        let mut sent = 0;
-        let mut one = std::mem::take(&mut self.scratch);
-        for frame in frames.iter() {
+        // Flatten only what the link has room for, then hand the burst over in one transmit
+        // (one lock): frames it cannot take stay with the caller, uncopied.
+        let room = {
+            let dir = lock(&self.shared.dirs[self.tx_index()]);
+            self.shared.capacity.saturating_sub(dir.queue.len())
+        };
+        let mut flat_frames = std::mem::take(&mut self.scratch);
+        for frame in frames.iter().take(room) {
             let len = frame.headers.len() + frame.payload.len();
             let mut flat = if len <= self.shared.pool.buf_size() {
                 self.shared.pool.take(0)
@@ -469,17 +474,17 @@ impl Nic for MemwireNic {
                 frame.payload.copy_to(tail);
             }
             flat.offload = frame.headers.offload;
-            one.push(flat);
-            if self.transmit(now, &mut one)? == 0 {
-                one.clear();
-                break;
-            }
+            flat_frames.push(flat);
+        }
+        let sent = self.transmit(now, &mut flat_frames);
+        // Frames the link did not take go back to the pool; their payloads were only read.
+        flat_frames.clear();
+        self.scratch = flat_frames;
+        let sent = sent?;
+        for frame in frames.drain(..sent) {
             self.external_copied_bytes += frame.payload.len() as u64;
             self.completed.push(frame.payload.token());
-            sent += 1;
         }
-        frames.drain(..sent);
-        self.scratch = one;
         Ok(sent)
     }
 

@@ -376,10 +376,15 @@ impl SendBuffer {
 
     /// Bytes `offset..offset+len` as one piece of a by-reference loan, with their sum (when
     /// `with_sum`) and the loan's id; `None` when they are copied data, span chunks, or are
-    /// empty.
+    /// empty, and when their sum is wanted but the loan is no plain slice (guest memory):
+    /// summing those bytes copies them, so copying them into the frame instead costs the same
+    /// and saves the reference.
     pub fn by_reference_slice(&mut self, offset: usize, len: usize, with_sum: bool) -> Option<LoanedSlice> {
         let (idx, from) = self.by_reference_piece(offset, len)?;
         let Chunk::Loaned(l) = self.chunks.get(idx)? else { return None };
+        if with_sum && l.payload.as_slice().is_none() {
+            return None;
+        }
         let base = l.payload.external_addr()?;
         // SAFETY: `from + len <= l.payload.len()` (checked by `by_reference_piece`) and the
         // payload promised `len()` mapped bytes from `base`, so the sum stays inside them.

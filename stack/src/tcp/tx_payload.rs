@@ -91,6 +91,8 @@ pub fn copy_all(payload: &dyn TxPayload) -> Vec<u8> {
 /// Bytes read per copy when summing a payload that offers no slice (even, so that only the last
 /// piece can end on an odd byte).
 const SUM_PIECE: usize = 1024;
+/// The piece for short payloads: its zeroing costs a few stores, not a kilobyte's.
+const SHORT_SUM_PIECE: usize = 256;
 
 /// The ones-complement sum (`checksum::data`) of bytes `offset..offset + len` of `payload`, read
 /// in place when it is a plain slice, else through small copies.
@@ -98,11 +100,20 @@ pub fn payload_sum(payload: &dyn TxPayload, offset: usize, len: usize) -> u16 {
     if let Some(bytes) = payload.as_slice().and_then(|s| s.get(offset..offset + len)) {
         return checksum::data(bytes);
     }
-    let mut piece = [0u8; SUM_PIECE];
+    if len <= SHORT_SUM_PIECE {
+        sum_through_copies::<SHORT_SUM_PIECE>(payload, offset, len)
+    } else {
+        sum_through_copies::<SUM_PIECE>(payload, offset, len)
+    }
+}
+
+/// [`payload_sum`] through copies into a stack piece of `PIECE` bytes.
+fn sum_through_copies<const PIECE: usize>(payload: &dyn TxPayload, offset: usize, len: usize) -> u16 {
+    let mut piece = [0u8; PIECE];
     let mut sums = [0u16; 2];
     let mut done = 0;
     while done < len {
-        let want = (len - done).min(SUM_PIECE);
+        let want = (len - done).min(PIECE);
         let got = payload.copy_to(offset + done, &mut piece[..want]);
         if got == 0 {
             break;
@@ -135,7 +146,9 @@ mod tests {
     fn sums_through_copies_match_sums_of_the_slice() {
         let bytes: Vec<u8> = (0..5000u32).map(|i| (i * 7 + i / 13) as u8).collect();
         let copy_only = CopyOnly(bytes.clone());
-        for (offset, len) in [(0, 5000), (1, 4999), (3, 1024), (1023, 2049), (4999, 1), (10, 0)] {
+        for (offset, len) in
+            [(0, 5000), (1, 4999), (3, 1024), (1023, 2049), (4999, 1), (10, 0), (5, 255), (7, 256), (9, 257)]
+        {
             assert_eq!(
                 payload_sum(&copy_only, offset, len),
                 checksum::data(&bytes[offset..offset + len]),
