@@ -120,7 +120,8 @@ fn external_payloads_are_copied_behind_their_headers_as_far_as_the_link_has_room
             let mut headers = a.alloc_tx().expect("memwire always allocates");
             headers.append(4).expect("room").copy_from_slice(&(i as u32).to_be_bytes());
             // SAFETY: `payloads` outlives every transmit and completion of this test.
-            let payload = unsafe { ExternalPayload::new(p.as_ptr(), p.len(), 10 + i as u64) }.expect("non-null");
+            let payload =
+                unsafe { ExternalPayload::new(p.as_ptr(), p.len(), 10 + i as u64) }.expect("non-null");
             ExternalFrame { headers, payload }
         })
         .collect();

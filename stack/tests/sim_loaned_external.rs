@@ -240,6 +240,7 @@ fn a_short_segment_is_copied_and_a_long_one_sent_by_reference() {
     sim.step(false);
     let counters = sim.a.counters();
     assert_eq!(counters.tx_payload_copied_bytes, short as u64, "copied behind its headers");
+    assert_eq!(counters.tx_short_payload_copied_bytes, short as u64, "because it was short");
     assert_eq!(counters.tx_external_bytes, 0);
     assert_eq!(sim.a.nic().held(), 0, "no transmission by reference to wait for");
     assert_eq!(sim.returned(a), 1, "acknowledged: handed back at once");
@@ -254,6 +255,7 @@ fn a_short_segment_is_copied_and_a_long_one_sent_by_reference() {
     sim.step(false);
     let counters = sim.a.counters();
     assert_eq!(counters.tx_payload_copied_bytes, short as u64, "nothing more copied");
+    assert_eq!(counters.tx_short_payload_copied_bytes, short as u64);
     assert_eq!(counters.tx_external_bytes, EXTERNAL_MIN_PAYLOAD as u64, "sent by reference");
     assert_eq!(sim.a.nic().held(), 1, "its transmission is held");
     assert_eq!(sim.returned(a), 0, "so the loan waits for it");
@@ -422,6 +424,7 @@ fn reads_of_a_loan_over(link: LinkConfig) -> (usize, u64) {
     let payload = Box::new(Counted { data: data.clone(), reads: Arc::clone(&reads) });
     sim.a.tcp_send_loaned(a, payload).expect("open").expect("fits");
     assert_eq!(read_all(&mut sim, b, data.len()), data, "the bytes arrive intact");
+    assert_eq!(sim.a.counters().tx_short_payload_copied_bytes, 0, "full segments, none short");
     (reads.load(Ordering::SeqCst), sim.a.counters().tx_payload_copied_bytes)
 }
 

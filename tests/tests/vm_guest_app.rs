@@ -162,14 +162,19 @@ fn a_guest_app_in_a_vm_moves_exact_data_with_linux_over_the_pci_transport() {
     );
     let counters = last_session_counters(&backend.text(), None).expect("session counters");
     assert_eq!(counter(&counters, "tx copied by backend"), 0, "{counters:?}");
-    // TCP segments and UDP datagrams go by reference from guest memory: nothing copied.
+    // TCP segments and UDP datagrams go by reference from guest memory: nothing copied but TCP
+    // segments shorter than EXTERNAL_MIN_PAYLOAD (the echoes), which cost less copied.
     let udp_sent: u64 = log
         .split("udp_sent_bytes=")
         .nth(1)
         .and_then(|s| s.split_whitespace().next())
         .and_then(|s| s.parse().ok())
         .unwrap_or_else(|| panic!("{}", context("no udp_sent_bytes in the guest's output")));
-    assert_eq!(counter(&counters, "stack tx payload copied"), 0, "{counters:?}");
+    assert_eq!(
+        counter(&counters, "stack tx payload copied"),
+        counter(&counters, "stack tx short payload copied"),
+        "{counters:?}"
+    );
     assert_eq!(counter(&counters, "NIC copied guest payload"), 0, "{counters:?}");
     assert!(counter(&counters, "tx by reference") >= BULK + udp_sent, "{counters:?}");
     assert!(counter(&counters, "rx copied") >= BULK, "{counters:?}");

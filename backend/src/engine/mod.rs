@@ -109,6 +109,9 @@ pub struct SessionReport {
     pub device: DeviceCounters,
     /// Payload bytes the stack copied into frames it built (since the interface was made).
     pub stack_tx_payload_copied: u64,
+    /// The part of `stack_tx_payload_copied` that was guest memory the NIC could have sent in
+    /// place, copied because its segment was short (`slimtcp::iface::EXTERNAL_MIN_PAYLOAD`).
+    pub stack_tx_short_payload_copied: u64,
     /// External (guest-memory) payload bytes the NIC copied instead of sending them in place
     /// (since the NIC was opened).
     pub nic_external_copied: u64,
@@ -126,7 +129,8 @@ impl std::fmt::Display for SessionReport {
             f,
             "requests {}, unanswerable chains {}, errors {}, rx messages {}, tx by reference {} B, \
              tx copied by backend {} B, \
-             stack tx payload copied {} B, NIC copied guest payload {} B, guest regions attached {}, \
+             stack tx payload copied {} B, stack tx short payload copied {} B, \
+             NIC copied guest payload {} B, guest regions attached {}, \
              rx copied {} B, copied at ring stops {} B, chains returned at ring stops {}, \
              socket limit refusals {}, rx memory {} B (peak {} B of {} B, {} refused)",
             c.requests,
@@ -136,6 +140,7 @@ impl std::fmt::Display for SessionReport {
             c.tx_payload_by_reference,
             c.tx_payload_copied,
             self.stack_tx_payload_copied,
+            self.stack_tx_short_payload_copied,
             self.nic_external_copied,
             self.regions_attached,
             c.rx_payload_copied,
@@ -304,6 +309,7 @@ impl<N: Nic> Engine<N> {
         SessionReport {
             device: self.counters(),
             stack_tx_payload_copied: iface.counters().tx_payload_copied_bytes,
+            stack_tx_short_payload_copied: iface.counters().tx_short_payload_copied_bytes,
             nic_external_copied: iface.nic().external_copied_bytes(),
             regions_attached: self.dma.attached(),
             rx_memory: iface.rx_memory(),

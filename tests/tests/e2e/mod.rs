@@ -396,13 +396,17 @@ pub fn udp_echo<A: SocketApi>(api: &mut A, ns: &Netns, count: usize) -> u64 {
 }
 
 /// Zero copy, proven by counters: every sent byte went out of guest memory by reference (not
-/// copied by the backend, the stack or the NIC) and every received byte was copied exactly once,
-/// into the guest's buffers.
+/// copied by the backend, the stack or the NIC), except the segments shorter than
+/// `EXTERNAL_MIN_PAYLOAD` that the stack copies behind their headers because that costs less, and
+/// every received byte was copied exactly once, into the guest's buffers.
 pub fn assert_zero_copy(r: &SessionReport, sent: u64, received: u64) {
     let d = &r.device;
     assert!(d.tx_payload_by_reference >= sent, "sent by reference: {r}");
     assert_eq!(d.tx_payload_copied, 0, "backend copies: {r}");
-    assert_eq!(r.stack_tx_payload_copied, 0, "stack copies: {r}");
+    assert_eq!(
+        r.stack_tx_payload_copied, r.stack_tx_short_payload_copied,
+        "stack copies, but of short segments: {r}"
+    );
     assert_eq!(r.nic_external_copied, 0, "NIC copies of guest payload: {r}");
     assert_eq!(d.rx_payload_copied, received, "receive copies: {r}");
 }
