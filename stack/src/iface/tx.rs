@@ -171,17 +171,14 @@ impl<N: Nic> SegmentSink for FrameSink<'_, N> {
     fn emit(&mut self, repr: &TcpRepr, mut payload: Payload<'_>) -> Result<(), SinkFull> {
         // Segments with options (SYNs, ACKs with SACK blocks) take the general emitter.
         let plain_header = repr.max_seg_size.is_none() && repr.window_scale.is_none() && repr.sack.is_none();
-        if self.external && plain_header {
+        let short = payload.len() < EXTERNAL_MIN_PAYLOAD;
+        if self.external && plain_header && !short {
             // One look at the send buffer: the piece by reference (with its sum when the NIC
-            // does not fill the checksum and it goes by reference), or copied data.
-            let long = payload.len() >= EXTERNAL_MIN_PAYLOAD;
-            if let Some(slice) = payload.by_reference(long && !self.caps.tcp.tx) {
-                if long {
-                    self.emit_external(repr, &mut payload, slice)?;
-                    self.counters.tcp_segs_out += 1;
-                    return Ok(());
-                }
-                self.counters.tx_short_payload_copied_bytes += payload.len() as u64;
+            // does not fill the checksum), or copied data.
+            if let Some(slice) = payload.by_reference(!self.caps.tcp.tx) {
+                self.emit_external(repr, &mut payload, slice)?;
+                self.counters.tcp_segs_out += 1;
+                return Ok(());
             }
         }
         self.make_room(false)?;
@@ -202,6 +199,9 @@ impl<N: Nic> SegmentSink for FrameSink<'_, N> {
             )?;
         } else {
             self.template.write(&mut buf, repr, &mut payload, &self.caps).map_err(|_| SinkFull)?;
+        }
+        if self.external && short && payload.from_by_reference_loans() {
+            self.counters.tx_short_payload_copied_bytes += payload.len() as u64;
         }
         self.counters.tcp_segs_out += 1;
         if repr.flags.contains(crate::wire::TcpFlags::RST) {

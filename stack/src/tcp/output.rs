@@ -67,6 +67,12 @@ impl<'a> Payload<'a> {
         self.tx.as_deref_mut()?.by_reference_slice(offset, len, with_sum)
     }
 
+    /// True when the connection queues loans a NIC may send by reference (so this payload may
+    /// be one: a segment copied anyway counts as a copy of them).
+    pub fn from_by_reference_loans(&self) -> bool {
+        self.tx.as_deref().is_some_and(SendBuffer::holds_by_reference_loans)
+    }
+
     /// Records that a NIC transmission referencing `slice`'s loan was queued: the loan is not
     /// handed back before that transmission completes. Call only once the frame is committed.
     pub fn lent(&mut self, slice: &LoanedSlice) {

@@ -115,12 +115,21 @@ fn sum_native_scalar(bytes: &[u8]) -> u64 {
         w.copy_from_slice(word);
         sum = add64(sum, u64::from_ne_bytes(w));
     }
+    // The last 0-7 bytes as a 4-, a 2- and a 1-byte piece (fixed-size reads, no copy of a
+    // variable length): each starts at an even offset, so its bytes keep their 16-bit lanes, and
+    // where a lane lands in the 64-bit sum does not matter (2^16 = 1 modulo 2^16 - 1).
     let rest = words.remainder();
-    if !rest.is_empty() {
-        // Zero padding on the right keeps every byte in its 16-bit lane (chunks start even).
-        let mut w = [0u8; 8];
-        w[..rest.len()].copy_from_slice(rest);
-        sum = add64(sum, u64::from_ne_bytes(w));
+    let (four, rest) = rest.split_at(rest.len() & 4);
+    if let Ok(w) = <[u8; 4]>::try_from(four) {
+        sum = add64(sum, u64::from(u32::from_ne_bytes(w)));
+    }
+    let (two, rest) = rest.split_at(rest.len() & 2);
+    if let Ok(w) = <[u8; 2]>::try_from(two) {
+        sum = add64(sum, u64::from(u16::from_ne_bytes(w)));
+    }
+    if let [last] = rest {
+        // Zero padding on the right.
+        sum = add64(sum, u64::from(u16::from_ne_bytes([*last, 0])));
     }
     sum
 }
@@ -196,6 +205,24 @@ mod tests {
             let start = (rng.gen_range(0..4) as usize).min(len); // unaligned starts too
             let slice = &buf[start..len];
             assert_eq!(data(slice), reference(slice), "len {} start {}", len, start);
+        }
+    }
+
+    #[test]
+    fn every_tail_length_matches_the_reference() {
+        let mut rng = Rng::new(0x7a11);
+        let mut buf = [0u8; 48];
+        for fill in [0x00u8, 0xff, 0x5a] {
+            buf.fill(fill);
+            for len in 0..=buf.len() {
+                assert_eq!(data(&buf[..len]), reference(&buf[..len]), "fill {fill:#x} len {len}");
+            }
+        }
+        for _ in 0..50 {
+            rng.fill_bytes(&mut buf);
+            for len in 0..=buf.len() {
+                assert_eq!(data(&buf[..len]), reference(&buf[..len]), "len {len}");
+            }
         }
     }
 
