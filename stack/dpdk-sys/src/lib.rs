@@ -21,6 +21,9 @@ pub struct rte_mbuf {
     _private: [u8; 0],
 }
 
+/// `rte_eal_alarm_callback`.
+pub type rte_eal_alarm_callback = Option<unsafe extern "C" fn(arg: *mut c_void)>;
+
 /// Opaque `struct rte_mempool`.
 #[repr(C)]
 #[derive(Debug)]
@@ -259,6 +262,13 @@ extern "C" {
     pub fn rte_eth_dev_start(port_id: u16) -> c_int;
     pub fn rte_eth_dev_stop(port_id: u16) -> c_int;
     pub fn rte_eth_dev_close(port_id: u16) -> c_int;
+
+    /// Calls `cb(cb_arg)` once, `us` microseconds from now, on the EAL interrupt thread (where
+    /// DPDK also runs drivers' interrupt callbacks); 0 or a negative errno (`rte_alarm.h`).
+    pub fn rte_eal_alarm_set(us: u64, cb: rte_eal_alarm_callback, cb_arg: *mut c_void) -> c_int;
+    /// Removes the alarms set with `cb` and `cb_arg` that have not started; waits for one that
+    /// is running on another thread. Returns how many were removed, or -1.
+    pub fn rte_eal_alarm_cancel(cb: rte_eal_alarm_callback, cb_arg: *mut c_void) -> c_int;
     pub fn rte_eth_promiscuous_enable(port_id: u16) -> c_int;
 
     /// Creates (probes) virtual device `name` with driver arguments `args` after EAL start

@@ -165,6 +165,16 @@ fn transfer(tag: &str, mss: &str, seconds: &str, extra: &[&str]) -> (String, Str
     let sender = ChildGuard::new(perf(link.eal("client", "1"), &tx_args).spawn().expect("sender starts"));
     let sent = finish(sender, LIMIT);
     let received = finish(receiver, LIMIT);
+    // Both end at about the same moment, each closing its memif port while its peer goes away:
+    // neither may crash doing so (DPDK memif's disconnect race, `nic/dpdk/interrupt_thread.rs`).
+    for (who, out) in [("sender", &sent), ("receiver", &received)] {
+        assert!(
+            out.status.success(),
+            "the {who} failed: {:?}\n{}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
     (summary(&sent), summary(&received))
 }
 

@@ -16,10 +16,11 @@
 //!
 //! Parts: [`eal`] (start once per process), [`mempool`], [`port`] (configuration, `net_ring`
 //! pairs), [`vdev`] (virtual devices created after start), [`mbuf`] (owned mbufs), [`extmem`]
-//! (external memory).
+//! (external memory), `interrupt_thread` (port operations serialized with the drivers' events).
 
 pub mod eal;
 pub mod extmem;
+mod interrupt_thread;
 pub mod mbuf;
 pub mod mempool;
 pub mod port;

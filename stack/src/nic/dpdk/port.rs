@@ -389,14 +389,31 @@ impl Port {
     }
 }
 
+/// Drivers whose control path takes no lock against their own events on the EAL interrupt
+/// thread: their ports are stopped and closed on that thread (`interrupt_thread`).
+const CONTROL_ON_INTERRUPT_THREAD: &[&str] = &["net_memif"];
+
+/// Stops port `id`, then closes it (which also releases a vdev's resources).
+fn stop_and_close(id: u16) -> (i32, i32) {
+    // SAFETY: the caller owns the started port and no queue of it is used any more (`Port::drop`).
+    unsafe { (sys::rte_eth_dev_stop(id), sys::rte_eth_dev_close(id)) }
+}
+
 impl Drop for Port {
     fn drop(&mut self) {
         let id = self.info.port_id;
-        // SAFETY: we configured and started the port; no queue of it is used any more (every
-        // NIC holding it is gone). Stop, then close (which also releases a vdev's resources).
-        let (stop, close) = unsafe { (sys::rte_eth_dev_stop(id), sys::rte_eth_dev_close(id)) };
-        if stop != 0 || close != 0 {
-            log::warn!("DPDK port {}: stop returned {stop}, close returned {close}", self.info.name);
+        // Every NIC holding the port is gone, so no queue of it is used any more.
+        let result = if CONTROL_ON_INTERRUPT_THREAD.contains(&self.info.driver.as_str()) {
+            super::interrupt_thread::run(move || stop_and_close(id))
+        } else {
+            Some(stop_and_close(id))
+        };
+        match result {
+            Some((0, 0)) => {}
+            Some((stop, close)) => {
+                log::warn!("DPDK port {}: stop returned {stop}, close returned {close}", self.info.name);
+            }
+            None => log::warn!("DPDK port {}: stop and close did not report", self.info.name),
         }
         release(id);
     }
