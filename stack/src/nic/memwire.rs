@@ -454,7 +454,7 @@ impl Nic for MemwireNic {
         frames: &mut Vec<ExternalFrame>,
     ) -> Result<usize, NicError> {
         // Flatten only what the link has room for, then hand the burst over in one transmit
-        // (one lock): frames it cannot take stay with the caller, uncopied.
+        // (the link locked twice per burst, not once per frame): frames it cannot take stay with the caller, uncopied.
         let room = {
             let dir = lock(&self.shared.dirs[self.tx_index()]);
             self.shared.capacity.saturating_sub(dir.queue.len())
