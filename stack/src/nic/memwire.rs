@@ -453,8 +453,9 @@ impl Nic for MemwireNic {
         now: Instant,
         frames: &mut Vec<ExternalFrame>,
     ) -> Result<usize, NicError> {
-        // Flatten only what the link has room for, then hand the burst over in one transmit
-        // (the link locked twice per burst, not once per frame): frames it cannot take stay with the caller, uncopied.
+        // Flatten only what the link has room for, then hand the burst over in one transmit (the
+        // link is locked twice per burst, not once per frame): frames it cannot take stay with
+        // the caller, uncopied.
         let room = {
             let dir = lock(&self.shared.dirs[self.tx_index()]);
             self.shared.capacity.saturating_sub(dir.queue.len())
