@@ -153,41 +153,49 @@ impl PacketBuf {
     }
 
     /// The data bytes.
+    #[inline]
     pub fn as_slice(&self) -> &[u8] {
         &self.storage.bytes()[self.start..self.end]
     }
 
     /// The data bytes, writable.
+    #[inline]
     pub fn as_mut_slice(&mut self) -> &mut [u8] {
         &mut self.storage.bytes_mut()[self.start..self.end]
     }
 
     /// Number of data bytes.
+    #[inline]
     pub fn len(&self) -> usize {
         self.end - self.start
     }
 
     /// True when no data bytes are held.
+    #[inline]
     pub fn is_empty(&self) -> bool {
         self.start == self.end
     }
 
     /// Free bytes in front of the data.
+    #[inline]
     pub fn headroom(&self) -> usize {
         self.start
     }
 
     /// Free bytes after the data.
+    #[inline]
     pub fn tailroom(&self) -> usize {
         self.storage.bytes().len() - self.end
     }
 
     /// Total storage size.
+    #[inline]
     pub fn capacity(&self) -> usize {
         self.storage.bytes().len()
     }
 
     /// Grows the data by `n` bytes at the end and returns them; `None` without room.
+    #[inline]
     pub fn append(&mut self, n: usize) -> Option<&mut [u8]> {
         if n > self.tailroom() {
             return None;
@@ -198,6 +206,7 @@ impl PacketBuf {
     }
 
     /// Grows the data by `n` bytes at the front and returns them; `None` without headroom.
+    #[inline]
     pub fn prepend(&mut self, n: usize) -> Option<&mut [u8]> {
         if n > self.start {
             return None;
@@ -207,6 +216,7 @@ impl PacketBuf {
     }
 
     /// Drops `n` bytes from the front (strips a header). Returns false if fewer are held.
+    #[inline]
     pub fn advance(&mut self, n: usize) -> bool {
         if n > self.len() {
             return false;
@@ -216,6 +226,7 @@ impl PacketBuf {
     }
 
     /// Keeps only the first `len` data bytes (no-op when already shorter).
+    #[inline]
     pub fn truncate(&mut self, len: usize) {
         if len < self.len() {
             self.end = self.start + len;

@@ -270,14 +270,25 @@ impl FaultInjector {
         self.stats
     }
 
+    /// On a faultless injector, the delivery time of a frame sent at `now` (counted as delivered,
+    /// as [`decide`](Self::decide) would); `None` when the injector has faults to decide. A
+    /// link's per-frame fast path: no decision to build, no frame to move through a [`Fate`].
+    #[inline]
+    pub fn pass_faultless(&mut self, now: Instant) -> Option<Instant> {
+        if !self.faultless {
+            return None;
+        }
+        // Still clamp, so a caller whose `now` goes backwards cannot reorder frames.
+        let at = now.max(self.fifo_floor);
+        self.fifo_floor = at;
+        self.stats.delivered += 1;
+        Some(at)
+    }
+
     /// Decides the fate of a frame of `frame_len` bytes sent at `now`, and counts it.
     pub fn decide(&mut self, now: Instant, frame_len: usize) -> Decision {
         let cfg = self.config;
-        if self.faultless {
-            // Still clamp, so a caller whose `now` goes backwards cannot reorder frames.
-            let at = now.max(self.fifo_floor);
-            self.fifo_floor = at;
-            self.stats.delivered += 1;
+        if let Some(at) = self.pass_faultless(now) {
             return Decision { deliver_at: Some(at), corrupt_bit: None, duplicate: false, reordered: false };
         }
         // Draw a fixed set of values per frame so decisions stay aligned across configurations.

@@ -83,6 +83,9 @@ impl Connection {
     }
 
     fn input_synchronized(&mut self, now: Instant, seg: &TcpRepr, payload: PacketBuf) {
+        if let Some(ack) = self.predicted_ack(seg, payload.len()) {
+            return self.input_predicted(now, seg, ack, payload);
+        }
         let syn = seg.flags.contains(TcpFlags::SYN);
         let rst = seg.flags.contains(TcpFlags::RST);
         let fin = seg.flags.contains(TcpFlags::FIN);
@@ -126,6 +129,44 @@ impl Connection {
         }
         let push = seg.flags.contains(TcpFlags::PSH);
         self.accept_payload(seg.seq_number, payload, fin, push, now);
+    }
+
+    /// Header prediction (Van Jacobson's, as in BSD's `tcp_input`): the segment an established
+    /// connection expects next: it starts at RCV.NXT, carries no SYN, RST or FIN and no SACK
+    /// blocks, and either acknowledges new data (its ACK in (SND.UNA, SND.MAX]) or carries data
+    /// with an ACK in [SND.UNA, SND.MAX], while no recovery, window probe or SACK scoreboard is
+    /// active. For such a segment every check of the general path is known to pass (it is
+    /// acceptable, its ACK is, it is no duplicate and starts no recovery), so
+    /// [`input_predicted`](Self::input_predicted) skips them. Returns its ACK number.
+    fn predicted_ack(&self, seg: &TcpRepr, payload_len: usize) -> Option<SeqNumber> {
+        let ack = seg.ack_number?;
+        let expected = self.state == State::Established
+            && seg.seq_number == self.rcv_nxt
+            && !seg.flags.intersects(TcpFlags::SYN | TcpFlags::RST | TcpFlags::FIN)
+            && seg.sack.is_none()
+            && self.recovery.is_none()
+            && self.persist.is_none()
+            && self.sacked.is_empty()
+            && ack >= self.snd_una
+            && ack <= self.snd_max
+            && (ack > self.snd_una || payload_len > 0);
+        expected.then_some(ack)
+    }
+
+    /// A segment [`predicted_ack`](Self::predicted_ack) recognised: what the general path does
+    /// with it, without the checks it is known to pass.
+    fn input_predicted(&mut self, now: Instant, seg: &TcpRepr, ack: SeqNumber, payload: PacketBuf) {
+        if ack > self.snd_una {
+            self.dup_acks = 0;
+            if self.ack_new_data(now, ack, false) && self.on_fin_acked(now) {
+                return;
+            }
+        }
+        self.update_send_window(seg, ack);
+        if !payload.is_empty() {
+            let push = seg.flags.contains(TcpFlags::PSH);
+            self.accept_payload(seg.seq_number, payload, false, push, now);
+        }
     }
 
     /// A segment outside the receive window: acknowledged (unless it is a reset), and a FIN in
