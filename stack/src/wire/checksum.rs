@@ -52,9 +52,8 @@ pub fn data(bytes: &[u8]) -> u16 {
 /// no tail; the receive path verifies one per IPv4 frame.
 #[inline]
 pub fn header20(bytes: &[u8; 20]) -> u16 {
-    let (words, _) = bytes.as_chunks::<4>();
-    let sum: u64 = words.iter().map(|w| u64::from(u32::from_ne_bytes(*w))).sum();
-    u16::from_be(fold(sum))
+    let word = |i: usize| u64::from(u32::from_ne_bytes([bytes[i], bytes[i + 1], bytes[i + 2], bytes[i + 3]]));
+    u16::from_be(fold(word(0) + word(4) + word(8) + word(12) + word(16)))
 }
 
 /// Slices shorter than this (headers, small segments) stay on the scalar path: the vector
@@ -106,16 +105,16 @@ fn sum_native_wide(bytes: &[u8]) -> u64 {
 /// overflow below 2^64 words), then the tail; the two halves are summed with end-around carry.
 #[inline(always)]
 fn sum_native_scalar(bytes: &[u8]) -> u64 {
-    let (words, rest) = bytes.as_chunks::<8>();
     let mut acc = 0u128;
-    for word in words {
+    let mut rest = bytes;
+    while let Some((word, after)) = rest.split_first_chunk::<8>() {
         acc += u128::from(u64::from_ne_bytes(*word));
+        rest = after;
     }
     // The last 0-7 bytes as a 4-, a 2- and a 1-byte piece (fixed-size reads, no copy of a
     // variable length): each starts at an even offset, so its bytes keep their 16-bit lanes, and
     // where a lane lands in the 64-bit sum does not matter (2^16 = 1 modulo 2^16 - 1).
     let mut tail = 0u64;
-    let mut rest = rest;
     if let Some((four, after)) = rest.split_first_chunk::<4>() {
         tail += u64::from(u32::from_ne_bytes(*four));
         rest = after;
