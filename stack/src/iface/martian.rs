@@ -54,6 +54,7 @@ impl Martian {
     }
 
     /// Why `src` cannot be the source of a datagram reaching interface `cfg`, if it cannot.
+    #[inline]
     pub fn classify(cfg: &InterfaceConfig, src: Ipv4Addr) -> Option<Martian> {
         let first = src.octets()[0];
         if first == 0 {
