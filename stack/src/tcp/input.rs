@@ -138,7 +138,7 @@ impl Connection {
     /// active. For such a segment every check of the general path is known to pass (it is
     /// acceptable, its ACK is, it is no duplicate and starts no recovery), so
     /// [`input_predicted`](Self::input_predicted) skips them. Returns its ACK number.
-    fn predicted_ack(&self, seg: &TcpRepr, payload_len: usize) -> Option<SeqNumber> {
+    pub(super) fn predicted_ack(&self, seg: &TcpRepr, payload_len: usize) -> Option<SeqNumber> {
         let ack = seg.ack_number?;
         let expected = self.state == State::Established
             && seg.seq_number == self.rcv_nxt

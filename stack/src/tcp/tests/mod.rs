@@ -8,6 +8,7 @@ mod handshake;
 mod harness;
 mod liveness;
 mod pair;
+mod prediction;
 mod recovery;
 mod rfc5961;
 mod syncookie;
