@@ -3,7 +3,8 @@
 //! Specification:
 //! - frames sent on one port arrive intact on the other, zero-copy (the receiver's mbuf data is
 //!   the sender's);
-//! - a link that cannot take more gives the frames back to the caller;
+//! - a link that cannot take more gives the frames back to the caller, in order, without copying
+//!   a heap-backed frame more than once;
 //! - frames whose payload lies in registered external memory (a memfd region, as guest memory is)
 //!   arrive with the payload still in that region; the owner learns that the payload may be
 //!   reused only once the receiver has freed the frame; no byte is copied.
@@ -125,6 +126,43 @@ fn a_full_link_gives_frames_back() {
     let seqs: Vec<u32> =
         got.iter().map(|f| u32::from_be_bytes(f.as_slice()[14..18].try_into().expect("4"))).collect();
     assert_eq!(seqs, (63..100).collect::<Vec<_>>());
+}
+
+#[test]
+fn heap_frames_on_a_full_link_are_copied_once_and_kept_in_order() {
+    let (mut a, mut b) = wired_pair("fullheap", 64);
+    let mut frames: Vec<PacketBuf> = (0..100u32)
+        .map(|seq| {
+            let mut buf = PacketBuf::new_tx();
+            fill_frame(&mut buf, seq, 80);
+            buf
+        })
+        .collect();
+    let mut sent = 0;
+    for _ in 0..10 {
+        sent += a.transmit(Instant::ZERO, &mut frames).expect("transmit");
+    }
+    assert_eq!(sent, 63, "a ring of 64 holds 63 frames");
+    assert_eq!(frames.len(), 100 - 63, "the rest stays with the caller");
+    let copied_while_full = a.stats().tx_copied_bytes;
+    let got = receive_all(&mut b, 63);
+    assert_eq!(got.len(), 63);
+    while !frames.is_empty() {
+        a.transmit(Instant::ZERO, &mut frames).expect("transmit");
+    }
+    let got = receive_all(&mut b, 37);
+    let seqs: Vec<u32> =
+        got.iter().map(|f| u32::from_be_bytes(f.as_slice()[14..18].try_into().expect("4"))).collect();
+    assert_eq!(seqs, (63..100).collect::<Vec<_>>());
+    for (frame, seq) in got.iter().zip(63u32..) {
+        let mut want = PacketBuf::new_tx();
+        fill_frame(&mut want, seq, 80);
+        assert_eq!(frame.as_slice(), want.as_slice(), "frame {seq} intact");
+    }
+    // Each heap frame was copied into an mbuf once, however often the full ring refused it.
+    assert!(copied_while_full <= 100 * 80, "{copied_while_full}");
+    assert_eq!(a.stats().tx_copied_bytes, 100 * 80);
+    assert_eq!(a.stats().tx_frames, 100);
 }
 
 #[test]

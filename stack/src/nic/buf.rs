@@ -263,6 +263,15 @@ impl PacketBuf {
         }
     }
 
+    /// The mbuf under an mbuf-backed buffer and the data window (`start..end`), for transmit in
+    /// place; `None` when heap-backed.
+    pub(crate) fn mbuf_mut(&mut self) -> Option<(&mut super::dpdk::mbuf::MbufStorage, usize, usize)> {
+        match &mut self.storage {
+            Storage::Mbuf(m) => Some((m, self.start, self.end)),
+            Storage::Heap(_) | Storage::Pooled(_) => None,
+        }
+    }
+
     /// The mbuf and the data window (`start..end`), or the buffer itself when heap-backed.
     pub(crate) fn into_mbuf(self) -> Result<(super::dpdk::mbuf::MbufStorage, usize, usize, TxOffload), Self> {
         match self.storage {

@@ -199,18 +199,38 @@ impl MbufStorage {
 
     /// Writes the data window and tx offload request into the mbuf and returns it.
     pub(crate) fn into_tx_mbuf(
-        self,
+        mut self,
         start: usize,
         end: usize,
         l2_len: u16,
         l3_len: u16,
         tx_flags: u32,
     ) -> Mbuf {
+        self.prepare_tx(start, end, l2_len, l3_len, tx_flags);
+        self.mbuf
+    }
+
+    /// Writes the data window and tx offload request into the mbuf, which stays owned here: its
+    /// pointer may be offered to one `tx_burst`; if the driver takes it, the storage must then be
+    /// given up with [`into_mbuf`](Self::into_mbuf) and `Mbuf::into_raw` (never freed here).
+    pub(crate) fn prepare_tx(
+        &mut self,
+        start: usize,
+        end: usize,
+        l2_len: u16,
+        l3_len: u16,
+        tx_flags: u32,
+    ) -> *mut sys::rte_mbuf {
         let off = u16::try_from(start).unwrap_or(u16::MAX);
         let len = u16::try_from(end.saturating_sub(start)).unwrap_or(u16::MAX);
         // SAFETY: we own the single-segment mbuf; start..end lies within its buffer (PacketBuf
         // keeps its window inside the storage, whose size is buf_len <= u16::MAX).
         unsafe { sys::shim_mbuf_set_tx(self.mbuf.as_ptr(), off, len, l2_len, l3_len, tx_flags) };
+        self.mbuf.as_ptr()
+    }
+
+    /// The mbuf itself (its metadata as last written).
+    pub(crate) fn into_mbuf(self) -> Mbuf {
         self.mbuf
     }
 }

@@ -81,16 +81,12 @@ impl DpdkNicStats {
     }
 }
 
-/// A frame prepared for transmit, kept until the driver takes it (or gives it back).
+/// An external frame prepared for transmit (headers mbuf, payload chained or copied behind),
+/// kept until the driver takes it (or gives it back).
 #[derive(Debug)]
 struct Pending {
     mbuf: Mbuf,
     offload: TxOffload,
-    external: Option<PendingExternal>,
-}
-
-#[derive(Debug)]
-struct PendingExternal {
     payload: ExternalPayload,
     header_len: usize,
     /// Slot of a zero-copy payload; `None` when the payload was copied (or empty).
@@ -311,46 +307,45 @@ impl DpdkNic {
     }
 
     /// A frame as an mbuf ready for tx: in place when mbuf-backed, else copied (counted).
-    fn frame_to_mbuf(&mut self, frame: PacketBuf) -> Result<(Mbuf, TxOffload), PacketBuf> {
-        let offload = frame.offload;
-        let flags = self.tx_flags(&offload);
-        match frame.into_mbuf() {
-            Ok((storage, start, end, _)) => {
-                Ok((storage.into_tx_mbuf(start, end, offload.l2_len, offload.l3_len, flags), offload))
-            }
-            Err(heap) => {
-                let Some(len) = u16::try_from(heap.len()).ok() else { return Err(heap) };
-                let Some(mut m) = self.pool.alloc() else { return Err(heap) };
-                let Some(dst) = m.append(len) else { return Err(heap) };
-                dst.copy_from_slice(heap.as_slice());
-                self.stats.tx_copied_bytes += u64::from(len);
-                let Ok((storage, info)) = MbufStorage::new(m) else { return Err(heap) };
-                let start = usize::from(info.data_off);
-                Ok((
-                    storage.into_tx_mbuf(
-                        start,
-                        start + usize::from(len),
-                        offload.l2_len,
-                        offload.l3_len,
-                        flags,
-                    ),
-                    offload,
-                ))
+    fn frame_to_mbuf(&mut self, mut frame: PacketBuf) -> Result<(Mbuf, TxOffload), PacketBuf> {
+        if frame.mbuf_mut().is_none() {
+            match self.copy_into_mbuf(&frame) {
+                Some(copy) => frame = copy,
+                None => return Err(frame),
             }
         }
+        let offload = frame.offload;
+        let flags = self.tx_flags(&offload);
+        let (storage, start, end, _) = frame.into_mbuf()?;
+        Ok((storage.into_tx_mbuf(start, end, offload.l2_len, offload.l3_len, flags), offload))
+    }
+
+    /// A heap-backed frame copied into an mbuf-backed one (counted), same window and offloads;
+    /// `None` when the pool is empty or the frame does not fit an mbuf.
+    fn copy_into_mbuf(&mut self, frame: &PacketBuf) -> Option<PacketBuf> {
+        let len = u16::try_from(frame.len()).ok()?;
+        let mut m = self.pool.alloc()?;
+        m.append(len)?.copy_from_slice(frame.as_slice());
+        self.stats.tx_copied_bytes += u64::from(len);
+        let (storage, info) = MbufStorage::new(m).ok()?;
+        let start = usize::from(info.data_off);
+        let mut copy = PacketBuf::from_mbuf(storage, start, start + usize::from(len), None);
+        copy.offload = frame.offload;
+        Some(copy)
     }
 
     /// A pending mbuf the driver did not take, back as a PacketBuf (no copy).
-    fn untransmitted(mbuf: Mbuf, offload: TxOffload, len: Option<usize>) -> Option<PacketBuf> {
+    fn untransmitted(mbuf: Mbuf, offload: TxOffload, len: usize) -> Option<PacketBuf> {
         let (storage, info) = MbufStorage::new(mbuf).ok()?;
         let start = usize::from(info.data_off);
-        let end = start + len.unwrap_or(usize::from(info.data_len));
+        let end = start + len;
         let mut buf = PacketBuf::from_mbuf(storage, start, end, None);
         buf.offload = offload;
         Some(buf)
     }
 
-    /// tx burst of `self.pending`; returns how many the driver took (removed from `pending`).
+    /// tx burst of `self.pending` (external frames); returns how many the driver took (removed
+    /// from `pending`).
     fn tx_pending(&mut self) -> usize {
         self.raw.clear();
         self.raw.extend(self.pending.iter().map(|p| p.mbuf.as_ptr()));
@@ -369,14 +364,12 @@ impl DpdkNic {
             if l4_checksum_flag(enabled, &p.offload).is_some() {
                 self.stats.tx_checksum_offloaded += 1;
             }
-            if let Some(ext) = p.external {
-                self.stats.tx_external_frames += 1;
-                match ext.slot {
-                    Some(_) => self.stats.tx_external_bytes += ext.payload.len() as u64,
-                    None => {
-                        self.stats.tx_external_copied_bytes += ext.payload.len() as u64;
-                        self.copied_done.push(ext.payload.token());
-                    }
+            self.stats.tx_external_frames += 1;
+            match p.slot {
+                Some(_) => self.stats.tx_external_bytes += p.payload.len() as u64,
+                None => {
+                    self.stats.tx_external_copied_bytes += p.payload.len() as u64;
+                    self.copied_done.push(p.payload.token());
                 }
             }
         }
@@ -393,8 +386,7 @@ impl DpdkNic {
             Err(headers) => return Err(ExternalFrame { headers, payload }),
         };
         let give_back =
-            |head: Mbuf, payload: ExternalPayload| match Self::untransmitted(head, offload, Some(header_len))
-            {
+            |head: Mbuf, payload: ExternalPayload| match Self::untransmitted(head, offload, header_len) {
                 Some(headers) => Err(ExternalFrame { headers, payload }),
                 None => {
                     log::error!("lost an external frame's headers (mbuf became shared)");
@@ -430,11 +422,7 @@ impl DpdkNic {
                             self.tx_flags(&offload),
                         )
                     };
-                    Ok(Pending {
-                        mbuf: chain,
-                        offload,
-                        external: Some(PendingExternal { payload, header_len, slot: Some(slot) }),
-                    })
+                    Ok(Pending { mbuf: chain, offload, payload, header_len, slot: Some(slot) })
                 }
                 Err((head, seg)) => {
                     self.ext.cancel(slot);
@@ -451,11 +439,7 @@ impl DpdkNic {
                 payload.copy_to(dst);
                 self.stats.tx_copied_bytes += len as u64;
             }
-            Ok(Pending {
-                mbuf: head,
-                offload,
-                external: Some(PendingExternal { payload, header_len, slot: None }),
-            })
+            Ok(Pending { mbuf: head, offload, payload, header_len, slot: None })
         }
     }
 }
@@ -494,34 +478,50 @@ impl Nic for DpdkNic {
         Ok(PacketBuf::from_mbuf(storage, start, start, None))
     }
 
+    /// Offers up to one burst from the front of `frames` to the driver in place: each frame's
+    /// mbuf gets its window and offload flags written but stays in its `PacketBuf` until the
+    /// driver takes it, so a full ring costs no conversion and the frames it refused stay where
+    /// they are, in order (a heap-backed frame is first replaced by its mbuf copy, counted once).
     fn transmit(&mut self, _now: Instant, frames: &mut Vec<PacketBuf>) -> Result<usize, NicError> {
         let n = frames.len().min(self.burst);
-        let mut back: Vec<PacketBuf> = Vec::new();
-        let mut iter = frames.drain(..n);
-        for frame in iter.by_ref() {
-            match self.frame_to_mbuf(frame) {
-                Ok((mbuf, offload)) => self.pending.push(Pending { mbuf, offload, external: None }),
+        self.raw.clear();
+        for frame in &mut frames[..n] {
+            if frame.mbuf_mut().is_none() {
+                // Pool exhausted (or an oversized frame): this one and the rest wait.
+                let Some(copy) = self.copy_into_mbuf(frame) else { break };
+                *frame = copy;
+            }
+            let offload = frame.offload;
+            let flags = self.tx_flags(&offload);
+            let Some((mbuf, start, end)) = frame.mbuf_mut() else { break };
+            self.raw.push(mbuf.prepare_tx(start, end, offload.l2_len, offload.l3_len, flags));
+        }
+        let n16 = u16::try_from(self.raw.len()).unwrap_or(u16::MAX);
+        // SAFETY: the port is started, the queue is ours; `raw` holds n16 valid mbufs, each
+        // owned by one of the first n16 frames; the ones the driver takes are given up below.
+        let sent = usize::from(unsafe {
+            sys::shim_tx_burst(self.port.info.port_id, self.queue, self.raw.as_mut_ptr(), n16)
+        });
+        self.raw.clear();
+        let enabled = self.port.info.enabled;
+        for frame in frames.drain(..sent) {
+            if l4_checksum_flag(enabled, &frame.offload).is_some() {
+                self.stats.tx_checksum_offloaded += 1;
+            }
+            match frame.into_mbuf() {
+                // The driver owns the mbuf now.
+                Ok((storage, ..)) => {
+                    let _ = storage.into_mbuf().into_raw();
+                }
+                // Cannot happen (every offered frame was mbuf-backed); never free what the
+                // driver may hold.
                 Err(frame) => {
-                    // Pool exhausted: keep this frame and the rest of the batch for later.
-                    back.push(frame);
-                    break;
+                    log::error!("a transmitted frame was not mbuf-backed");
+                    std::mem::forget(frame);
                 }
             }
         }
-        back.extend(iter);
-        let sent = self.tx_pending();
-        // Frames the driver did not take go back to the front of `frames`, in order.
-        let mut unsent: Vec<PacketBuf> = Vec::with_capacity(self.pending.len() + back.len());
-        for p in self.pending.drain(..) {
-            match Self::untransmitted(p.mbuf, p.offload, None) {
-                Some(buf) => unsent.push(buf),
-                None => log::error!("lost an untransmitted frame (mbuf became shared)"),
-            }
-        }
-        unsent.extend(back);
-        if !unsent.is_empty() {
-            frames.splice(0..0, unsent);
-        }
+        self.stats.tx_frames += sent as u64;
         Ok(sent)
     }
 
@@ -548,15 +548,14 @@ impl Nic for DpdkNic {
         // Frames the driver did not take go back to the caller, in order, before the others.
         let mut unsent: Vec<ExternalFrame> = Vec::with_capacity(self.pending.len() + back.len());
         for p in self.pending.drain(..) {
-            let Some(ext) = p.external else { continue };
             let mut head = p.mbuf;
-            if let Some(slot) = ext.slot {
+            if let Some(slot) = p.slot {
                 self.ext.cancel(slot);
                 // Dropping the payload segment fires its callback, which the cancel discards.
                 drop(head.unchain());
             }
-            match Self::untransmitted(head, p.offload, Some(ext.header_len)) {
-                Some(headers) => unsent.push(ExternalFrame { headers, payload: ext.payload }),
+            match Self::untransmitted(head, p.offload, p.header_len) {
+                Some(headers) => unsent.push(ExternalFrame { headers, payload: p.payload }),
                 None => log::error!("lost an external frame's headers (mbuf became shared)"),
             }
         }
