@@ -12,7 +12,9 @@
 //! - a UDP datagram's loaned payload goes out the same way (its checksum computed over the
 //!   payload in place; a datagram waiting for ARP keeps its loan) and comes back once its
 //!   transmission completed; a datagram whose next hop cannot be resolved gives its loan back
-//!   at once; a socket closed meanwhile releases the payload only after the completion.
+//!   at once; a socket closed meanwhile releases the payload only after the completion;
+//! - a datagram shorter than `EXTERNAL_MIN_PAYLOAD` is copied (counted as short) and its loan
+//!   handed back at once, as a short TCP segment is.
 
 use std::net::SocketAddrV4;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -324,7 +326,7 @@ fn a_datagram_loan_returns_after_its_completion() {
     let b = sim.b.udp_bind(PORT).expect("bind b");
     let dropped = Arc::new(AtomicUsize::new(0));
     let payloads: Vec<Box<dyn TxPayload>> =
-        [1, 2, 999, 1472].iter().map(|&n| loan(n, n as u8, &dropped)).collect();
+        [256, 300, 999, 1472].iter().map(|&n| loan(n, n as u8, &dropped)).collect();
     let expect: Vec<Vec<u8>> =
         payloads.iter().map(|p| p.as_slice().expect("plain memory").to_vec()).collect();
     // The first datagrams wait for ARP (B is not resolved yet), holding their loans.
@@ -343,7 +345,7 @@ fn a_datagram_loan_returns_after_its_completion() {
     assert_eq!(got, expect, "every datagram arrives intact (B checks UDP checksums)");
     let counters = sim.a.counters();
     assert_eq!(counters.tx_payload_copied_bytes, 0, "the stack copied no payload byte");
-    assert_eq!(counters.tx_external_bytes, 1 + 2 + 999 + 1472);
+    assert_eq!(counters.tx_external_bytes, 256 + 300 + 999 + 1472);
     assert_eq!(sim.b.counters().udp_in, 4);
     // A's next poll collects the completions (which the NIC holds back).
     sim.step(false);
@@ -360,13 +362,46 @@ fn a_datagram_loan_returns_after_its_completion() {
 }
 
 #[test]
+fn a_short_datagram_loan_is_copied_and_handed_back_at_once() {
+    let mut sim = Sim::new();
+    let a = sim.a.udp_bind(0).expect("bind a");
+    let b = sim.b.udp_bind(PORT).expect("bind b");
+    let dropped = Arc::new(AtomicUsize::new(0));
+    let sizes = [1, 2, EXTERNAL_MIN_PAYLOAD - 1];
+    let payloads: Vec<Box<dyn TxPayload>> = sizes.iter().map(|&n| loan(n, n as u8, &dropped)).collect();
+    let expect: Vec<Vec<u8>> =
+        payloads.iter().map(|p| p.as_slice().expect("plain memory").to_vec()).collect();
+    let now = sim.clock.now();
+    for p in payloads {
+        sim.a.udp_send_loaned(now, a, p, Some(SocketAddrV4::new(B_IP, PORT))).expect("send");
+    }
+    assert_eq!(sim.udp_returned(a), 3, "copied: the loans come back before anything is sent");
+    let mut got = Vec::new();
+    let mut buf = vec![0u8; 2048];
+    sim.run_until("the datagrams arrive", |s| {
+        while let Ok((n, _)) = s.b.udp_recv_from(b, &mut buf) {
+            got.push(buf[..n].to_vec());
+        }
+        got.len() == expect.len()
+    });
+    assert_eq!(got, expect, "every datagram arrives intact");
+    let copied: usize = sizes.iter().sum();
+    let counters = sim.a.counters();
+    assert_eq!(counters.tx_payload_copied_bytes, copied as u64);
+    assert_eq!(counters.tx_short_payload_copied_bytes, copied as u64, "because they were short");
+    assert_eq!(counters.tx_external_bytes, 0);
+    assert_eq!(sim.a.nic().held(), 0, "no completion to wait for");
+    assert_eq!(sim.a.external_in_flight(), 0);
+}
+
+#[test]
 fn an_unresolvable_datagram_gives_its_loan_back() {
     let mut sim = Sim::new();
     let a = sim.a.udp_bind(0).expect("bind a");
     let dropped = Arc::new(AtomicUsize::new(0));
     let nobody = SocketAddrV4::new(std::net::Ipv4Addr::new(10, 0, 0, 77), PORT);
     let now = sim.clock.now();
-    sim.a.udp_send_loaned(now, a, loan(100, 1, &dropped), Some(nobody)).expect("held for ARP");
+    sim.a.udp_send_loaned(now, a, loan(500, 1, &dropped), Some(nobody)).expect("held for ARP");
     sim.run_until("ARP gives up", |s| s.a.counters().dropped(DropReason::Unresolved) > 0);
     assert_eq!(sim.udp_returned(a), 1, "dropped: the loan is back");
     assert_eq!(sim.a.external_in_flight(), 0);

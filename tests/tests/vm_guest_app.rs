@@ -162,8 +162,9 @@ fn a_guest_app_in_a_vm_moves_exact_data_with_linux_over_the_pci_transport() {
     );
     let counters = last_session_counters(&backend.text(), None).expect("session counters");
     assert_eq!(counter(&counters, "tx copied by backend"), 0, "{counters:?}");
-    // TCP segments and UDP datagrams go by reference from guest memory: nothing copied but TCP
-    // segments shorter than EXTERNAL_MIN_PAYLOAD (the echoes), which cost less copied.
+    // TCP segments and UDP datagrams go by reference from guest memory: nothing copied but
+    // segments and datagrams shorter than EXTERNAL_MIN_PAYLOAD (the echoes, the small
+    // datagrams), which cost less copied.
     let udp_sent: u64 = log
         .split("udp_sent_bytes=")
         .nth(1)

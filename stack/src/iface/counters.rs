@@ -133,10 +133,10 @@ pub struct Counters {
     /// by-copy loaned data, UDP datagrams). By-reference loaned payloads sent through
     /// `Nic::transmit_external` are not copied and not counted.
     pub tx_payload_copied_bytes: u64,
-    /// The part of `tx_payload_copied_bytes` copied because the segment was shorter than
-    /// [`EXTERNAL_MIN_PAYLOAD`](crate::iface::EXTERNAL_MIN_PAYLOAD) (a copy costs less) on a
-    /// NIC that sends by reference, from a connection queueing by-reference loans (all of a
-    /// guest's sends are).
+    /// The part of `tx_payload_copied_bytes` copied because the TCP segment or UDP datagram
+    /// was shorter than [`EXTERNAL_MIN_PAYLOAD`](crate::iface::EXTERNAL_MIN_PAYLOAD) (a copy
+    /// costs less) on a NIC that sends by reference, from by-reference loans (all of a guest's
+    /// sends are).
     pub tx_short_payload_copied_bytes: u64,
     /// Loaned payload bytes the stack copied to hand the loans back early (`tcp_unloan`,
     /// `udp_unloan`).

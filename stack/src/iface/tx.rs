@@ -21,8 +21,8 @@ const ETH_LEN: usize = 14;
 const IP_LEN: usize = 20;
 const TTL: u8 = 64;
 
-/// The shortest TCP payload sent by reference (`Nic::transmit_external`) when the NIC can; a
-/// shorter one is copied behind its headers. A reference costs a registration, a completion to
+/// The shortest payload (TCP segment or UDP datagram) sent by reference
+/// (`Nic::transmit_external`) when the NIC can; a shorter one is copied behind its headers. A reference costs a registration, a completion to
 /// collect and, on DPDK, an mbuf attached to the memory; copying 256 bytes is a few vector moves
 /// (and over memwire the reference path copies anyway). Linux's `MSG_ZEROCOPY` makes the same
 /// trade for small sends.

@@ -3,7 +3,8 @@
 //!
 //! The loan comes back through [`Interface::udp_take_returned`] once nothing reads it: after the
 //! NIC completed the transmission, or at once when the datagram was copied instead (a NIC
-//! without by-reference transmit, a payload that is not `by_reference`, an empty payload) or
+//! without by-reference transmit, a payload that is not `by_reference`, a payload shorter than
+//! [`EXTERNAL_MIN_PAYLOAD`], which costs less copied, as for TCP) or
 //! dropped (transmit queue full, next hop unresolvable). A datagram waiting for ARP keeps its
 //! loan until it leaves. Over a NIC that fills UDP checksums (a TAP with its virtio-net header,
 //! a DPDK port, memwire with offload) the stack leaves the checksum to it and never reads the
@@ -18,7 +19,7 @@ use slimtcp_api::SocketError;
 
 use super::counters::DropReason;
 use super::neighbor::LoanedDatagram;
-use super::tx::emit_eth_ipv4;
+use super::tx::{emit_eth_ipv4, EXTERNAL_MIN_PAYLOAD};
 use super::udp_ops::{Route, ETH_IP_LEN, UDP_LEN};
 use super::{Interface, SocketHandle, TX_BACKLOG_BURSTS};
 use crate::nic::{L4Proto, Nic, TxOffload};
@@ -40,8 +41,13 @@ impl<N: Nic> Interface<N> {
     ) -> Result<usize, SocketError> {
         let len = payload.len();
         let (src_port, dst) = self.udp_destination(h, dst, len)?;
-        if len == 0 || payload.external_addr().is_none() || !self.nic.supports_external() {
+        let by_reference = payload.external_addr().is_some() && self.nic.supports_external();
+        let short = len < EXTERNAL_MIN_PAYLOAD;
+        if !by_reference || short {
             let n = self.udp_send_filled(now, h, len, Some(dst), |room| payload.copy_to(0, room))?;
+            if by_reference {
+                self.counters.tx_short_payload_copied_bytes += len as u64;
+            }
             self.return_datagram_loan(h, payload);
             return Ok(n);
         }

@@ -396,7 +396,7 @@ pub fn udp_echo<A: SocketApi>(api: &mut A, ns: &Netns, count: usize) -> u64 {
 }
 
 /// Zero copy, proven by counters: every sent byte went out of guest memory by reference (not
-/// copied by the backend, the stack or the NIC), except the segments shorter than
+/// copied by the backend, the stack or the NIC), except the segments and datagrams shorter than
 /// `EXTERNAL_MIN_PAYLOAD` that the stack copies behind their headers because that costs less, and
 /// every received byte was copied exactly once, into the guest's buffers.
 pub fn assert_zero_copy(r: &SessionReport, sent: u64, received: u64) {
