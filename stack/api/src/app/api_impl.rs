@@ -112,8 +112,10 @@ impl<L: Link> SocketApi for AppSockets<L> {
         if events.is_empty() || !self.epolls.contains_key(&ep) {
             return Err(if events.is_empty() { SocketError::InvalidInput } else { SocketError::BadHandle });
         }
+        // A poll (timeout 0) reads no clock: busy applications call it in their inner loop.
         let deadline = u64::try_from(timeout_ms)
             .ok()
+            .filter(|&ms| ms > 0)
             .map(|ms| std::time::Instant::now() + std::time::Duration::from_millis(ms));
         let mut idle = 0u32;
         loop {
