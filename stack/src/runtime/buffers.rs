@@ -3,11 +3,11 @@
 //! [`TxBuf`]: the application fills it in place; the stack sends straight from it and drops it
 //! (back into its pool, for reuse) only after the peer acknowledged its bytes. [`RxBuf`]: a received packet
 //! buffer trimmed to its payload, owned by the application; dropping it tells the worker the
-//! bytes are consumed, which reopens the receive window (a lock-free queue, so it may be
+//! bytes are consumed, which reopens the receive window (a shared queue, so it may be
 //! dropped on any thread).
 
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use crossbeam_queue::SegQueue;
 use slimtcp_api::ZeroCopyTx;
@@ -139,8 +139,35 @@ impl TxPool {
 }
 
 /// Bytes of received buffers the application let go of, per socket (the server's id), for the
-/// worker.
-pub type ReleaseQueue = SegQueue<(u32, usize)>;
+/// worker. A buffer dropped right after one of the same socket adds to its entry (an
+/// application reading a burst queues one entry, not one per buffer); the worker takes the
+/// whole list at once, and looks only when something was queued (no lock on an idle step).
+#[derive(Debug, Default)]
+pub struct ReleaseQueue {
+    list: Mutex<Vec<(u32, usize)>>,
+    queued: AtomicBool,
+}
+
+impl ReleaseQueue {
+    /// Queues `bytes` released by socket `id`.
+    pub fn push(&self, id: u32, bytes: usize) {
+        let mut list = self.list.lock().unwrap_or_else(PoisonError::into_inner);
+        match list.last_mut() {
+            Some((last, n)) if *last == id => *n += bytes,
+            _ => list.push((id, bytes)),
+        }
+        drop(list);
+        self.queued.store(true, Ordering::Release);
+    }
+
+    /// Moves everything queued into `out` (which should be empty; its allocation is reused).
+    pub fn take(&self, out: &mut Vec<(u32, usize)>) {
+        // A push after the swap raises the flag again: taken by the next call at the latest.
+        if self.queued.swap(false, Ordering::Acquire) {
+            std::mem::swap(&mut *self.list.lock().unwrap_or_else(PoisonError::into_inner), out);
+        }
+    }
+}
 
 /// A received payload buffer (see the module documentation).
 #[derive(Debug)]
@@ -195,7 +222,7 @@ impl AsRef<[u8]> for RxBuf {
 impl Drop for RxBuf {
     fn drop(&mut self) {
         if self.held > 0 {
-            self.releases.push((self.id, self.held));
+            self.releases.push(self.id, self.held);
         }
     }
 }

@@ -84,7 +84,7 @@ fn pair<N: Nic + Send + 'static>(
 ) -> (HostSockets, Box<dyn Step>) {
     let (req_tx, req_rx) = rtrb::RingBuffer::new(ring);
     let (ev_tx, ev_rx) = rtrb::RingBuffer::new(ring);
-    let releases = Arc::new(ReleaseQueue::new());
+    let releases = Arc::new(ReleaseQueue::default());
     let limits = server_limits(&iface);
     let end = AppEnd { requests: req_tx, events: ev_rx, driver: driver() };
     let link = HostLink::new(end, releases.clone(), link::app_limits(&limits), idle);

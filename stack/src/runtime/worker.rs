@@ -41,6 +41,8 @@ pub struct Worker<N: Nic> {
     /// Events that did not fit the ring; sent first once it drains.
     overflow: VecDeque<Event>,
     releases: Arc<ReleaseQueue>,
+    /// Scratch: the release queue's entries of one step.
+    taken: Vec<(u32, usize)>,
     /// Scratch: bytes released per socket in one step.
     released: IdMap<u32, usize>,
 }
@@ -69,6 +71,7 @@ impl<N: Nic> Worker<N> {
             events,
             overflow: VecDeque::new(),
             releases,
+            taken: Vec::new(),
             released: IdMap::default(),
         }
     }
@@ -210,10 +213,13 @@ impl<N: Nic + Send> Step for Worker<N> {
         // Releases are summed per socket first: one window update for what the application
         // consumed since the last step, not one per buffer.
         let mut released = std::mem::take(&mut self.released);
-        while let Some((id, n)) = self.releases.pop() {
+        let mut taken = std::mem::take(&mut self.taken);
+        self.releases.take(&mut taken);
+        for (id, n) in taken.drain(..) {
             work = true;
             *released.entry(id).or_insert(0) += n;
         }
+        self.taken = taken;
         for (id, n) in released.drain() {
             // A socket closed meanwhile has nothing to release.
             let _ = self.server.release(id, n);

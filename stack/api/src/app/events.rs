@@ -5,12 +5,14 @@ use super::{AppSockets, Event, Link, Request};
 use crate::{Fd, Proto, Ready};
 
 impl<L: Link> AppSockets<L> {
-    pub(super) fn on_event(&mut self, event: Event<L::RxBuf>) {
+    /// Applies `event`; returns the socket and the readiness it may have gained, for epoll
+    /// (`None`: the event concerned no socket).
+    pub(super) fn on_event(&mut self, event: Event<L::RxBuf>) -> Option<(Fd, Ready)> {
         let grown = grown_readiness(&event);
         let fd = match event {
             Event::Reply { ticket, result } => {
                 self.replies.insert(ticket, result);
-                return;
+                return None;
             }
             Event::Connected { fd, local } => {
                 if let Some(s) = self.sockets.get_mut(&fd) {
@@ -83,7 +85,7 @@ impl<L: Link> AppSockets<L> {
             }
             Event::Writable { fd } => fd,
         };
-        self.notify_grown(fd, grown);
+        Some((fd, grown))
     }
 
     /// A connection the link established on `listener`: queued for `accept`, or refused when

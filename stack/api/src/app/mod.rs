@@ -133,8 +133,17 @@ impl<L: Link> AppSockets<L> {
         let mut events = std::mem::take(&mut self.events);
         let progressed = self.link.pump(&mut events);
         let got = !events.is_empty();
+        // Nothing takes a registration off an epoll's ready list while events are applied, so
+        // a socket that grew the same way as the event before needs no second notice (a burst
+        // of segments for one connection costs one).
+        let mut last_grown = None;
         for event in events.drain(..) {
-            self.on_event(event);
+            if let Some(grown) = self.on_event(event) {
+                if last_grown != Some(grown) {
+                    self.notify_grown(grown.0, grown.1);
+                    last_grown = Some(grown);
+                }
+            }
         }
         if self.events.is_empty() {
             self.events = events;
