@@ -19,6 +19,7 @@ pub mod socket_set;
 mod tcp_ops;
 pub mod template;
 pub mod timer_wheel;
+mod tokens;
 mod tx;
 mod tx_external;
 mod udp_loaned;

@@ -154,13 +154,11 @@ impl<N: Nic> FrameSink<'_, N> {
         self.template
             .write_headers(&mut headers, repr, slice.len, slice.sum, &self.caps)
             .map_err(|_| SinkFull)?;
-        let token = self.ext.register(self.handle, slice.loan);
+        let token = self.ext.register(self.handle, slice.loan, slice.at);
         // SAFETY: the bytes belong to a loan that declared them sendable by reference: they stay
         // mapped while the stack holds the loan, and `lent` below makes the stack hold it until
         // this transmission's token is reported complete by the NIC.
-        let Some(external) = (unsafe { ExternalPayload::new(slice.addr.as_ptr(), slice.len, token) }) else {
-            return Err(SinkFull);
-        };
+        let external = unsafe { ExternalPayload::at(slice.addr, slice.len, token) };
         payload.lent(&slice);
         self.ext.queue.push(ExternalFrame { headers, payload: external });
         Ok(())

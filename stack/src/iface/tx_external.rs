@@ -15,6 +15,7 @@ use slimtcp_api::id_map::IdMap;
 
 use super::neighbor::LoanedDatagram;
 use super::socket_set::{SocketHandle, SocketSet};
+use super::tokens::TokenSlab;
 use super::Counters;
 use crate::nic::{ExternalFrame, ExternalPayload, Nic, NicError};
 use crate::tcp::{Loan, LoanId, TxPayload};
@@ -26,8 +27,7 @@ pub(super) struct ExternalTx {
     /// Frames not yet taken by the NIC, in order.
     pub(super) queue: Vec<ExternalFrame>,
     /// Token of each transmission in flight -> what it references.
-    tokens: IdMap<u64, InFlight>,
-    next_token: u64,
+    tokens: TokenSlab<InFlight>,
     /// Loans of freed connections, kept until their transmissions complete.
     orphans: IdMap<LoanId, Loan>,
     done: Vec<u64>,
@@ -36,40 +36,33 @@ pub(super) struct ExternalTx {
 /// What one transmission in flight references.
 #[derive(Debug)]
 enum InFlight {
-    /// A loan of the TCP connection `h` (which keeps the payload).
-    Segment(SocketHandle, LoanId),
+    /// A loan of the TCP connection `h` (which keeps the payload), at its queue position
+    /// ([`LoanedSlice::at`](crate::tcp::LoanedSlice::at)).
+    Segment(SocketHandle, LoanId, u64),
     /// The payload of a datagram of the UDP socket `h`, held here until completion.
     Datagram(SocketHandle, Box<dyn TxPayload>),
 }
 
 impl ExternalTx {
-    /// A token for a new transmission referencing `loan` of the connection `h`.
-    pub(super) fn register(&mut self, h: SocketHandle, loan: LoanId) -> u64 {
-        self.register_in_flight(InFlight::Segment(h, loan))
+    /// A token for a new transmission referencing `loan` (at queue position `at`) of the
+    /// connection `h`.
+    pub(super) fn register(&mut self, h: SocketHandle, loan: LoanId, at: u64) -> u64 {
+        self.tokens.insert(InFlight::Segment(h, loan, at))
     }
 
     /// Queues a datagram for the NIC, its payload held here until the transmission completes.
-    /// Gives the datagram back if its payload has no address (cannot happen for a slice).
+    /// Gives the datagram back if its payload has no address.
     pub(super) fn push_datagram(&mut self, datagram: LoanedDatagram) -> Result<(), LoanedDatagram> {
         let Some(addr) = datagram.payload.external_addr() else { return Err(datagram) };
         let len = datagram.payload.len();
-        // SAFETY: the payload declared itself sendable by reference (`external_addr`): its `len`
-        // bytes stay mapped while it is held, and it is held in `tokens` below until the NIC
-        // reports this token complete.
-        let Some(external) = (unsafe { ExternalPayload::new(addr.as_ptr(), len, self.next_token) }) else {
-            return Err(datagram);
-        };
         let LoanedDatagram { socket, headers, payload } = datagram;
-        self.register_in_flight(InFlight::Datagram(socket, payload));
+        let token = self.tokens.insert(InFlight::Datagram(socket, payload));
+        // SAFETY: the payload declared itself sendable by reference (`external_addr`): its `len`
+        // bytes stay mapped while it is held, and it is held in `tokens` until the NIC reports
+        // this token complete.
+        let external = unsafe { ExternalPayload::at(addr, len, token) };
         self.queue.push(ExternalFrame { headers, payload: external });
         Ok(())
-    }
-
-    fn register_in_flight(&mut self, what: InFlight) -> u64 {
-        let token = self.next_token;
-        self.next_token = self.next_token.wrapping_add(1);
-        self.tokens.insert(token, what);
-        token
     }
 
     /// Transmissions handed to the NIC (or queued for it) whose completion is still due.
@@ -121,8 +114,8 @@ impl ExternalTx {
         }
         let n = nic.poll_tx_completions(&mut self.done);
         for token in self.done.drain(..) {
-            let (h, loan) = match self.tokens.remove(&token) {
-                Some(InFlight::Segment(h, loan)) => (h, loan),
+            let (h, loan, at) = match self.tokens.remove(token) {
+                Some(InFlight::Segment(h, loan, at)) => (h, loan, at),
                 Some(InFlight::Datagram(h, payload)) => {
                     // A socket closed meanwhile drops the payload: the NIC no longer reads it.
                     if let Some(u) = sockets.udp_mut(h) {
@@ -143,7 +136,7 @@ impl ExternalTx {
                 }
                 continue;
             }
-            if sockets.tcp_mut(h).is_some_and(|s| s.conn.transmission_completed(loan)) {
+            if sockets.tcp_mut(h).is_some_and(|s| s.conn.transmission_completed(loan, at)) {
                 credited.push(h);
             } else {
                 log::error!("external transmission {token} completed for a loan nobody holds");

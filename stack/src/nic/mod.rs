@@ -89,7 +89,16 @@ impl ExternalPayload {
     /// hands this payload to a NIC until that NIC returns `token` from
     /// [`Nic::poll_tx_completions`] (or, if the frame comes back untransmitted, until then).
     pub unsafe fn new(addr: *const u8, len: usize, token: u64) -> Option<Self> {
-        std::ptr::NonNull::new(addr.cast_mut()).map(|addr| ExternalPayload { addr, len, token })
+        // SAFETY: the caller upholds `at`'s contract, which is this one's.
+        std::ptr::NonNull::new(addr.cast_mut()).map(|addr| unsafe { Self::at(addr, len, token) })
+    }
+
+    /// [`new`](Self::new) for an address known not to be null.
+    ///
+    /// # Safety
+    /// As for [`new`](Self::new).
+    pub unsafe fn at(addr: std::ptr::NonNull<u8>, len: usize, token: u64) -> Self {
+        ExternalPayload { addr, len, token }
     }
 
     /// Start address.

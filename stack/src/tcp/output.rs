@@ -77,7 +77,7 @@ impl<'a> Payload<'a> {
     /// handed back before that transmission completes. Call only once the frame is committed.
     pub fn lent(&mut self, slice: &LoanedSlice) {
         if let Some(tx) = self.tx.as_deref_mut() {
-            tx.transmission_started(slice.loan, slice.chunk);
+            tx.transmission_started(slice.loan, slice.at);
         }
     }
 }

@@ -34,6 +34,8 @@ static NEXT_LOAN: AtomicU64 = AtomicU64::new(1);
 #[derive(Debug)]
 pub struct Loan {
     payload: Box<dyn TxPayload>,
+    /// `payload.len()`, which never changes: read on every segment, without a dynamic call.
+    len: u32,
     id: LoanId,
     by_reference: bool,
     /// NIC transmissions referencing the bytes that have not completed yet.
@@ -68,7 +70,7 @@ impl Chunk {
     fn len(&self) -> usize {
         match self {
             Chunk::Copied(v) => v.len(),
-            Chunk::Loaned(l) => l.payload.len(),
+            Chunk::Loaned(l) => l.len as usize,
         }
     }
 
@@ -97,9 +99,11 @@ pub struct LoanedSlice {
     pub sum: Option<u16>,
     /// The loan they belong to.
     pub loan: LoanId,
-    /// Where that loan sits in the queue now (chunk index), so that
-    /// [`transmission_started`](SendBuffer::transmission_started) finds it without a search.
-    pub chunk: usize,
+    /// Where that loan sits in the queue (its chunk's number, counted from the buffer's first
+    /// chunk, so acknowledgements do not move it), so that
+    /// [`transmission_started`](SendBuffer::transmission_started) and
+    /// [`transmission_completed`](SendBuffer::transmission_completed) find it without a search.
+    pub at: u64,
 }
 
 /// Bytes queued for sending and not yet acknowledged, in sequence order.
@@ -232,7 +236,13 @@ impl SendBuffer {
         let by_reference = payload.external_addr().is_some();
         loans.index.push_back((id, loans.popped + self.chunks.len() as u64));
         loans.by_reference += usize::from(by_reference);
-        self.chunks.push_back(Chunk::Loaned(Loan { payload, id, by_reference, in_flight: 0 }));
+        self.chunks.push_back(Chunk::Loaned(Loan {
+            payload,
+            len: narrow(n),
+            id,
+            by_reference,
+            in_flight: 0,
+        }));
         self.len += narrow(n);
         Ok(())
     }
@@ -386,11 +396,12 @@ impl SendBuffer {
             return None;
         }
         let base = l.payload.external_addr()?;
-        // SAFETY: `from + len <= l.payload.len()` (checked by `by_reference_piece`) and the
+        // SAFETY: `from + len <= l.len == l.payload.len()` (checked by `by_reference_piece`) and the
         // payload promised `len()` mapped bytes from `base`, so the sum stays inside them.
         let addr = unsafe { NonNull::new_unchecked(base.as_ptr().add(from)) };
         let sum = with_sum.then(|| payload_sum(l.payload.as_ref(), from, len));
-        Some(LoanedSlice { addr, len, sum, loan: l.id, chunk: idx })
+        let at = self.loans.as_deref()?.popped + idx as u64;
+        Some(LoanedSlice { addr, len, sum, loan: l.id, at })
     }
 
     /// (chunk index, offset inside the loan) of bytes `offset..offset+len` when they lie in one
@@ -404,7 +415,7 @@ impl SendBuffer {
         match self.chunks.get(idx)? {
             Chunk::Loaned(l) if l.by_reference => {
                 let from = skip + offset - start;
-                (from + len <= l.payload.len()).then_some((idx, from))
+                (from + len <= l.len as usize).then_some((idx, from))
             }
             _ => None,
         }
@@ -436,18 +447,25 @@ impl SendBuffer {
         loans.lingering.iter_mut().find(|l| l.id == id)
     }
 
-    /// A NIC transmission referencing loan `id` was queued; `chunk`, where the loan was when its
-    /// slice was taken ([`LoanedSlice::chunk`]), is tried first. False when no such loan is held.
-    pub fn transmission_started(&mut self, id: LoanId, chunk: usize) -> bool {
-        let at_chunk = match self.chunks.get_mut(chunk) {
-            Some(Chunk::Loaned(l)) if l.id == id => Some(l),
-            _ => None,
-        };
-        let loan = match at_chunk {
-            Some(l) => Some(l),
+    /// Loan `id`, looked for at queue position `at` ([`LoanedSlice::at`]) first, then by id
+    /// (a stale or wrong position only costs the search).
+    fn loan_at(&mut self, id: LoanId, at: u64) -> Option<&mut Loan> {
+        let popped = self.loans.as_deref()?.popped;
+        let idx = at.checked_sub(popped).and_then(|i| usize::try_from(i).ok());
+        let hit = idx.filter(|&i| matches!(self.chunks.get(i), Some(Chunk::Loaned(l)) if l.id == id));
+        match hit {
+            Some(i) => match self.chunks.get_mut(i) {
+                Some(Chunk::Loaned(l)) => Some(l),
+                _ => None,
+            },
             None => self.loan_mut(id),
-        };
-        match loan {
+        }
+    }
+
+    /// A NIC transmission referencing loan `id` (at queue position `at`, see
+    /// [`LoanedSlice::at`]) was queued. False when no such loan is held.
+    pub fn transmission_started(&mut self, id: LoanId, at: u64) -> bool {
+        match self.loan_at(id, at) {
             Some(l) => {
                 l.in_flight += 1;
                 true
@@ -456,10 +474,11 @@ impl SendBuffer {
         }
     }
 
-    /// A NIC transmission referencing loan `id` completed; a fully acknowledged loan with no
-    /// transmission left moves to the completed list. False when no such loan is held.
-    pub fn transmission_completed(&mut self, id: LoanId) -> bool {
-        let Some(l) = self.loan_mut(id) else { return false };
+    /// A NIC transmission referencing loan `id` (at queue position `at` when it started)
+    /// completed; a fully acknowledged loan with no transmission left moves to the completed
+    /// list. False when no such loan is held.
+    pub fn transmission_completed(&mut self, id: LoanId, at: u64) -> bool {
+        let Some(l) = self.loan_at(id, at) else { return false };
         if l.complete_one() {
             if let Some(loans) = self.loans.as_deref_mut() {
                 if let Some(i) = loans.lingering.iter().position(|l| l.id == id) {
@@ -504,8 +523,13 @@ impl SendBuffer {
             if let Chunk::Loaned(l) = chunk {
                 if l.in_flight > 0 {
                     // Leave an empty stand-in: the queue is torn down with its connection.
-                    let stand_in =
-                        Loan { payload: Box::new(Vec::new()), id: 0, by_reference: false, in_flight: 0 };
+                    let stand_in = Loan {
+                        payload: Box::new(Vec::new()),
+                        len: 0,
+                        id: 0,
+                        by_reference: false,
+                        in_flight: 0,
+                    };
                     loans.by_reference -= usize::from(l.by_reference);
                     out.push(std::mem::replace(l, stand_in));
                 }
@@ -635,7 +659,7 @@ mod tests {
         assert!(b.transmission_started(id, 0));
         assert_eq!(b.unloan_all(), 100);
         assert_eq!(b.take_completed().count(), 0, "the NIC still reads it");
-        assert!(b.transmission_completed(id));
+        assert!(b.transmission_completed(id, 0));
         assert_eq!(b.take_completed().count(), 1);
         assert_eq!(read_all(&mut b, 0, 1000), vec![1u8; 100]);
     }
@@ -653,25 +677,26 @@ mod tests {
             });
             ids.push(last.expect("just pushed"));
         }
-        // Each loan by its chunk index (2i + 1), or, where the index given is stale (another
-        // loan's, or past the queue), by searching.
+        // Each loan by its position (chunk 2i + 1), or, where the position given is stale
+        // (another loan's, or past the queue), by searching.
+        let hint = |i: usize| match i % 3 {
+            0 => 2 * i as u64 + 1,
+            1 => 2 * i as u64 + 3,
+            _ => u64::MAX,
+        };
         for (i, &id) in ids.iter().enumerate() {
-            let chunk = match i % 3 {
-                0 => 2 * i + 1,
-                1 => 2 * i + 3,
-                _ => usize::MAX,
-            };
-            assert!(b.transmission_started(id, chunk), "loan {id} found (chunk {chunk})");
+            assert!(b.transmission_started(id, hint(i)), "loan {id} found (at {})", hint(i));
         }
         // Acknowledge the first 100 loans and the copies around them: they linger (in flight).
         let first_100: usize = (0..100).map(|i| 7 + 10 + i % 5).sum();
         b.ack(first_100);
         assert_eq!(b.take_completed().count(), 0, "every acknowledged loan is still in flight");
-        for &id in ids.iter().rev() {
-            assert!(b.transmission_completed(id), "loan {id} found after the ack");
+        // Positions do not move with the acknowledgements; lingering loans are searched.
+        for (i, &id) in ids.iter().enumerate().rev() {
+            assert!(b.transmission_completed(id, hint(i)), "loan {id} found after the ack");
         }
         assert_eq!(b.take_completed().count(), 100, "only the acknowledged ones come back");
-        assert!(!b.transmission_completed(ids[0]), "a returned loan is no longer held");
+        assert!(!b.transmission_completed(ids[0], 1), "a returned loan is no longer held");
         assert!(!b.transmission_started(u64::MAX, 1), "an unknown loan is not held");
         b.ack(usize::MAX);
         assert_eq!(b.take_completed().count(), 200);
