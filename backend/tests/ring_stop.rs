@@ -93,7 +93,7 @@ fn a_stop_under_a_virtual_clock_returns_while_a_datagram_waits_for_arp() {
         // 10.0.0.9 is on the link and never answers ARP: the datagram waits in the stack.
         let to = SocketAddrV4::new(std::net::Ipv4Addr::new(10, 0, 0, 9), 9);
         let head =
-            p0.request(&Request::new(3, sock, RequestBody::SendTo { remote: to, len: 100 }), &[&[7u8; 100]]);
+            p0.request(&Request::new(3, sock, RequestBody::SendTo { remote: to, len: 300 }), &[&[7u8; 300]]);
         for _ in 0..4 {
             engine.step(&rings, &mem).expect("step");
             seen.extend(p0.messages());
@@ -129,9 +129,10 @@ fn a_datagram_waiting_for_arp_at_a_stop_leaves_later_with_the_bytes_the_guest_se
     let sock = socket_of(&seen, 2).expect("the socket");
     // The peer is not polled yet: the ARP request waits on the link and the datagram in the
     // guest's stack.
-    let sent = [7u8; 100];
+    // Long enough to go by reference (a shorter one is copied and its chain returned at once).
+    let sent = [7u8; 300];
     let to = SocketAddrV4::new(PEER_IP, 9);
-    let (fa, fl) = p0.fixed(&Request::new(3, sock, RequestBody::SendTo { remote: to, len: 100 }));
+    let (fa, fl) = p0.fixed(&Request::new(3, sock, RequestBody::SendTo { remote: to, len: 300 }));
     let (at, pl) = p0.data(&sent);
     let head = p0.tx.add_raw(&[(fa, fl, F_NEXT, None), (at, pl, 0, None)]);
     for _ in 0..4 {
@@ -144,12 +145,12 @@ fn a_datagram_waiting_for_arp_at_a_stop_leaves_later_with_the_bytes_the_guest_se
     assert_eq!(returned, 1);
     assert!(p0.tx.take_used().iter().any(|(h, _)| *h == head), "the chain is back before the answer");
     let c = b.engine.counters();
-    assert_eq!((c.tx_payload_copied_at_stop, c.sends_held), (100, 0), "copied, not waited for");
+    assert_eq!((c.tx_payload_copied_at_stop, c.sends_held), (300, 0), "copied, not waited for");
     // The guest owns its buffer again and reuses it.
-    mem.write_slice(&[0xee; 100], GuestAddress(at)).expect("guest overwrites");
+    mem.write_slice(&[0xee; 300], GuestAddress(at)).expect("guest overwrites");
 
     // The peer answers ARP now; the datagram leaves.
-    let mut buf = [0u8; 200];
+    let mut buf = [0u8; 400];
     let deadline = Instant::now() + Duration::from_secs(10);
     let got = loop {
         assert!(Instant::now() < deadline, "the datagram never arrived");
