@@ -281,6 +281,15 @@ impl<N: Nic> Interface<N> {
         Self::recv_empty(&sock.conn).map(|_| None)
     }
 
+    /// Every segment [`tcp_recv_segment_held`](Self::tcp_recv_segment_held) would return now,
+    /// in order, handed to `each` (one socket lookup for a burst).
+    pub fn tcp_recv_segments_held(&mut self, h: SocketHandle, mut each: impl FnMut(PacketBuf)) {
+        let Ok(sock) = self.conn_mut(h) else { return };
+        while let Some(seg) = sock.conn.recv_segment_held() {
+            each(seg);
+        }
+    }
+
     /// The application is done with `n` bytes taken by
     /// [`tcp_recv_segment_held`](Self::tcp_recv_segment_held).
     pub fn tcp_recv_release(&mut self, h: SocketHandle, n: usize) -> Result<(), SocketError> {

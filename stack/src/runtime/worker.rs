@@ -77,14 +77,7 @@ impl<N: Nic> Worker<N> {
     }
 
     fn emit(&mut self, event: Event) {
-        log::trace!("event {event:?}");
-        if !self.overflow.is_empty() {
-            self.overflow.push_back(event);
-            return;
-        }
-        if let Err(rtrb::PushError::Full(event)) = self.events.push(event) {
-            self.overflow.push_back(event);
-        }
+        emit_to(&mut self.events, &mut self.overflow, event);
     }
 
     fn flush_overflow(&mut self) {
@@ -178,9 +171,8 @@ impl<N: Nic> Worker<N> {
         loop {
             match self.server.ready(id) {
                 StreamReady::Data => {
-                    while let Some(buf) = self.server.take_segment(id) {
-                        self.emit(Event::Data { id, buf });
-                    }
+                    let (events, overflow) = (&mut self.events, &mut self.overflow);
+                    self.server.take_segments(id, |buf| emit_to(events, overflow, Event::Data { id, buf }));
                 }
                 StreamReady::Datagram => {
                     while let Some((from, buf)) = self.server.take_datagram(id) {
@@ -195,6 +187,18 @@ impl<N: Nic> Worker<N> {
             }
         }
         self.server.readable_done(id);
+    }
+}
+
+/// Pushes `event` onto the event ring, behind any that did not fit it before.
+fn emit_to(events: &mut Producer<Event>, overflow: &mut VecDeque<Event>, event: Event) {
+    log::trace!("event {event:?}");
+    if !overflow.is_empty() {
+        overflow.push_back(event);
+        return;
+    }
+    if let Err(rtrb::PushError::Full(event)) = events.push(event) {
+        overflow.push_back(event);
     }
 }
 

@@ -88,19 +88,22 @@ impl<N: Nic, T: Transport> SocketServer<N, T> {
         total
     }
 
-    /// The next received segment of stream `id`, whole (or what is left of a segment
-    /// [`stream_read`](Self::stream_read) took part of): for a transport that hands the stack's
-    /// buffers to its application as they are. Its bytes count against the receive window
-    /// until [`release`](Self::release)d.
-    pub fn take_segment(&mut self, id: u32) -> Option<PacketBuf> {
-        let s = self.sockets.get_mut(&id)?;
-        let h = s.handle.filter(|_| s.proto == Proto::Tcp)?;
-        let seg = match s.rx_partial.take() {
-            Some(seg) => seg,
-            None => self.iface.tcp_recv_segment_held(h).ok()??,
+    /// Every received segment of stream `id` there is now, whole and in order (first what is
+    /// left of a segment [`stream_read`](Self::stream_read) took part of), handed to `each`:
+    /// for a transport that gives the stack's buffers to its application as they are. Their
+    /// bytes count against the receive window until [`release`](Self::release)d.
+    pub fn take_segments(&mut self, id: u32, mut each: impl FnMut(PacketBuf)) {
+        let Some(s) = self.sockets.get_mut(&id) else { return };
+        let Some(h) = s.handle.filter(|_| s.proto == Proto::Tcp) else { return };
+        let outstanding = &mut s.outstanding_rx;
+        let mut take = |seg: PacketBuf| {
+            *outstanding += seg.len();
+            each(seg);
         };
-        s.outstanding_rx += seg.len();
-        Some(seg)
+        if let Some(seg) = s.rx_partial.take() {
+            take(seg);
+        }
+        self.iface.tcp_recv_segments_held(h, take);
     }
 
     /// The next datagram of UDP socket `id` and its source.
