@@ -317,32 +317,55 @@ impl Sim {
         self.a.udp_take_returned(h, &mut out).expect("take returned");
         out.len()
     }
+
+    /// Two stacks over `link` with a UDP socket each: A's on an ephemeral port, B's on `PORT`.
+    fn udp_pair(link: LinkConfig) -> (Sim, SocketHandle, SocketHandle) {
+        let mut sim = Sim::over(link);
+        let a = sim.a.udp_bind(0).expect("bind a");
+        let b = sim.b.udp_bind(PORT).expect("bind b");
+        (sim, a, b)
+    }
+
+    /// Sends one loaned datagram of each size (the loan's bytes: the size, as a byte) from A's
+    /// socket `a` to B's port; returns their bytes.
+    fn send_loaned_datagrams(
+        &mut self,
+        a: SocketHandle,
+        sizes: &[usize],
+        dropped: &Arc<AtomicUsize>,
+    ) -> Vec<Vec<u8>> {
+        let now = self.clock.now();
+        let mut sent = Vec::new();
+        for &n in sizes {
+            let p = loan(n, n as u8, dropped);
+            sent.push(p.as_slice().expect("plain memory").to_vec());
+            self.a.udp_send_loaned(now, a, p, Some(SocketAddrV4::new(B_IP, PORT))).expect("send");
+        }
+        sent
+    }
+
+    /// Runs until B's socket `b` received `n` datagrams; returns them in order.
+    fn receive_datagrams(&mut self, b: SocketHandle, n: usize) -> Vec<Vec<u8>> {
+        let mut got = Vec::new();
+        let mut buf = vec![0u8; 2048];
+        self.run_until("the datagrams arrive", |s| {
+            while let Ok((len, _)) = s.b.udp_recv_from(b, &mut buf) {
+                got.push(buf[..len].to_vec());
+            }
+            got.len() == n
+        });
+        got
+    }
 }
 
 #[test]
 fn a_datagram_loan_returns_after_its_completion() {
-    let mut sim = Sim::new();
-    let a = sim.a.udp_bind(0).expect("bind a");
-    let b = sim.b.udp_bind(PORT).expect("bind b");
+    let (mut sim, a, b) = Sim::udp_pair(LinkConfig::default());
     let dropped = Arc::new(AtomicUsize::new(0));
-    let payloads: Vec<Box<dyn TxPayload>> =
-        [256, 300, 999, 1472].iter().map(|&n| loan(n, n as u8, &dropped)).collect();
-    let expect: Vec<Vec<u8>> =
-        payloads.iter().map(|p| p.as_slice().expect("plain memory").to_vec()).collect();
     // The first datagrams wait for ARP (B is not resolved yet), holding their loans.
-    let now = sim.clock.now();
-    for p in payloads {
-        sim.a.udp_send_loaned(now, a, p, Some(SocketAddrV4::new(B_IP, PORT))).expect("send");
-    }
-    let mut got = Vec::new();
-    let mut buf = vec![0u8; 2048];
-    sim.run_until("the datagrams arrive", |s| {
-        while let Ok((n, _)) = s.b.udp_recv_from(b, &mut buf) {
-            got.push(buf[..n].to_vec());
-        }
-        got.len() == expect.len()
-    });
-    assert_eq!(got, expect, "every datagram arrives intact (B checks UDP checksums)");
+    let sent = sim.send_loaned_datagrams(a, &[256, 300, 999, 1472], &dropped);
+    let got = sim.receive_datagrams(b, sent.len());
+    assert_eq!(got, sent, "every datagram arrives intact (B checks UDP checksums)");
     let counters = sim.a.counters();
     assert_eq!(counters.tx_payload_copied_bytes, 0, "the stack copied no payload byte");
     assert_eq!(counters.tx_external_bytes, 256 + 300 + 999 + 1472);
@@ -363,28 +386,13 @@ fn a_datagram_loan_returns_after_its_completion() {
 
 #[test]
 fn a_short_datagram_loan_is_copied_and_handed_back_at_once() {
-    let mut sim = Sim::new();
-    let a = sim.a.udp_bind(0).expect("bind a");
-    let b = sim.b.udp_bind(PORT).expect("bind b");
+    let (mut sim, a, b) = Sim::udp_pair(LinkConfig::default());
     let dropped = Arc::new(AtomicUsize::new(0));
     let sizes = [1, 2, EXTERNAL_MIN_PAYLOAD - 1];
-    let payloads: Vec<Box<dyn TxPayload>> = sizes.iter().map(|&n| loan(n, n as u8, &dropped)).collect();
-    let expect: Vec<Vec<u8>> =
-        payloads.iter().map(|p| p.as_slice().expect("plain memory").to_vec()).collect();
-    let now = sim.clock.now();
-    for p in payloads {
-        sim.a.udp_send_loaned(now, a, p, Some(SocketAddrV4::new(B_IP, PORT))).expect("send");
-    }
+    let sent = sim.send_loaned_datagrams(a, &sizes, &dropped);
     assert_eq!(sim.udp_returned(a), 3, "copied: the loans come back before anything is sent");
-    let mut got = Vec::new();
-    let mut buf = vec![0u8; 2048];
-    sim.run_until("the datagrams arrive", |s| {
-        while let Ok((n, _)) = s.b.udp_recv_from(b, &mut buf) {
-            got.push(buf[..n].to_vec());
-        }
-        got.len() == expect.len()
-    });
-    assert_eq!(got, expect, "every datagram arrives intact");
+    let got = sim.receive_datagrams(b, sent.len());
+    assert_eq!(got, sent, "every datagram arrives intact");
     let copied: usize = sizes.iter().sum();
     let counters = sim.a.counters();
     assert_eq!(counters.tx_payload_copied_bytes, copied as u64);
@@ -409,9 +417,7 @@ fn an_unresolvable_datagram_gives_its_loan_back() {
 
 #[test]
 fn a_closed_udp_socket_releases_its_loan_after_the_completion() {
-    let mut sim = Sim::new();
-    let a = sim.a.udp_bind(0).expect("bind a");
-    let b = sim.b.udp_bind(PORT).expect("bind b");
+    let (mut sim, a, b) = Sim::udp_pair(LinkConfig::default());
     let dropped = Arc::new(AtomicUsize::new(0));
     let dst = Some(SocketAddrV4::new(B_IP, PORT));
     sim.a.udp_send_loaned(sim.clock.now(), a, loan(500, 4, &dropped), dst).expect("send");
@@ -466,9 +472,7 @@ fn reads_of_a_loan_over(link: LinkConfig) -> (usize, u64) {
 /// Sends a datagram of 1,400 counted bytes by reference from A to B over `link`; returns the
 /// reads of the payload the stack made.
 fn reads_of_a_datagram_loan_over(link: LinkConfig) -> usize {
-    let mut sim = Sim::over(link);
-    let a = sim.a.udp_bind(0).expect("bind a");
-    let b = sim.b.udp_bind(PORT).expect("bind b");
+    let (mut sim, a, b) = Sim::udp_pair(link);
     let reads = Arc::new(AtomicUsize::new(0));
     let data: Vec<u8> = (0..1400u32).map(|i| (i % 251) as u8).collect();
     let payload = Box::new(Counted { data: data.clone(), reads: Arc::clone(&reads) });
