@@ -46,12 +46,22 @@ pub enum L4Proto {
     Udp,
 }
 
+/// The most bytes of storage a buffer uses (its window offsets are 32-bit).
+const MAX_CAPACITY: usize = u32::MAX as usize;
+
+/// An offset within a buffer's used storage (at most [`MAX_CAPACITY`], so it fits).
+fn offset(n: usize) -> u32 {
+    n.min(MAX_CAPACITY) as u32
+}
+
 /// An owned packet buffer.
 #[derive(Debug, Clone)]
 pub struct PacketBuf {
     storage: Storage,
-    start: usize,
-    end: usize,
+    /// The data window, in 32 bits so that moving a buffer (rings, queues, events) stays cheap:
+    /// storage beyond [`MAX_CAPACITY`] is never used.
+    start: u32,
+    end: u32,
     /// Checksums left to the device: on a frame to transmit, the offloads the stack requests;
     /// on a received frame, what its sender left to a device and nothing filled (a virtio-net
     /// `NEEDS_CSUM` frame from the TAP, a memwire frame with offload). Such a frame is valid as
@@ -119,8 +129,8 @@ impl PacketBuf {
         let headroom = headroom.min(capacity);
         PacketBuf {
             storage: Storage::Heap(vec![0u8; capacity].into_boxed_slice()),
-            start: headroom,
-            end: headroom,
+            start: offset(headroom),
+            end: offset(headroom),
             offload: TxOffload::default(),
             rx_checksum_ok: None,
         }
@@ -131,8 +141,8 @@ impl PacketBuf {
         let headroom = headroom.min(bytes.bytes().len());
         PacketBuf {
             storage: Storage::Pooled(bytes),
-            start: headroom,
-            end: headroom,
+            start: offset(headroom),
+            end: offset(headroom),
             offload: TxOffload::default(),
             rx_checksum_ok: None,
         }
@@ -155,19 +165,19 @@ impl PacketBuf {
     /// The data bytes.
     #[inline]
     pub fn as_slice(&self) -> &[u8] {
-        &self.storage.bytes()[self.start..self.end]
+        &self.storage.bytes()[self.start as usize..self.end as usize]
     }
 
     /// The data bytes, writable.
     #[inline]
     pub fn as_mut_slice(&mut self) -> &mut [u8] {
-        &mut self.storage.bytes_mut()[self.start..self.end]
+        &mut self.storage.bytes_mut()[self.start as usize..self.end as usize]
     }
 
     /// Number of data bytes.
     #[inline]
     pub fn len(&self) -> usize {
-        self.end - self.start
+        (self.end - self.start) as usize
     }
 
     /// True when no data bytes are held.
@@ -179,19 +189,19 @@ impl PacketBuf {
     /// Free bytes in front of the data.
     #[inline]
     pub fn headroom(&self) -> usize {
-        self.start
+        self.start as usize
     }
 
     /// Free bytes after the data.
     #[inline]
     pub fn tailroom(&self) -> usize {
-        self.storage.bytes().len() - self.end
+        self.capacity() - self.end as usize
     }
 
-    /// Total storage size.
+    /// Total storage size (what of it a buffer can use: at most 4 GiB).
     #[inline]
     pub fn capacity(&self) -> usize {
-        self.storage.bytes().len()
+        self.storage.bytes().len().min(MAX_CAPACITY)
     }
 
     /// Grows the data by `n` bytes at the end and returns them; `None` without room.
@@ -200,19 +210,21 @@ impl PacketBuf {
         if n > self.tailroom() {
             return None;
         }
-        let old = self.end;
-        self.end += n;
-        Some(&mut self.storage.bytes_mut()[old..self.end])
+        let old = self.end as usize;
+        // n <= tailroom: the new end is within the used storage (32 bits).
+        self.end += n as u32;
+        Some(&mut self.storage.bytes_mut()[old..old + n])
     }
 
     /// Grows the data by `n` bytes at the front and returns them; `None` without headroom.
     #[inline]
     pub fn prepend(&mut self, n: usize) -> Option<&mut [u8]> {
-        if n > self.start {
+        if n > self.start as usize {
             return None;
         }
-        self.start -= n;
-        Some(&mut self.storage.bytes_mut()[self.start..self.start + n])
+        self.start -= n as u32;
+        let start = self.start as usize;
+        Some(&mut self.storage.bytes_mut()[start..start + n])
     }
 
     /// Drops `n` bytes from the front (strips a header). Returns false if fewer are held.
@@ -221,7 +233,7 @@ impl PacketBuf {
         if n > self.len() {
             return false;
         }
-        self.start += n;
+        self.start += n as u32;
         true
     }
 
@@ -229,15 +241,15 @@ impl PacketBuf {
     #[inline]
     pub fn truncate(&mut self, len: usize) {
         if len < self.len() {
-            self.end = self.start + len;
+            self.end = self.start + len as u32;
         }
     }
 
     /// Empties the buffer and restores `headroom` bytes in front, for reuse.
     pub fn reset(&mut self, headroom: usize) {
         let headroom = headroom.min(self.capacity());
-        self.start = headroom;
-        self.end = headroom;
+        self.start = offset(headroom);
+        self.end = offset(headroom);
         self.offload = TxOffload::default();
         self.rx_checksum_ok = None;
     }
@@ -256,8 +268,8 @@ impl PacketBuf {
         let end = end.min(storage.bytes().len());
         PacketBuf {
             storage: Storage::Mbuf(storage),
-            start: start.min(end),
-            end,
+            start: offset(start.min(end)),
+            end: offset(end),
             offload: TxOffload::default(),
             rx_checksum_ok,
         }
@@ -267,7 +279,7 @@ impl PacketBuf {
     /// place; `None` when heap-backed.
     pub(crate) fn mbuf_mut(&mut self) -> Option<(&mut super::dpdk::mbuf::MbufStorage, usize, usize)> {
         match &mut self.storage {
-            Storage::Mbuf(m) => Some((m, self.start, self.end)),
+            Storage::Mbuf(m) => Some((m, self.start as usize, self.end as usize)),
             Storage::Heap(_) | Storage::Pooled(_) => None,
         }
     }
@@ -275,7 +287,7 @@ impl PacketBuf {
     /// The mbuf and the data window (`start..end`), or the buffer itself when heap-backed.
     pub(crate) fn into_mbuf(self) -> Result<(super::dpdk::mbuf::MbufStorage, usize, usize, TxOffload), Self> {
         match self.storage {
-            Storage::Mbuf(m) => Ok((m, self.start, self.end, self.offload)),
+            Storage::Mbuf(m) => Ok((m, self.start as usize, self.end as usize, self.offload)),
             Storage::Heap(_) | Storage::Pooled(_) => Err(self),
         }
     }
