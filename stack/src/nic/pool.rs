@@ -25,6 +25,7 @@ impl BufferPool {
     }
 
     /// An empty buffer from the pool (or a new one) whose data starts after `headroom` bytes.
+    #[inline]
     pub fn take(self: &Arc<Self>, headroom: usize) -> PacketBuf {
         let bytes = self.free.pop().unwrap_or_else(|| vec![0u8; self.buf_size].into_boxed_slice());
         PacketBuf::pooled(PooledBytes { bytes: Some(bytes), pool: Arc::clone(self) }, headroom)
