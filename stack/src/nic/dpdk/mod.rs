@@ -75,6 +75,14 @@ pub struct DpdkNicStats {
 }
 
 impl DpdkNicStats {
+    /// One frame the driver took, with the offloads it asked for (`enabled` on the port).
+    fn count_sent(&mut self, enabled: Offloads, offload: &TxOffload) {
+        self.tx_frames += 1;
+        if l4_checksum_flag(enabled, offload).is_some() {
+            self.tx_checksum_offloaded += 1;
+        }
+    }
+
     /// All bytes our code copied, both directions.
     pub fn copied_bytes(&self) -> u64 {
         self.tx_copied_bytes + self.rx_copied_bytes
@@ -344,26 +352,31 @@ impl DpdkNic {
         Some(buf)
     }
 
+    /// Offers the mbufs in `self.raw` (each owned by a frame the caller holds) to the driver and
+    /// empties `raw`; returns how many the driver took, from the front: their owners must give
+    /// them up (never free them).
+    fn burst_raw(&mut self) -> usize {
+        let n16 = u16::try_from(self.raw.len()).unwrap_or(u16::MAX);
+        // SAFETY: the port is started, the queue is ours; `raw` holds n16 valid mbufs that we own
+        // (the caller gives up the ones taken).
+        let sent = usize::from(unsafe {
+            sys::shim_tx_burst(self.port.info.port_id, self.queue, self.raw.as_mut_ptr(), n16)
+        });
+        self.raw.clear();
+        sent
+    }
+
     /// tx burst of `self.pending` (external frames); returns how many the driver took (removed
     /// from `pending`).
     fn tx_pending(&mut self) -> usize {
         self.raw.clear();
         self.raw.extend(self.pending.iter().map(|p| p.mbuf.as_ptr()));
-        let n16 = u16::try_from(self.raw.len()).unwrap_or(u16::MAX);
-        // SAFETY: the port is started, the queue is ours; `raw` holds n16 valid mbufs that we own
-        // (still held by `pending`; the ones the driver takes are forgotten below).
-        let sent = usize::from(unsafe {
-            sys::shim_tx_burst(self.port.info.port_id, self.queue, self.raw.as_mut_ptr(), n16)
-        });
-        self.raw.clear();
-        let enabled = self.port.info.enabled;
+        // The mbufs stay held by `pending`; the ones the driver took are given up below.
+        let sent = self.burst_raw();
         for p in self.pending.drain(..sent) {
             // The driver owns the mbuf now.
             let _ = p.mbuf.into_raw();
-            self.stats.tx_frames += 1;
-            if l4_checksum_flag(enabled, &p.offload).is_some() {
-                self.stats.tx_checksum_offloaded += 1;
-            }
+            self.stats.count_sent(self.port.info.enabled, &p.offload);
             self.stats.tx_external_frames += 1;
             match p.slot {
                 Some(_) => self.stats.tx_external_bytes += p.payload.len() as u64,
@@ -496,18 +509,10 @@ impl Nic for DpdkNic {
             let Some((mbuf, start, end)) = frame.mbuf_mut() else { break };
             self.raw.push(mbuf.prepare_tx(start, end, offload.l2_len, offload.l3_len, flags));
         }
-        let n16 = u16::try_from(self.raw.len()).unwrap_or(u16::MAX);
-        // SAFETY: the port is started, the queue is ours; `raw` holds n16 valid mbufs, each
-        // owned by one of the first n16 frames; the ones the driver takes are given up below.
-        let sent = usize::from(unsafe {
-            sys::shim_tx_burst(self.port.info.port_id, self.queue, self.raw.as_mut_ptr(), n16)
-        });
-        self.raw.clear();
-        let enabled = self.port.info.enabled;
+        // Each mbuf stays owned by its frame; the ones the driver took are given up below.
+        let sent = self.burst_raw();
         for frame in frames.drain(..sent) {
-            if l4_checksum_flag(enabled, &frame.offload).is_some() {
-                self.stats.tx_checksum_offloaded += 1;
-            }
+            self.stats.count_sent(self.port.info.enabled, &frame.offload);
             match frame.into_mbuf() {
                 // The driver owns the mbuf now.
                 Ok((storage, ..)) => {
@@ -521,7 +526,6 @@ impl Nic for DpdkNic {
                 }
             }
         }
-        self.stats.tx_frames += sent as u64;
         Ok(sent)
     }
 
