@@ -17,6 +17,9 @@
 
 use super::{IpProtocol, Ipv4Addr};
 
+#[cfg(target_arch = "x86_64")]
+mod avx2;
+
 /// Folds a wide ones-complement accumulator down to 16 bits (end-around carries): adding a word
 /// to itself rotated by half its width leaves the end-around sum of its halves in the upper
 /// half, 64 -> 32 -> 16 bits in two such steps.
@@ -37,8 +40,8 @@ fn add64(acc: u64, word: u64) -> u64 {
 /// inverted. An odd trailing byte is padded with a zero byte on the right.
 ///
 /// Sums native-endian words (the ones-complement sum is independent of word size and byte order
-/// up to a final byte swap): with AVX2, where the CPU has it, eight 32-bit words per step into
-/// 64-bit lanes; otherwise 64-bit words with end-around carry.
+/// up to a final byte swap): with AVX2, where the CPU has it, sixteen 16-bit words per
+/// instruction triple ([`avx2`]); otherwise 64-bit words with end-around carry.
 pub fn data(bytes: &[u8]) -> u16 {
     // A header without options (every IPv4 header this stack sends or receives, a TCP header
     // summed apart from its payload): five words, no loop.
@@ -74,40 +77,14 @@ const WIDE_MIN: usize = 128;
 fn sum_native_long(bytes: &[u8]) -> u64 {
     if std::arch::is_x86_feature_detected!("avx2") {
         // SAFETY: the CPU has AVX2 (checked just above), the only requirement of the function.
-        return unsafe { sum_native_avx2(bytes) };
+        return unsafe { avx2::sum_native(bytes) };
     }
     sum_native_scalar(bytes)
 }
 
-/// [`sum_native_wide`] compiled for AVX2 (vector loads widened to 64-bit lanes).
-///
-/// # Safety
-/// The CPU must support AVX2.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
-unsafe fn sum_native_avx2(bytes: &[u8]) -> u64 {
-    sum_native_wide(bytes)
-}
-
-/// Adds 32-bit words into eight 64-bit lanes, which cannot overflow below 2^32 words, so no
-/// carry is tracked per word and the compiler turns the block loop into vector adds; the lanes
-/// and the tail are then summed with end-around carry.
-#[cfg(target_arch = "x86_64")]
-#[inline(always)]
-fn sum_native_wide(bytes: &[u8]) -> u64 {
-    let mut lanes = [0u64; 8];
-    let mut blocks = bytes.chunks_exact(32);
-    for block in &mut blocks {
-        for (lane, word) in lanes.iter_mut().zip(block.chunks_exact(4)) {
-            *lane += u64::from(u32::from_ne_bytes([word[0], word[1], word[2], word[3]]));
-        }
-    }
-    // The tail starts at a multiple of 32: an even offset, so its bytes keep their 16-bit lanes.
-    lanes.iter().fold(sum_native_scalar(blocks.remainder()), |acc, &lane| add64(acc, lane))
-}
-
-/// 64-bit words into a 128-bit accumulator (an add and an add-with-carry per word; it cannot
-/// overflow below 2^64 words), then the tail; the two halves are summed with end-around carry.
+/// The scalar sum: 64-bit words into a 128-bit accumulator (an add and an add-with-carry per
+/// word; it cannot overflow below 2^64 words), then the tail; the two halves are summed with
+/// end-around carry.
 #[inline(always)]
 fn sum_native_scalar(bytes: &[u8]) -> u64 {
     let mut acc = 0u128;
@@ -244,11 +221,30 @@ mod tests {
             let scalar = u16::from_be(fold(sum_native_scalar(slice)));
             assert_eq!(data(slice), scalar, "len {} start {}", len, start);
             #[cfg(target_arch = "x86_64")]
-            assert_eq!(u16::from_be(fold(sum_native_wide(slice))), scalar, "len {} start {}", len, start);
+            assert_eq!(u16::from_be(fold(sum_native_long(slice))), scalar, "len {} start {}", len, start);
         }
         // A jumbo frame of all ones: the most carries any lane can hold.
         let ones = vec![0xffu8; 9000];
         assert_eq!(data(&ones), reference(&ones));
+    }
+
+    #[test]
+    fn slices_longer_than_one_vector_group_match_the_reference() {
+        // Extreme words (all ones, all zeros: the largest and the most negative flipped lane
+        // sums) and random ones, over several groups of 32-bit lanes and a partial one.
+        #[cfg(target_arch = "x86_64")]
+        let group = 32 * avx2::GROUP_BLOCKS;
+        #[cfg(not(target_arch = "x86_64"))]
+        let group = 1 << 19;
+        let len = 2 * group + 4099;
+        let mut rng = Rng::new(0x6e0b);
+        let mut random = vec![0u8; len];
+        rng.fill_bytes(&mut random);
+        for bytes in [vec![0xffu8; len], vec![0u8; len], random] {
+            for slice in [&bytes[..], &bytes[..group], &bytes[1..group + 33]] {
+                assert_eq!(data(slice), reference(slice), "len {}", slice.len());
+            }
+        }
     }
 
     #[test]
