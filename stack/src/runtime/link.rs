@@ -217,7 +217,9 @@ impl Link for HostLink {
         while let Ok(event) = self.end.events.pop() {
             got = true;
             let accepted = matches!(event, WorkerEvent::Accepted { .. });
-            events.extend(self.translate_event(event));
+            if let Some(event) = self.translate_event(event) {
+                events.push(event);
+            }
             if accepted {
                 // The application side adopts it before its first data is translated.
                 break;
