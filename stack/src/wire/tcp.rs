@@ -384,17 +384,20 @@ impl TcpRepr {
         let mut max_seg_size = None;
         let mut window_scale = None;
         let mut sack = TcpSack::NONE;
-        for option in packet.option_iter() {
-            match option? {
-                TcpOption::MaxSegmentSize(mss) => max_seg_size = Some(mss),
-                TcpOption::WindowScale(shift) => window_scale = Some(shift.min(MAX_WINDOW_SCALE)),
-                TcpOption::SackPermitted => sack.permitted = true,
-                TcpOption::Sack(raw) => {
-                    let permitted = sack.permitted;
-                    sack = TcpSack::parse_blocks(raw);
-                    sack.permitted = permitted;
+        // A header without options (every data segment and ACK this stack sends) skips the walk.
+        if packet.header_len() > HEADER_LEN {
+            for option in packet.option_iter() {
+                match option? {
+                    TcpOption::MaxSegmentSize(mss) => max_seg_size = Some(mss),
+                    TcpOption::WindowScale(shift) => window_scale = Some(shift.min(MAX_WINDOW_SCALE)),
+                    TcpOption::SackPermitted => sack.permitted = true,
+                    TcpOption::Sack(raw) => {
+                        let permitted = sack.permitted;
+                        sack = TcpSack::parse_blocks(raw);
+                        sack.permitted = permitted;
+                    }
+                    _ => {}
                 }
-                _ => {}
             }
         }
         Ok(TcpRepr {
