@@ -364,6 +364,9 @@ impl TcpRepr {
     /// non-zero, no SYN with FIN or RST, and well-formed options (all `Malformed`).
     ///
     /// The payload is `packet.payload()`.
+    ///
+    /// Inlined: the receive path's one caller then builds the repr where it keeps it.
+    #[inline]
     pub fn parse<T: AsRef<[u8]> + ?Sized>(
         packet: &TcpPacket<&T>,
         src: Ipv4Addr,
