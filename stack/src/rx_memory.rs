@@ -20,6 +20,16 @@
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
+use crate::nic::pool::BufferPool;
+use crate::nic::PacketBuf;
+
+/// Size of the chunks small TCP payloads are copied into (see `tcp/recv_buffer.rs`).
+pub const COMPACT_CHUNK: usize = 4096;
+
+/// Free compact chunks a budget keeps for reuse (256 KiB): a queue its application reads
+/// promptly cycles through a few, with no allocation and no zeroing per chunk.
+const CHUNKS_KEPT: usize = 64;
+
 /// The budget (see the module documentation). Clones share it.
 #[derive(Debug, Clone)]
 pub struct RxBudget(Arc<Shared>);
@@ -30,6 +40,8 @@ struct Shared {
     used: AtomicUsize,
     peak: AtomicUsize,
     refused: AtomicU64,
+    /// Free compact chunks (not charged: a chunk is charged by the queue that holds it).
+    chunks: Arc<BufferPool>,
 }
 
 /// One reading of an [`RxBudget`].
@@ -53,6 +65,7 @@ impl RxBudget {
             used: AtomicUsize::new(0),
             peak: AtomicUsize::new(0),
             refused: AtomicU64::new(0),
+            chunks: BufferPool::new(CHUNKS_KEPT, COMPACT_CHUNK),
         }))
     }
 
@@ -122,6 +135,16 @@ impl RxCharge {
         self.budget.as_ref().map_or(usize::MAX, RxBudget::room)
     }
 
+    /// An empty chunk of [`COMPACT_CHUNK`] bytes for small payloads (not charged yet): one of
+    /// the budget's free chunks, back there when dropped (on any thread), or a new one for a
+    /// queue without a budget.
+    pub fn compact_chunk(&self) -> PacketBuf {
+        match &self.budget {
+            Some(b) => b.0.chunks.take(0),
+            None => PacketBuf::with_headroom(COMPACT_CHUNK, 0),
+        }
+    }
+
     /// True when `n` more bytes fit the budget; a refusal is counted.
     pub fn admit(&self, n: usize) -> bool {
         let Some(b) = &self.budget else { return true };
@@ -180,6 +203,25 @@ mod tests {
         assert_eq!(budget.reading().used, 500);
         drop(a);
         assert_eq!(budget.reading(), RxReading { used: 0, peak: 10_000, limit: 10_000, refused: 1 });
+    }
+
+    #[test]
+    fn compact_chunks_go_back_to_the_budget_and_are_taken_again() {
+        let budget = RxBudget::new(1 << 20);
+        let mut charge = RxCharge::default();
+        charge.bind(&budget);
+        let mut chunk = charge.compact_chunk();
+        assert_eq!((chunk.capacity(), chunk.len()), (COMPACT_CHUNK, 0));
+        chunk.append(3).expect("room").copy_from_slice(b"old");
+        // Dropped on another thread (where an application reads), it still goes back.
+        std::thread::spawn(move || drop(chunk)).join().expect("thread");
+        assert_eq!(budget.0.chunks.free_count(), 1);
+        let again = charge.compact_chunk();
+        assert_eq!(budget.0.chunks.free_count(), 0, "the free chunk is reused");
+        assert_eq!((again.capacity(), again.len()), (COMPACT_CHUNK, 0), "empty, old bytes hidden");
+        assert_eq!(budget.reading().used, 0, "a chunk is charged by the queue that holds it");
+        // Without a budget: a new chunk each time.
+        assert_eq!(RxCharge::default().compact_chunk().capacity(), COMPACT_CHUNK);
     }
 
     #[test]

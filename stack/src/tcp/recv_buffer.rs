@@ -4,8 +4,8 @@
 //! The window counts payload bytes, but a segment pins its whole NIC buffer (2 KiB on TAP, an
 //! mbuf on DPDK): a peer sending 1-byte segments into a 256 KiB window would pin 0.5 GiB per
 //! socket, and drain a DPDK mempool. A payload that fills less than half of its buffer is
-//! therefore copied into compact chunks ([`COMPACT_CHUNK`] bytes, filled back to back) and its
-//! buffer freed at once, so the memory a queue holds stays within twice its window plus one
+//! therefore copied into compact chunks ([`COMPACT_CHUNK`] bytes, filled back to back; reused
+//! from the budget's free chunks) and its buffer freed at once, so the memory a queue holds stays within twice its window plus one
 //! chunk ([`RecvBuffer::memory`]). That memory is charged to the interface's receive budget
 //! (`rx_memory.rs`): a payload whose storage would not fit is refused, and the window offers
 //! at most half the budget's room.
@@ -14,10 +14,8 @@ use std::collections::VecDeque;
 
 use super::config::MAX_TCP_BUFFER;
 use crate::nic::PacketBuf;
+pub use crate::rx_memory::COMPACT_CHUNK;
 use crate::rx_memory::{RxBudget, RxCharge};
-
-/// Size of the chunks small payloads are copied into.
-pub const COMPACT_CHUNK: usize = 4096;
 
 /// In-order received bytes, as a queue of packet buffers trimmed to their payload.
 ///
@@ -131,7 +129,7 @@ impl RecvBuffer {
             let tail = match self.segments.back_mut() {
                 Some(back) if self.compact_tail && back.tailroom() > 0 => back,
                 _ => {
-                    let chunk = PacketBuf::with_headroom(COMPACT_CHUNK, 0);
+                    let chunk = self.memory.compact_chunk();
                     self.memory.add(chunk.capacity());
                     self.segments.push_back(chunk);
                     self.compact_tail = true;
