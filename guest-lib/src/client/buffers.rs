@@ -9,7 +9,7 @@
 
 use std::sync::{Arc, Mutex, PoisonError};
 
-use slimtcp_api::{Fd, ZeroCopyTx};
+use slimtcp_api::{Fd, ReleaseList, ZeroCopyTx};
 
 use crate::mem::DmaRegion;
 
@@ -163,28 +163,28 @@ pub(crate) struct Release {
 }
 
 /// Releases queued by dropped [`RxBuf`]s (they may be dropped anywhere, even on another
-/// thread), drained by the library's poll loop. It also keeps the receive buffers' mapping
+/// thread), taken by the library's poll loop. It also keeps the receive buffers' mapping
 /// alive, so an [`RxBuf`] takes one reference (this queue's), not two.
 pub(crate) struct ReleaseQueue {
-    list: Mutex<Vec<Release>>,
+    list: ReleaseList<Release>,
     _mem: crate::mem::KeepAlive,
 }
 
 impl std::fmt::Debug for ReleaseQueue {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ReleaseQueue").field("queued", &self.list().len()).finish()
+        f.debug_struct("ReleaseQueue").field("queued", &self.list.len()).finish()
     }
 }
 
 impl ReleaseQueue {
     /// An empty queue keeping `mem` (the receive buffers' mapping) alive.
     pub(crate) fn new(mem: crate::mem::KeepAlive) -> Arc<ReleaseQueue> {
-        Arc::new(ReleaseQueue { list: Mutex::new(Vec::new()), _mem: mem })
+        Arc::new(ReleaseQueue { list: ReleaseList::new(), _mem: mem })
     }
 
-    /// The queued releases.
-    pub(crate) fn list(&self) -> std::sync::MutexGuard<'_, Vec<Release>> {
-        self.list.lock().unwrap_or_else(PoisonError::into_inner)
+    /// Moves the queued releases into `out` (empty; its allocation is reused).
+    pub(crate) fn take(&self, out: &mut Vec<Release>) {
+        self.list.take(out);
     }
 }
 
@@ -250,6 +250,6 @@ impl AsRef<[u8]> for RxBuf {
 
 impl Drop for RxBuf {
     fn drop(&mut self) {
-        self.queue.list().push(self.release);
+        self.queue.list.push(self.release);
     }
 }

@@ -13,7 +13,7 @@ use slimtcp_abi::{
 use slimtcp_api::app::{Event, Limits, Link, Reply, Request, Submitted};
 use slimtcp_api::{Fd, Proto, SockOpt, SockOptName, SocketError};
 
-use super::buffers::{ReleaseQueue, RxBuf, TxBuf, TxPool, LARGE_TX};
+use super::buffers::{Release, ReleaseQueue, RxBuf, TxBuf, TxPool, LARGE_TX};
 use super::{HDR_SLOT, TAG_CALL, TAG_CLOSE, TAG_CONNECT, TAG_HELLO, TAG_QUIET_SEND};
 use crate::mem::{BumpAllocator, DmaRegion};
 use crate::transport::QueuePair;
@@ -63,6 +63,8 @@ pub struct GuestLink {
     /// Slots to (re)post.
     pub(super) rx_to_post: Vec<u16>,
     pub(super) releases: Arc<ReleaseQueue>,
+    /// Releases taken from `releases` (the vector is reused from step to step).
+    pub(super) released: Vec<Release>,
     /// Transmit header slots, indexed by chain head.
     pub(super) hdr_area: DmaRegion,
     pub(super) tx_slots: Vec<TxSlot>,
@@ -123,6 +125,7 @@ impl GuestLink {
             rx_slot_of_head: vec![0; q],
             rx_to_post: (0..q as u16).collect(),
             releases,
+            released: Vec::new(),
             hdr_area,
             tx_slots: (0..txq).map(|_| TxSlot::Free).collect(),
             tx_outstanding: 0,

@@ -7,7 +7,7 @@ use slimtcp_abi::{Request, RequestBody, RxMessage};
 use slimtcp_api::app::Event;
 use slimtcp_api::{Fd, Proto, SocketError};
 
-use super::buffers::{RxBuf, TxBuf};
+use super::buffers::{Release, RxBuf, TxBuf};
 use super::link::{GuestLink, TxSlot};
 use super::{HDR_SLOT, TAG_QUIET_CREDIT};
 use crate::ring::Segment;
@@ -171,11 +171,22 @@ impl GuestLink {
 
     /// Reposts buffers the application dropped and returns their credit.
     fn drain_releases(&mut self) -> Result<bool, SocketError> {
-        let released = std::mem::take(&mut *self.releases.list());
+        let mut released = std::mem::take(&mut self.released);
+        self.releases.take(&mut released);
         if released.is_empty() {
+            self.released = released;
             return Ok(false);
         }
-        for r in &released {
+        let result = self.repost_and_credit(&released);
+        released.clear();
+        self.released = released;
+        result.map(|()| true)
+    }
+
+    /// Reposts the released buffers' slots and credits their sockets (a credit goes out once a
+    /// socket's pending credit reaches a quarter of its receive buffer).
+    fn repost_and_credit(&mut self, released: &[Release]) -> Result<(), SocketError> {
+        for r in released {
             self.rx_to_post.push(r.slot);
             let Some(fd) = r.fd else { continue };
             let Some(s) = self.socks.get_mut(&fd) else { continue };
@@ -185,7 +196,7 @@ impl GuestLink {
                 self.send_credit(fd)?;
             }
         }
-        Ok(true)
+        Ok(())
     }
 
     /// Returns a socket's pending credit (QUIET), if the transmit queue has room now.

@@ -17,11 +17,13 @@ pub mod app;
 mod epoll;
 mod error;
 pub mod id_map;
+mod release_list;
 pub mod report;
 mod socket_api;
 mod types;
 
 pub use epoll::EpollSet;
 pub use error::{ConnError, SocketError};
+pub use release_list::ReleaseList;
 pub use socket_api::{SocketApi, ZeroCopyTx};
 pub use types::{EpollEvent, EpollFd, EpollOp, Fd, Proto, Ready, Shutdown, SockOpt, SockOptName};

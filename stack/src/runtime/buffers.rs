@@ -6,11 +6,11 @@
 //! bytes are consumed, which reopens the receive window (a shared queue, so it may be
 //! dropped on any thread).
 
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 
 use crossbeam_queue::SegQueue;
-use slimtcp_api::ZeroCopyTx;
+use slimtcp_api::{ReleaseList, ZeroCopyTx};
 
 use crate::nic::PacketBuf;
 use crate::tcp::TxPayload;
@@ -139,34 +139,19 @@ impl TxPool {
 }
 
 /// Bytes of received buffers the application let go of, per socket (the server's id), for the
-/// worker. A buffer dropped right after one of the same socket adds to its entry (an
-/// application reading a burst queues one entry, not one per buffer); the worker takes the
-/// whole list at once, and looks only when something was queued (no lock on an idle step).
-#[derive(Debug, Default)]
-pub struct ReleaseQueue {
-    list: Mutex<Vec<(u32, usize)>>,
-    queued: AtomicBool,
-}
+/// worker ([`release`]: a buffer dropped right after one of the same socket adds to its entry,
+/// so an application reading a burst queues one entry, not one per buffer).
+pub type ReleaseQueue = ReleaseList<(u32, usize)>;
 
-impl ReleaseQueue {
-    /// Queues `bytes` released by socket `id`.
-    pub fn push(&self, id: u32, bytes: usize) {
-        let mut list = self.list.lock().unwrap_or_else(PoisonError::into_inner);
-        match list.last_mut() {
-            Some((last, n)) if *last == id => *n += bytes,
-            _ => list.push((id, bytes)),
+/// Queues `bytes` released by socket `id` on `queue`.
+fn release(queue: &ReleaseQueue, id: u32, bytes: usize) {
+    queue.push_merged((id, bytes), |last, new| {
+        let same_socket = last.0 == new.0;
+        if same_socket {
+            last.1 += new.1;
         }
-        drop(list);
-        self.queued.store(true, Ordering::Release);
-    }
-
-    /// Moves everything queued into `out` (which should be empty; its allocation is reused).
-    pub fn take(&self, out: &mut Vec<(u32, usize)>) {
-        // A push after the swap raises the flag again: taken by the next call at the latest.
-        if self.queued.swap(false, Ordering::Acquire) {
-            std::mem::swap(&mut *self.list.lock().unwrap_or_else(PoisonError::into_inner), out);
-        }
-    }
+        same_socket
+    });
 }
 
 /// A received payload buffer (see the module documentation).
@@ -222,7 +207,7 @@ impl AsRef<[u8]> for RxBuf {
 impl Drop for RxBuf {
     fn drop(&mut self) {
         if self.held > 0 {
-            self.releases.push(self.id, self.held);
+            release(&self.releases, self.id, self.held);
         }
     }
 }
