@@ -172,20 +172,34 @@ mod tests {
         assert_eq!(data(&[0xff; 64]), 0xffff);
     }
 
+    /// Runs `check` on `rounds` random slices of a `len`-byte buffer starting below `starts`;
+    /// every `carries`-th round sets the top bits of every byte (long runs of carries).
+    fn for_random_slices(
+        seed: u64,
+        len: usize,
+        rounds: usize,
+        carries: usize,
+        starts: u64,
+        check: impl Fn(&[u8]),
+    ) {
+        let mut rng = Rng::new(seed);
+        let mut buf = vec![0u8; len];
+        for round in 0..rounds {
+            rng.fill_bytes(&mut buf);
+            if round % carries == 0 {
+                buf.iter_mut().for_each(|b| *b |= 0xf8);
+            }
+            let end = rng.gen_range(0..(buf.len() + 1) as u64) as usize;
+            let start = (rng.gen_range(0..starts) as usize).min(end); // unaligned starts too
+            check(&buf[start..end]);
+        }
+    }
+
     #[test]
     fn matches_reference_on_random_data() {
-        let mut rng = Rng::new(0x5eed_c0de);
-        let mut buf = vec![0u8; 1600];
-        for round in 0..400 {
-            rng.fill_bytes(&mut buf);
-            if round % 7 == 0 {
-                buf.iter_mut().for_each(|b| *b |= 0xf0); // lots of carries
-            }
-            let len = rng.gen_range(0..(buf.len() + 1) as u64) as usize;
-            let start = (rng.gen_range(0..4) as usize).min(len); // unaligned starts too
-            let slice = &buf[start..len];
-            assert_eq!(data(slice), reference(slice), "len {} start {}", len, start);
-        }
+        for_random_slices(0x5eed_c0de, 1600, 400, 7, 4, |slice| {
+            assert_eq!(data(slice), reference(slice), "len {}", slice.len());
+        });
     }
 
     #[test]
@@ -208,21 +222,12 @@ mod tests {
 
     #[test]
     fn the_vector_and_scalar_paths_agree() {
-        let mut rng = Rng::new(0xa5a5);
-        let mut buf = vec![0u8; 9000];
-        for round in 0..200 {
-            rng.fill_bytes(&mut buf);
-            if round % 3 == 0 {
-                buf.iter_mut().for_each(|b| *b |= 0xf8); // long runs of carries
-            }
-            let len = rng.gen_range(0..(buf.len() + 1) as u64) as usize;
-            let start = (rng.gen_range(0..8) as usize).min(len);
-            let slice = &buf[start..len];
+        for_random_slices(0xa5a5, 9000, 200, 3, 8, |slice| {
             let scalar = u16::from_be(fold(sum_native_scalar(slice)));
-            assert_eq!(data(slice), scalar, "len {} start {}", len, start);
+            assert_eq!(data(slice), scalar, "len {}", slice.len());
             #[cfg(target_arch = "x86_64")]
-            assert_eq!(u16::from_be(fold(sum_native_long(slice))), scalar, "len {} start {}", len, start);
-        }
+            assert_eq!(u16::from_be(fold(sum_native_long(slice))), scalar, "len {}", slice.len());
+        });
         // A jumbo frame of all ones: the most carries any lane can hold.
         let ones = vec![0xffu8; 9000];
         assert_eq!(data(&ones), reference(&ones));
