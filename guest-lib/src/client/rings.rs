@@ -171,16 +171,14 @@ impl GuestLink {
 
     /// Reposts buffers the application dropped and returns their credit.
     fn drain_releases(&mut self) -> Result<bool, SocketError> {
+        // Out of `self` while its releases are applied (they need `&mut self`), then put back.
         let mut released = std::mem::take(&mut self.released);
         self.releases.take(&mut released);
-        if released.is_empty() {
-            self.released = released;
-            return Ok(false);
-        }
         let result = self.repost_and_credit(&released);
+        let any = !released.is_empty();
         released.clear();
         self.released = released;
-        result.map(|()| true)
+        result.map(|()| any)
     }
 
     /// Reposts the released buffers' slots and credits their sockets (a credit goes out once a

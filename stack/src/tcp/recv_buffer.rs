@@ -5,8 +5,8 @@
 //! mbuf on DPDK): a peer sending 1-byte segments into a 256 KiB window would pin 0.5 GiB per
 //! socket, and drain a DPDK mempool. A payload that fills less than half of its buffer is
 //! therefore copied into compact chunks ([`COMPACT_CHUNK`] bytes, filled back to back; reused
-//! from the budget's free chunks) and its buffer freed at once, so the memory a queue holds stays within twice its window plus one
-//! chunk ([`RecvBuffer::memory`]). That memory is charged to the interface's receive budget
+//! from the budget's free chunks) and its buffer freed at once, so the memory a queue holds
+//! stays within twice its window plus one chunk ([`RecvBuffer::memory`]). That memory is charged to the interface's receive budget
 //! (`rx_memory.rs`): a payload whose storage would not fit is refused, and the window offers
 //! at most half the budget's room.
 

@@ -2,7 +2,7 @@
 //! `tcp_sack.rs`); other options are parsed for well-formedness and ignored.
 
 use super::field::{get_u16, get_u32, set_u16, set_u32, sub, sub_mut};
-use super::tcp_option::kind;
+use super::tcp_option::{kind, KnownOptions};
 pub use super::tcp_option::{TcpOption, TcpOptionIter};
 pub use super::tcp_sack::TcpSack;
 use super::SeqNumber;
@@ -384,25 +384,12 @@ impl TcpRepr {
         if raw.contains(TcpFlags::SYN) && raw.intersects(TcpFlags::FIN | TcpFlags::RST) {
             return Err(WireError::Malformed);
         }
-        let mut max_seg_size = None;
-        let mut window_scale = None;
-        let mut sack = TcpSack::NONE;
         // A header without options (every data segment and ACK this stack sends) skips the walk.
-        if packet.header_len() > HEADER_LEN {
-            for option in packet.option_iter() {
-                match option? {
-                    TcpOption::MaxSegmentSize(mss) => max_seg_size = Some(mss),
-                    TcpOption::WindowScale(shift) => window_scale = Some(shift.min(MAX_WINDOW_SCALE)),
-                    TcpOption::SackPermitted => sack.permitted = true,
-                    TcpOption::Sack(raw) => {
-                        let permitted = sack.permitted;
-                        sack = TcpSack::parse_blocks(raw);
-                        sack.permitted = permitted;
-                    }
-                    _ => {}
-                }
-            }
-        }
+        let options = if packet.header_len() > HEADER_LEN {
+            KnownOptions::parse(packet.options())?
+        } else {
+            KnownOptions::default()
+        };
         Ok(TcpRepr {
             src_port: packet.src_port(),
             dst_port: packet.dst_port(),
@@ -410,9 +397,9 @@ impl TcpRepr {
             ack_number: raw.contains(TcpFlags::ACK).then(|| packet.ack_number()),
             flags: raw & REPR_FLAGS,
             window_len: packet.window_len(),
-            max_seg_size,
-            window_scale,
-            sack,
+            max_seg_size: options.max_seg_size,
+            window_scale: options.window_scale,
+            sack: options.sack,
         })
     }
 

@@ -1,8 +1,9 @@
-//! TCP options (RFC 9293 3.2, RFC 7323): the kinds, and a well-formedness-checking iterator over
-//! a header's options area.
+//! TCP options (RFC 9293 3.2, RFC 7323): the kinds, a well-formedness-checking iterator over
+//! a header's options area, and the options the stack acts on ([`KnownOptions`]).
 
 use super::field::{get_u32, sub};
-use super::WireError;
+use super::tcp::MAX_WINDOW_SCALE;
+use super::{TcpSack, WireError};
 
 /// Option kinds.
 pub(super) mod kind {
@@ -97,5 +98,35 @@ impl<'a> Iterator for TcpOptionIter<'a> {
             (kind, data) => TcpOption::Unknown { kind, data },
         };
         Some(Ok(option))
+    }
+}
+
+/// The options the stack acts on, read from a header's options area (the others are skipped).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(super) struct KnownOptions {
+    pub max_seg_size: Option<u16>,
+    /// Clamped to [`MAX_WINDOW_SCALE`].
+    pub window_scale: Option<u8>,
+    pub sack: TcpSack,
+}
+
+impl KnownOptions {
+    /// Walks `options` (an options area); a malformed option is an error.
+    pub fn parse(options: &[u8]) -> Result<Self, WireError> {
+        let mut known = KnownOptions::default();
+        for option in TcpOptionIter::new(options) {
+            match option? {
+                TcpOption::MaxSegmentSize(mss) => known.max_seg_size = Some(mss),
+                TcpOption::WindowScale(shift) => known.window_scale = Some(shift.min(MAX_WINDOW_SCALE)),
+                TcpOption::SackPermitted => known.sack.permitted = true,
+                TcpOption::Sack(raw) => {
+                    let permitted = known.sack.permitted;
+                    known.sack = TcpSack::parse_blocks(raw);
+                    known.sack.permitted = permitted;
+                }
+                _ => {}
+            }
+        }
+        Ok(known)
     }
 }
