@@ -247,6 +247,54 @@ fn a_flooded_listener_answers_with_cookies_keeps_no_state_and_a_client_still_con
 }
 
 #[test]
+fn a_cookie_clients_later_segment_arriving_first_is_dropped_and_its_first_one_still_connects() {
+    let mut bed = Bed::new();
+    let mut rng = Rng::new(15);
+    let fill: Vec<Vec<u8>> = (0..BACKLOG).map(|_| syn(spoofed(&mut rng), 1, None, None)).collect();
+    bed.exchange(fill);
+    let client = SocketAddrV4::new(CLIENT_IP, 41_000);
+    let r = bed.exchange(vec![syn(client, 9_000, Some(1460), Some(7))]);
+    let cookie = the_syn_ack(&r, client).seq_number;
+    let sockets = bed.iface.socket_count();
+
+    // The handshake's ACK and the first segment were lost: the second one (and the FIN after
+    // it) come first. The cookie cannot be checked against them (its MAC covers the client's
+    // ISN, i.e. the first segment's sequence number - 1): dropped, counted, never reset.
+    let fin = TcpRepr {
+        src_port: client.port(),
+        dst_port: PORT,
+        seq_number: SeqNumber(9_011),
+        ack_number: Some(cookie + 1),
+        flags: TcpFlags::FIN,
+        window_len: 1000,
+        max_seg_size: None,
+        window_scale: None,
+        sack: slimtcp::wire::TcpSack::NONE,
+    };
+    let r = bed.exchange(vec![ack(client, 9_006, cookie + 1, 1000, b"world"), tcp_frame(client, &fin, b"")]);
+    assert!(r.tcp.is_empty(), "no answer, in particular no RST: {:?}", r.tcp);
+    assert_eq!(bed.iface.counters().dropped(DropReason::BadCookie), 2);
+    assert_eq!(bed.iface.socket_count(), sockets, "no state");
+
+    // The client retransmits from its first byte: that segment returns the cookie.
+    let r = bed.exchange(vec![ack(client, 9_001, cookie + 1, 1000, b"hello")]);
+    assert!(r.tcp.iter().all(|(_, t, _)| !t.flags.contains(TcpFlags::RST)), "no RST");
+    assert_eq!(bed.iface.counters().tcp_syn_cookies_accepted, 1);
+    let h = bed.iface.tcp_accept(bed.listener).expect("the cookie connection");
+    let mut buf = [0u8; 16];
+    assert_eq!(bed.iface.tcp_recv(h, &mut buf), Ok(5));
+    assert_eq!(&buf[..5], b"hello");
+
+    // A forged pure ACK (no data, no FIN) is still answered with a RST.
+    let stranger = SocketAddrV4::new(CLIENT_IP, 41_001);
+    let r = bed.exchange(vec![ack(stranger, 5, cookie + 1, 1000, b"")]);
+    let to_stranger: Vec<_> = r.tcp.iter().filter(|(_, t, _)| t.dst_port == stranger.port()).collect();
+    assert_eq!(to_stranger.len(), 1);
+    assert_eq!(to_stranger[0].1.flags, TcpFlags::RST);
+    assert_eq!(bed.iface.counters().dropped(DropReason::BadCookie), 3);
+}
+
+#[test]
 fn an_ack_to_a_listener_that_sent_no_cookie_is_reset_without_a_cookie_check() {
     let mut bed = Bed::new();
     let stray = SocketAddrV4::new(CLIENT_IP, 5555);

@@ -33,7 +33,9 @@ pub enum DropReason {
     /// A martian IPv4 source address (see [`Counters::martians`] for which kind).
     MartianSource,
     /// An ACK for a listener that returned no valid SYN cookie, while it was sending cookies
-    /// (answered with a RST, as any stray ACK to a listener).
+    /// (answered with a RST, as any stray ACK to a listener, unless it carries data or a FIN:
+    /// then it may be a real client's later segment whose first ones were lost, and it is only
+    /// dropped).
     BadCookie,
     /// A UDP datagram whose storage would not fit the interface's receive budget (TCP payload
     /// refused for it is counted by the budget, `Interface::rx_memory`).

@@ -35,6 +35,9 @@ enum CookieCheck {
     NotChecked,
     /// No valid cookie.
     Invalid,
+    /// No valid cookie, but the segment carries data or a FIN, which may begin after the peer's
+    /// first byte, where no check can work (see [`Interface::check_cookie`]).
+    Unverifiable,
     /// A valid cookie, but the listener holds too many connections already.
     Full,
     /// A valid cookie.
@@ -224,7 +227,7 @@ impl<N: Nic> Interface<N> {
         };
         match listen_input(&repr) {
             ListenAction::Accept => self.accept_syn(now, src_mac, tuple, lh, &repr),
-            ListenAction::Reset(rst) => match self.check_cookie(now, tuple, lh, &repr) {
+            ListenAction::Reset(rst) => match self.check_cookie(now, tuple, lh, &repr, payload.len()) {
                 CookieCheck::Valid(cookie) => {
                     self.accept_cookie(now, src_mac, tuple, lh, &repr, &cookie, payload)
                 }
@@ -234,6 +237,8 @@ impl<N: Nic> Interface<N> {
                 }
                 // Counted as `BadCookie`; answered like any stray ACK to a listener.
                 CookieCheck::Invalid => self.send_tcp_control(src_mac, tuple, &rst),
+                // Counted as `BadCookie`, not answered: the peer sends its first segment again.
+                CookieCheck::Unverifiable => {}
                 CookieCheck::Full => self.counters.drop(DropReason::BacklogFull),
             },
             ListenAction::Drop => self.counters.drop(DropReason::NoSocket),
@@ -241,12 +246,21 @@ impl<N: Nic> Interface<N> {
     }
 
     /// Whether `ack` (for listener `lh`, matching no connection) returns a valid SYN cookie.
+    ///
+    /// The cookie is made over the peer's initial sequence number, which only a segment at the
+    /// peer's first byte tells (its sequence number - 1). When the handshake's ACK and the first
+    /// data segments are lost (a flooded link drops frames), a real client's later segment
+    /// arrives first and fails the check: Linux resets such a client. A failed segment that
+    /// carries data or a FIN (which may lie beyond the first byte) is therefore only dropped
+    /// (`Unverifiable`): the client retransmits from its first byte, and that segment is
+    /// checked. A failed segment without either is answered with a RST as any stray ACK.
     fn check_cookie(
         &mut self,
         now: Instant,
         tuple: FourTuple,
         lh: SocketHandle,
         ack: &TcpRepr,
+        payload_len: usize,
     ) -> CookieCheck {
         let sockets = self.sockets.len();
         let Some(listener) = self.sockets.listener_mut(lh) else { return CookieCheck::NotChecked };
@@ -256,7 +270,11 @@ impl<N: Nic> Interface<N> {
         }
         let Some(cookie) = self.cookies.check(tuple.local, tuple.remote, ack, now) else {
             self.counters.drop(DropReason::BadCookie);
-            return CookieCheck::Invalid;
+            return if ack.segment_len(payload_len) > 0 {
+                CookieCheck::Unverifiable
+            } else {
+                CookieCheck::Invalid
+            };
         };
         if listener.pending >= listener.backlog * COOKIE_BACKLOG_FACTOR || sockets >= self.cfg.max_sockets {
             return CookieCheck::Full;
