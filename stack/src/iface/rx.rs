@@ -45,7 +45,7 @@ enum CookieCheck {
 }
 
 impl<N: Nic> Interface<N> {
-    pub(super) fn process_frame(&mut self, now: Instant, frame: PacketBuf) {
+    pub(super) fn process_frame(&mut self, now: Instant, frame: &mut PacketBuf) {
         self.counters.rx_frames += 1;
         self.counters.rx_bytes += frame.len() as u64;
         let (src_mac, ethertype) = {
@@ -71,11 +71,11 @@ impl<N: Nic> Interface<N> {
         rx_checksum_caps(frame.rx_checksum_ok)
     }
 
-    fn process_ipv4(&mut self, now: Instant, src_mac: EthernetAddress, mut frame: PacketBuf) {
+    fn process_ipv4(&mut self, now: Instant, src_mac: EthernetAddress, frame: &mut PacketBuf) {
         if frame.rx_checksum_ok == Some(false) {
             return self.counters.drop(DropReason::BadChecksum);
         }
-        let caps = self.rx_checksum_caps(&frame);
+        let caps = self.rx_checksum_caps(frame);
         let (ip_repr, l4_offset) = {
             let ip = match Ipv4Packet::new_checked(&frame.as_slice()[ETH_LEN..]) {
                 Ok(ip) => ip,
@@ -98,7 +98,7 @@ impl<N: Nic> Interface<N> {
         match ip_repr.protocol {
             IpProtocol::Tcp => self.process_tcp(now, src_mac, ip_repr.src_addr, frame),
             IpProtocol::Udp => self.process_udp(ip_repr.src_addr, frame),
-            IpProtocol::Icmp => self.process_icmp(now, src_mac, ip_repr.src_addr, &frame),
+            IpProtocol::Icmp => self.process_icmp(now, src_mac, ip_repr.src_addr, frame),
             IpProtocol::Unknown(_) => self.counters.drop(DropReason::Unsupported),
         }
     }
@@ -154,13 +154,13 @@ impl<N: Nic> Interface<N> {
         }
     }
 
-    fn process_udp(&mut self, src: Ipv4Addr, mut l4: PacketBuf) {
+    fn process_udp(&mut self, src: Ipv4Addr, l4: &mut PacketBuf) {
         let (repr, len) = {
             let packet = match UdpPacket::new_checked(l4.as_slice()) {
                 Ok(p) => p,
                 Err(e) => return self.counters.drop(e.into()),
             };
-            match UdpRepr::parse(&packet, src, self.cfg.ip, &self.rx_checksum_caps(&l4)) {
+            match UdpRepr::parse(&packet, src, self.cfg.ip, &self.rx_checksum_caps(l4)) {
                 Ok(r) => (r, usize::from(packet.len())),
                 Err(e) => return self.counters.drop(e.into()),
             }
@@ -171,7 +171,7 @@ impl<N: Nic> Interface<N> {
         };
         l4.truncate(len);
         l4.advance(crate::wire::udp::HEADER_LEN);
-        match self.sockets.udp_mut(h).map(|sock| sock.deliver(from, l4)) {
+        match self.sockets.udp_mut(h).map(|sock| sock.deliver(from, std::mem::take(l4))) {
             Some(Delivered::Queued) => {
                 self.counters.udp_in += 1;
                 self.note_activity(h);
@@ -182,13 +182,13 @@ impl<N: Nic> Interface<N> {
         }
     }
 
-    fn process_tcp(&mut self, now: Instant, src_mac: EthernetAddress, src: Ipv4Addr, mut l4: PacketBuf) {
+    fn process_tcp(&mut self, now: Instant, src_mac: EthernetAddress, src: Ipv4Addr, l4: &mut PacketBuf) {
         let (repr, header_len) = {
             let packet = match TcpPacket::new_checked(l4.as_slice()) {
                 Ok(p) => p,
                 Err(e) => return self.counters.drop(e.into()),
             };
-            match TcpRepr::parse(&packet, src, self.cfg.ip, &self.rx_checksum_caps(&l4)) {
+            match TcpRepr::parse(&packet, src, self.cfg.ip, &self.rx_checksum_caps(l4)) {
                 Ok(r) => (r, packet.header_len()),
                 Err(e) => return self.counters.drop(e.into()),
             }
@@ -312,7 +312,7 @@ impl<N: Nic> Interface<N> {
         lh: SocketHandle,
         ack: &TcpRepr,
         cookie: &CookieSyn,
-        payload: PacketBuf,
+        payload: &mut PacketBuf,
     ) {
         let Some(listener) = self.sockets.listener_mut(lh) else { return };
         listener.pending += 1;

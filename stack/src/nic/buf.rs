@@ -123,6 +123,21 @@ impl Clone for Storage {
     }
 }
 
+/// An empty buffer of no capacity (allocates nothing): what a buffer taken out of a place that
+/// must stay valid leaves behind (`std::mem::take`).
+impl Default for PacketBuf {
+    #[inline]
+    fn default() -> Self {
+        PacketBuf {
+            storage: Storage::Heap(Box::default()),
+            start: 0,
+            end: 0,
+            offload: TxOffload::default(),
+            rx_checksum_ok: None,
+        }
+    }
+}
+
 impl PacketBuf {
     /// An empty buffer of `capacity` bytes whose data starts after `headroom` bytes.
     pub fn with_headroom(capacity: usize, headroom: usize) -> Self {

@@ -18,11 +18,13 @@ use crate::wire::tcp::{TcpFlags, TcpRepr};
 const OOW_ACK_INTERVAL: std::time::Duration = std::time::Duration::from_millis(100);
 
 impl Connection {
-    /// Processes one received segment. `payload` holds exactly the segment's payload bytes (its
-    /// buffer is queued for the application without copying when the data is in order).
+    /// Processes one received segment. `payload` holds exactly the segment's payload bytes: when
+    /// the data is in order its buffer is taken out (left empty) and queued for the application
+    /// without copying, or the bytes are copied behind earlier small ones (see
+    /// [`RecvBuffer::push`](super::recv_buffer::RecvBuffer::push)).
     /// Any reply (ACK, RST) is produced by the next output call, so the caller can process a
     /// whole burst of segments first and then send one ACK.
-    pub fn on_segment(&mut self, now: Instant, seg: &TcpRepr, payload: PacketBuf) {
+    pub fn on_segment(&mut self, now: Instant, seg: &TcpRepr, payload: &mut PacketBuf) {
         self.stats.segs_in += 1;
         match self.state {
             State::Closed | State::Listen => return,
@@ -35,7 +37,7 @@ impl Connection {
         }
     }
 
-    fn input_syn_sent(&mut self, now: Instant, seg: &TcpRepr, payload: PacketBuf) {
+    fn input_syn_sent(&mut self, now: Instant, seg: &TcpRepr, payload: &mut PacketBuf) {
         let rst = seg.flags.contains(TcpFlags::RST);
         let ack_ok = match seg.ack_number {
             Some(ack) => {
@@ -82,7 +84,7 @@ impl Connection {
         }
     }
 
-    fn input_synchronized(&mut self, now: Instant, seg: &TcpRepr, payload: PacketBuf) {
+    fn input_synchronized(&mut self, now: Instant, seg: &TcpRepr, payload: &mut PacketBuf) {
         if let Some(ack) = self.predicted_ack(seg, payload.len()) {
             return self.input_predicted(now, seg, ack, payload);
         }
@@ -155,7 +157,7 @@ impl Connection {
 
     /// A segment [`predicted_ack`](Self::predicted_ack) recognised: what the general path does
     /// with it, without the checks it is known to pass.
-    fn input_predicted(&mut self, now: Instant, seg: &TcpRepr, ack: SeqNumber, payload: PacketBuf) {
+    fn input_predicted(&mut self, now: Instant, seg: &TcpRepr, ack: SeqNumber, payload: &mut PacketBuf) {
         if ack > self.snd_una {
             self.dup_acks = 0;
             if self.ack_new_data(now, ack, false) && self.on_fin_acked(now) {
@@ -499,7 +501,7 @@ impl Connection {
     fn accept_payload(
         &mut self,
         seq: SeqNumber,
-        mut payload: PacketBuf,
+        payload: &mut PacketBuf,
         mut fin: bool,
         push: bool,
         now: Instant,
@@ -601,12 +603,12 @@ impl Connection {
 
     /// Appends in-order payload (trimmed to the window) to the receive queue; false when the
     /// receive budget refused its storage (it is dropped).
-    fn deliver(&mut self, payload: PacketBuf) -> bool {
+    fn deliver(&mut self, payload: &mut PacketBuf) -> bool {
         let n = payload.len();
         if n == 0 {
             return true;
         }
-        if self.rx.push(payload).is_err() {
+        if !self.rx.push(payload) {
             return false;
         }
         self.advance_received(n);
@@ -631,7 +633,7 @@ impl Connection {
             }
             // Admitted to the receive memory when it arrived: moved, not charged again.
             let n = p.len();
-            self.rx.push_admitted(p);
+            self.rx.push_admitted(&mut p);
             self.advance_received(n);
         }
         self.ooo.fin_is_next(self.rcv_nxt)
@@ -639,7 +641,7 @@ impl Connection {
 
     /// An out-of-order segment: kept in the reorder queue (the part inside the window we
     /// advertised), and answered at once with a duplicate ACK (a sender's fast retransmit).
-    fn hold_out_of_order(&mut self, seq: SeqNumber, mut payload: PacketBuf, mut fin: bool) {
+    fn hold_out_of_order(&mut self, seq: SeqNumber, payload: &mut PacketBuf, mut fin: bool) {
         self.stats.rare().out_of_order += 1;
         self.ack_pending = true;
         self.dup_acks_owed = (self.dup_acks_owed + 1).min(super::DUP_ACKS_PER_BURST);
@@ -653,7 +655,7 @@ impl Connection {
             fin = false;
         }
         let end = seq + payload.len();
-        match self.ooo.insert(seq, payload, self.rx.budget()) {
+        match self.ooo.insert(seq, std::mem::take(payload), self.rx.budget()) {
             Insert::Stored => self.stats.rare().reordered += 1,
             Insert::Duplicate => {}
             Insert::TooManyRanges | Insert::NoMemory => {

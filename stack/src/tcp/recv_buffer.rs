@@ -97,31 +97,32 @@ impl RecvBuffer {
         self.memory.bytes()
     }
 
-    /// Appends a payload buffer (the caller has trimmed it to fit `free()`), unless the storage
-    /// it needs does not fit the receive budget: then it is handed back, and the refusal counted.
-    /// Inlined: the buffer is not moved once more through a returned `Result`.
+    /// Appends a payload (the caller has trimmed it to fit `free()`): its buffer is taken (left
+    /// empty in `payload`), or its bytes are copied behind earlier small payloads. False when
+    /// the storage it needs does not fit the receive budget: then `payload` is left as it was,
+    /// and the refusal counted.
     #[inline]
-    pub fn push(&mut self, payload: PacketBuf) -> Result<(), PacketBuf> {
+    pub fn push(&mut self, payload: &mut PacketBuf) -> bool {
         if payload.is_empty() {
-            return Ok(());
+            return true;
         }
-        if !self.memory.admit(self.cost(&payload)) {
-            return Err(payload);
+        if !self.memory.admit(self.cost(payload)) {
+            return false;
         }
         self.push_admitted(payload);
-        Ok(())
+        true
     }
 
-    /// Appends a payload buffer whose bytes were admitted already (they come from the reorder
-    /// queue, whose storage was charged when they arrived).
-    pub fn push_admitted(&mut self, payload: PacketBuf) {
+    /// Appends a payload whose bytes were admitted already (they come from the reorder queue,
+    /// whose storage was charged when they arrived), as [`push`](Self::push) does.
+    pub fn push_admitted(&mut self, payload: &mut PacketBuf) {
         if payload.is_empty() {
             return;
         }
         self.len += narrow(payload.len());
-        if !Self::compacts(&payload) {
+        if !Self::compacts(payload) {
             self.memory.add(payload.capacity());
-            self.segments.push_back(payload);
+            self.segments.push_back(std::mem::take(payload));
             self.compact_tail = false;
             return;
         }
@@ -237,7 +238,7 @@ mod tests {
     fn one_byte_segments_cost_chunks_not_nic_buffers() {
         let mut q = RecvBuffer::new(256 * 1024);
         for i in 0..100_000u32 {
-            q.push(nic_frame(&[i as u8])).expect("no budget");
+            assert!(q.push(&mut nic_frame(&[i as u8])), "no budget");
         }
         assert_eq!(q.len(), 100_000);
         assert!(q.memory() <= 100_000 + COMPACT_CHUNK, "{} bytes held for 100,000 payload bytes", q.memory());
@@ -258,11 +259,11 @@ mod tests {
     #[test]
     fn full_segments_stay_in_their_buffers_and_small_ones_between_them_keep_order() {
         let mut q = RecvBuffer::new(1 << 20);
-        q.push(nic_frame(&[1; 1460])).expect("no budget");
-        q.push(nic_frame(b"ab")).expect("no budget");
-        q.push(nic_frame(b"cd")).expect("no budget");
-        q.push(nic_frame(&[2; 1200])).expect("no budget");
-        q.push(nic_frame(b"e")).expect("no budget");
+        assert!(q.push(&mut nic_frame(&[1; 1460])), "no budget");
+        assert!(q.push(&mut nic_frame(b"ab")), "no budget");
+        assert!(q.push(&mut nic_frame(b"cd")), "no budget");
+        assert!(q.push(&mut nic_frame(&[2; 1200])), "no budget");
+        assert!(q.push(&mut nic_frame(b"e")), "no budget");
         assert_eq!(q.memory(), 2048 + COMPACT_CHUNK + 2048 + COMPACT_CHUNK);
         // Only the small payloads were copied: the big ones come back in their NIC buffers.
         let first = q.pop_segment().expect("segment");
@@ -282,7 +283,7 @@ mod tests {
         for size in [1usize, 100, 600, 1023, 1024, 1460] {
             let mut q = RecvBuffer::new(window);
             while q.free() >= size {
-                q.push(nic_frame(&vec![7; size])).expect("no budget");
+                assert!(q.push(&mut nic_frame(&vec![7; size])), "no budget");
             }
             assert!(q.memory() <= 2 * window + COMPACT_CHUNK, "{size} B payloads: {} bytes held", q.memory());
         }
@@ -291,8 +292,8 @@ mod tests {
     #[test]
     fn held_segments_keep_the_window_closed_until_released() {
         let mut q = RecvBuffer::new(100);
-        q.push(whole(&[1; 30])).expect("no budget");
-        q.push(whole(&[2; 20])).expect("no budget");
+        assert!(q.push(&mut whole(&[1; 30])), "no budget");
+        assert!(q.push(&mut whole(&[2; 20])), "no budget");
         let seg = q.pop_held().expect("a segment is queued");
         assert_eq!(seg.len(), 30);
         assert_eq!((q.len(), q.held(), q.free()), (20, 30, 50));
@@ -305,8 +306,8 @@ mod tests {
     #[test]
     fn reads_cross_buffers_without_repeating_data() {
         let mut q = RecvBuffer::new(100);
-        q.push(whole(b"abcd")).expect("no budget");
-        q.push(whole(b"efgh")).expect("no budget");
+        assert!(q.push(&mut whole(b"abcd")), "no budget");
+        assert!(q.push(&mut whole(b"efgh")), "no budget");
         assert_eq!(q.free(), 92);
         let mut out = [0u8; 4];
         // A read ending exactly on a buffer boundary must not return those bytes again.
@@ -325,9 +326,9 @@ mod tests {
     #[test]
     fn zero_copy_pop_keeps_accounting() {
         let mut q = RecvBuffer::new(100);
-        q.push(whole(b"abcd")).expect("no budget");
-        q.push(whole(b"")).expect("no budget");
-        q.push(whole(b"ef")).expect("no budget");
+        assert!(q.push(&mut whole(b"abcd")), "no budget");
+        assert!(q.push(&mut whole(b"")), "no budget");
+        assert!(q.push(&mut whole(b"ef")), "no budget");
         let first = q.pop_segment().expect("segment");
         assert_eq!(first.as_slice(), b"abcd");
         assert_eq!(q.len(), 2);
@@ -341,19 +342,23 @@ mod tests {
         let mut q = RecvBuffer::new(256 * 1024);
         q.bind(&budget);
         assert_eq!(q.free(), budget.room() / 2, "the window offers half the room");
-        q.push(nic_frame(&[1; 1460])).expect("fits");
-        q.push(nic_frame(&[2; 1460])).expect("fits");
-        q.push(nic_frame(b"x")).expect("a compact chunk fits");
-        q.push(nic_frame(b"y")).expect("the chunk has room: costs nothing");
+        assert!(q.push(&mut nic_frame(&[1; 1460])), "fits");
+        assert!(q.push(&mut nic_frame(&[2; 1460])), "fits");
+        let mut small = nic_frame(b"x");
+        assert!(q.push(&mut small), "a compact chunk fits");
+        assert_eq!(small.len(), 1, "copied: the frame keeps its bytes");
+        assert!(q.push(&mut nic_frame(b"y")), "the chunk has room: costs nothing");
         assert_eq!(q.free(), 0);
-        let refused = q.push(nic_frame(&[3; 1460])).expect_err("no room for another buffer");
-        assert_eq!(refused.len(), 1460);
+        let mut refused = nic_frame(&[3; 1460]);
+        assert!(!q.push(&mut refused), "no room for another buffer");
+        assert_eq!(refused.len(), 1460, "a refused payload is left as it was");
         assert_eq!(budget.reading().refused, 1);
         assert_eq!(q.len(), 2 * 1460 + 2);
         let mut out = vec![0; 1460];
         assert_eq!(q.read(&mut out), 1460);
         assert_eq!(budget.reading().used, 2048 + COMPACT_CHUNK);
-        q.push(refused).expect("room again");
+        assert!(q.push(&mut refused), "room again");
+        assert_eq!((refused.len(), refused.capacity()), (0, 0), "taken: an empty buffer is left");
         drop(q);
         assert_eq!(budget.reading().used, 0, "a dropped queue gives its memory back");
     }

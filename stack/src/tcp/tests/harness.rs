@@ -72,8 +72,8 @@ pub fn seg(flags: TcpFlags, seq: u32, ack: Option<u32>, window: u16, data: &[u8]
     (repr, PacketBuf::from_slice(data))
 }
 
-pub fn feed(c: &mut Connection, now: Instant, s: (TcpRepr, PacketBuf)) {
-    c.on_segment(now, &s.0, s.1);
+pub fn feed(c: &mut Connection, now: Instant, mut s: (TcpRepr, PacketBuf)) {
+    c.on_segment(now, &s.0, &mut s.1);
 }
 
 pub fn syn_ack(window: u16) -> (TcpRepr, PacketBuf) {

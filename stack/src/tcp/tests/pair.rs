@@ -22,8 +22,8 @@ impl SegmentSink for Wire {
 }
 
 fn deliver(from: &mut Wire, to: &mut Connection, now: Instant) {
-    while let Some((r, p)) = from.0.pop_front() {
-        to.on_segment(now, &r, p);
+    while let Some((r, mut p)) = from.0.pop_front() {
+        to.on_segment(now, &r, &mut p);
     }
 }
 

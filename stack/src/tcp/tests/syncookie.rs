@@ -133,12 +133,12 @@ fn the_cookie_ack_establishes_with_the_cookies_options() {
     let s = syn(Some(1400), Some(9));
     let iss = cookies.make(local(), remote(), &s, ms(0));
     // The ACK carries data and a scaled window.
-    let (mut ack, data) = seg(TcpFlags::PSH, IRS + 1, Some(iss.0.wrapping_add(1)), 100, b"hello");
+    let (mut ack, mut data) = seg(TcpFlags::PSH, IRS + 1, Some(iss.0.wrapping_add(1)), 100, b"hello");
     ack.dst_port = local().port();
     let cookie = cookies.check(local(), remote(), &ack, ms(20)).expect("valid");
     let mut c = Connection::from_cookie(config, local(), remote(), &cookie);
     assert_eq!(c.state(), State::SynReceived);
-    c.on_segment(ms(20), &ack, data);
+    c.on_segment(ms(20), &ack, &mut data);
     assert_eq!(c.state(), State::Established);
     assert!(c.take_events().contains(Events::CONNECTED | Events::READABLE));
     assert_eq!(c.send_mss(), 1400);
@@ -164,7 +164,7 @@ fn a_cookie_connection_without_window_scaling_advertises_unscaled() {
     let ack = ack_for(iss, 1000);
     let cookie = cookies.check(local(), remote(), &ack, ms(1)).expect("valid");
     let mut c = Connection::from_cookie(config, local(), remote(), &cookie);
-    c.on_segment(ms(1), &ack, crate::nic::PacketBuf::from_slice(b""));
+    c.on_segment(ms(1), &ack, &mut crate::nic::PacketBuf::from_slice(b""));
     assert_eq!(c.state(), State::Established);
     assert_eq!(c.send(&[1u8; 3000]).expect("send"), 3000);
     let segs = out(&mut c, ms(2));
