@@ -126,8 +126,15 @@ impl RecvBuffer {
             self.compact_tail = false;
             return;
         }
-        // A small payload in a big buffer: copy it behind the previous small ones.
+        // A small payload in a big buffer: copy it behind the previous small ones, most often
+        // into the current chunk in one piece.
         let mut bytes = payload.as_slice();
+        if self.compact_tail {
+            if let Some(dst) = self.segments.back_mut().and_then(|back| back.append(bytes.len())) {
+                dst.copy_from_slice(bytes);
+                return;
+            }
+        }
         while !bytes.is_empty() {
             let tail = match self.segments.back_mut() {
                 Some(back) if self.compact_tail && back.tailroom() > 0 => back,
