@@ -48,6 +48,15 @@ impl Bed {
         Bed { iface, peer, listener, now: Instant::from_millis(1) }
     }
 
+    /// A stack whose listener's backlog is full of half-open connections from spoofed sources
+    /// (`seed` picks them): its next SYN gets a cookie.
+    fn with_full_backlog(seed: u64) -> Bed {
+        let mut bed = Bed::new();
+        let mut rng = Rng::new(seed);
+        bed.exchange((0..BACKLOG).map(|_| syn(spoofed(&mut rng), 1, None, None)).collect());
+        bed
+    }
+
     /// Sends `frames` to the stack (none: just polls), lets it work, and collects what it
     /// answered.
     fn exchange(&mut self, frames: Vec<Vec<u8>>) -> Replies {
@@ -248,10 +257,7 @@ fn a_flooded_listener_answers_with_cookies_keeps_no_state_and_a_client_still_con
 
 #[test]
 fn a_cookie_clients_later_segment_arriving_first_is_dropped_and_its_first_one_still_connects() {
-    let mut bed = Bed::new();
-    let mut rng = Rng::new(15);
-    let fill: Vec<Vec<u8>> = (0..BACKLOG).map(|_| syn(spoofed(&mut rng), 1, None, None)).collect();
-    bed.exchange(fill);
+    let mut bed = Bed::with_full_backlog(15);
     let client = SocketAddrV4::new(CLIENT_IP, 41_000);
     let r = bed.exchange(vec![syn(client, 9_000, Some(1460), Some(7))]);
     let cookie = the_syn_ack(&r, client).seq_number;
@@ -307,10 +313,7 @@ fn an_ack_to_a_listener_that_sent_no_cookie_is_reset_without_a_cookie_check() {
 
 #[test]
 fn cookie_connections_are_bounded_too() {
-    let mut bed = Bed::new();
-    let mut rng = Rng::new(7);
-    let fill: Vec<Vec<u8>> = (0..BACKLOG).map(|_| syn(spoofed(&mut rng), 1, None, None)).collect();
-    bed.exchange(fill);
+    let mut bed = Bed::with_full_backlog(7);
     // 3 x BACKLOG clients complete cookie handshakes and are never accepted: BACKLOG of them get
     // a connection (2 x BACKLOG in all), the rest are dropped until the application accepts.
     let mut made = 0;
