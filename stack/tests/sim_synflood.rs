@@ -267,15 +267,10 @@ fn a_cookie_clients_later_segment_arriving_first_is_dropped_and_its_first_one_st
     // it) come first. The cookie cannot be checked against them (its MAC covers the client's
     // ISN, i.e. the first segment's sequence number - 1): dropped, counted, never reset.
     let fin = TcpRepr {
-        src_port: client.port(),
-        dst_port: PORT,
-        seq_number: SeqNumber(9_011),
         ack_number: Some(cookie + 1),
         flags: TcpFlags::FIN,
         window_len: 1000,
-        max_seg_size: None,
-        window_scale: None,
-        sack: slimtcp::wire::TcpSack::NONE,
+        ..syn_repr(client, 9_011, None, None)
     };
     let r = bed.exchange(vec![ack(client, 9_006, cookie + 1, 1000, b"world"), tcp_frame(client, &fin, b"")]);
     assert!(r.tcp.is_empty(), "no answer, in particular no RST: {:?}", r.tcp);
