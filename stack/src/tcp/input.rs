@@ -602,7 +602,7 @@ impl Connection {
     }
 
     /// Appends in-order payload (trimmed to the window) to the receive queue; false when the
-    /// receive budget refused its storage (it is dropped).
+    /// receive budget refused its storage (it stays in its frame, dropped with the burst).
     fn deliver(&mut self, payload: &mut PacketBuf) -> bool {
         let n = payload.len();
         if n == 0 {
