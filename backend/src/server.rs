@@ -430,7 +430,8 @@ fn spawn_engine_worker<N: Nic + Send + 'static>(
     spawn_worker(&format!("{}-worker", cfg.name), cfg.core, move || {
         let _ended = ended;
         let mut engine = engine;
-        // Pinned, and the NIC open: the rest is the data path.
+        // Pinned, and the NIC open and set up for this thread: the rest is the data path.
+        engine.prepare_thread();
         if let Err(e) = sandbox.confine(sandbox.worker_kind()) {
             log::error!("{}; closing the connection", crate::error_chain(&e));
             let report = engine.report();

@@ -7,12 +7,14 @@
 //!   a heap-backed frame more than once;
 //! - frames whose payload lies in registered external memory (a memfd region, as guest memory is)
 //!   arrive with the payload still in that region; the owner learns that the payload may be
-//!   reused only once the receiver has freed the frame; no byte is copied.
+//!   reused only once the receiver has freed the frame; no byte is copied;
+//! - a thread that polls a queue is a DPDK lcore from its first call (the pools' per-lcore cache)
+//!   and gives its id back when it ends, so workers may come and go without running out of ids.
 
 mod dpdk_common;
 
 use dpdk_common::*;
-use slimtcp::nic::dpdk::{create_ring_pair, DpdkNic, Eal, ExtMemRegion, PortConfig};
+use slimtcp::nic::dpdk::{create_ring_pair, lcore, DpdkNic, Eal, ExtMemRegion, PortConfig};
 use slimtcp::nic::{ExternalFrame, ExternalPayload, Nic, PacketBuf};
 use slimtcp::time::Instant;
 
@@ -318,6 +320,7 @@ fn mbuf_backed_buffers_behave_like_heap_buffers() {
 /// The two-core runtime moves buffers and the NIC to a worker thread: an mbuf-backed buffer freed
 /// on another (non-EAL, unregistered) thread goes back to its pool, and a queue pair driven from a
 /// thread other than the one that opened it sends and receives.
+/// Buffers and NICs move between threads; a thread that polls is an lcore while it runs.
 #[test]
 fn buffers_and_nics_move_to_other_threads() {
     fn assert_send<T: Send>() {}
@@ -339,10 +342,23 @@ fn buffers_and_nics_move_to_other_threads() {
         assert!(frames.is_empty(), "the ring takes the frame");
         a
     });
-    let _a = worker.join().expect("worker thread");
+    let mut a = worker.join().expect("worker thread");
     let got = receive_all(&mut b, 1);
     assert_eq!(got.len(), 1);
     assert_eq!(u32::from_be_bytes(got[0].as_slice()[14..18].try_into().expect("4 bytes")), 77);
+
+    // More polling threads one after the other than DPDK has lcore ids (RTE_MAX_LCORE, 128):
+    // each is an lcore from its first call and gives the id back at its end.
+    for thread in 0..300 {
+        a = std::thread::spawn(move || {
+            assert_eq!(lcore::current(), None, "thread {thread}: unknown to DPDK before its first call");
+            drop(a.alloc_tx().expect("mbuf"));
+            assert!(lcore::current().is_some(), "thread {thread}: an lcore after its first call");
+            a
+        })
+        .join()
+        .expect("polling thread");
+    }
 }
 
 /// Memory given with `Nic::attach_memory` (how the backend hands over guest memory): payloads

@@ -160,6 +160,10 @@ impl<N: Nic> Nic for Tapped<N> {
         self.inner.external_copied_bytes()
     }
 
+    fn prepare_thread(&mut self) {
+        self.inner.prepare_thread()
+    }
+
     fn mac_address(&self) -> Option<slimtcp::wire::EthernetAddress> {
         self.inner.mac_address()
     }

@@ -321,6 +321,12 @@ impl<N: Nic> Engine<N> {
         self.server.iface()
     }
 
+    /// Sets up the calling thread to drive the tenant's NIC ([`Nic::prepare_thread`]): the
+    /// worker calls it before it confines itself.
+    pub fn prepare_thread(&mut self) {
+        self.server.iface_mut().nic_mut().prepare_thread();
+    }
+
     /// Guest sockets open now (including closed ones still finishing their sends).
     pub fn socket_count(&self) -> usize {
         self.server.socket_count()

@@ -7,6 +7,7 @@
 #include <rte_dev.h>
 #include <rte_errno.h>
 #include <rte_ethdev.h>
+#include <rte_lcore.h>
 #include <rte_mbuf.h>
 
 int shim_errno(void)
@@ -132,6 +133,11 @@ int shim_port_dma_unmap(uint16_t port, void *addr, uint64_t iova, size_t len)
 		return -1;
 	}
 	return rte_dev_dma_unmap(dev, addr, iova, len);
+}
+
+unsigned int shim_lcore_id(void)
+{
+	return rte_lcore_id();
 }
 
 uint16_t shim_rx_burst(uint16_t port, uint16_t queue, struct rte_mbuf **pkts, uint16_t n)

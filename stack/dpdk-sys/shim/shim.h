@@ -66,6 +66,9 @@ struct shim_mbuf_info {
 };
 
 int shim_errno(void);
+/* rte_lcore_id(): the calling thread's lcore id, UINT32_MAX (LCORE_ID_ANY) in an unregistered
+ * non-EAL thread. */
+unsigned int shim_lcore_id(void);
 
 /* ethdev */
 int shim_dev_info(uint16_t port, struct shim_dev_info *out);

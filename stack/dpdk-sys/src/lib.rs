@@ -55,6 +55,8 @@ pub const RING_F_SC_DEQ: c_uint = 0x0002;
 pub const RTE_IOVA_PA: c_int = 1;
 /// `RTE_IOVA_VA`.
 pub const RTE_IOVA_VA: c_int = 2;
+/// `LCORE_ID_ANY`: the lcore id of an unregistered non-EAL thread.
+pub const LCORE_ID_ANY: c_uint = c_uint::MAX;
 /// `RTE_PKTMBUF_HEADROOM` as configured in Debian's build.
 pub const RTE_PKTMBUF_HEADROOM: u16 = 128;
 /// `RTE_MBUF_DEFAULT_BUF_SIZE`: 2048 bytes of data room plus the headroom.
@@ -296,6 +298,8 @@ extern "C" {
     pub fn shim_port_mac_addr_add(port: u16, mac: *const u8) -> c_int;
     pub fn shim_port_dma_map(port: u16, addr: *mut c_void, iova: u64, len: size_t) -> c_int;
     pub fn shim_port_dma_unmap(port: u16, addr: *mut c_void, iova: u64, len: size_t) -> c_int;
+    /// `rte_lcore_id()`: [`LCORE_ID_ANY`] in an unregistered non-EAL thread.
+    pub fn shim_lcore_id() -> c_uint;
     pub fn shim_rx_burst(port: u16, queue: u16, pkts: *mut *mut rte_mbuf, n: u16) -> u16;
     pub fn shim_tx_burst(port: u16, queue: u16, pkts: *mut *mut rte_mbuf, n: u16) -> u16;
 

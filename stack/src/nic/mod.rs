@@ -208,6 +208,13 @@ pub trait Nic {
         0
     }
 
+    /// Sets up the calling thread to drive this device. A worker calls it once as it starts,
+    /// before it confines itself to its system call filter, so that a driver may make calls the
+    /// filter refuses: DPDK makes the thread an lcore (`rte_thread_register`, which probes
+    /// `/sys` for the thread's NUMA node), for the pools' per-lcore cache. A driver that needs
+    /// it also does it on its first use, so calling it is optional. The default does nothing.
+    fn prepare_thread(&mut self) {}
+
     /// The device's own MAC address, when the stack may use it as its own: a DPDK port's (the
     /// address its switch or VF expects frames from). `None` (the default) for devices whose
     /// address belongs to someone else (a TAP's is the kernel side's) or that have none.

@@ -79,4 +79,8 @@ impl<N: Nic> Nic for ClockNic<N> {
     fn external_copied_bytes(&self) -> u64 {
         self.inner.external_copied_bytes()
     }
+
+    fn prepare_thread(&mut self) {
+        self.inner.prepare_thread()
+    }
 }

@@ -146,13 +146,10 @@ impl Eal {
     }
 
     /// Registers the calling (non-EAL) thread with DPDK so it gets an lcore id and with it the
-    /// per-core mempool caches. Worker threads call it once before polling.
-    pub fn register_thread(&self) -> Result<(), EalError> {
-        // SAFETY: the EAL is running; registering the current thread has no other precondition.
-        let rc = unsafe { sys::rte_thread_register() };
-        if rc < 0 {
-            return Err(EalError::RegisterThread { reason: sys::strerror(sys::errno()) });
-        }
-        Ok(())
+    /// per-core mempool caches; returns the id (an EAL thread's own, unchanged). The id is given
+    /// back when the thread ends. A thread that polls a [`DpdkNic`](super::DpdkNic) is registered
+    /// on its first call without this ([`lcore`](super::lcore)).
+    pub fn register_thread(&self) -> Result<u32, EalError> {
+        super::lcore::register_current_thread()
     }
 }

@@ -161,8 +161,8 @@ pub struct MbufStorage {
 // `rte_mempool_default_cache()` returns NULL for an unregistered non-EAL thread (its lcore id is
 // LCORE_ID_ANY, >= RTE_MAX_LCORE), which then puts the mbuf straight into the shared ring
 // without a per-lcore cache (rte_mempool.h: "unregistered non-EAL threads"); a registered thread
-// (`Eal::register_thread`) uses its own lcore cache. The mbuf's metadata is only touched through
-// `&mut self` / by value, never from two threads at once.
+// (every thread that polls a `DpdkNic`, see `lcore`) uses its own lcore cache. The mbuf's
+// metadata is only touched through `&mut self` / by value, never from two threads at once.
 unsafe impl Send for MbufStorage {}
 // SAFETY: `&MbufStorage` only reads the buffer (`bytes`); writing needs `&mut`. No interior
 // mutability, so sharing a reference between threads is as safe as sharing a `&[u8]`.

@@ -16,11 +16,13 @@
 //!
 //! Parts: [`eal`] (start once per process), [`mempool`], [`port`] (configuration, `net_ring`
 //! pairs), [`vdev`] (virtual devices created after start), [`mbuf`] (owned mbufs), [`extmem`]
-//! (external memory), `interrupt_thread` (port operations serialized with the drivers' events).
+//! (external memory), [`lcore`] (every polling thread gets the pools' per-lcore cache),
+//! `interrupt_thread` (port operations serialized with the drivers' events).
 
 pub mod eal;
 pub mod extmem;
 mod interrupt_thread;
+pub mod lcore;
 pub mod mbuf;
 pub mod mempool;
 pub mod port;
@@ -227,6 +229,7 @@ impl DpdkNic {
     /// Receives up to `max` (at most the burst size) raw mbufs, as the driver delivered them
     /// (possibly chained). For tests and tools; the stack uses [`Nic::receive`].
     pub fn receive_mbufs(&mut self, out: &mut Vec<Mbuf>, max: usize) -> usize {
+        lcore::ensure_current_thread();
         let n = self.rx_raw(max);
         for &m in &self.raw[..n] {
             if let Some(m) = NonNull::new(m) {
@@ -463,6 +466,7 @@ impl Nic for DpdkNic {
     }
 
     fn receive(&mut self, _now: Instant, out: &mut Vec<PacketBuf>, max: usize) -> Result<usize, NicError> {
+        lcore::ensure_current_thread();
         let n = self.rx_raw(max);
         let raw = std::mem::take(&mut self.raw);
         let mut delivered = 0;
@@ -485,6 +489,7 @@ impl Nic for DpdkNic {
     }
 
     fn alloc_tx(&mut self) -> Result<PacketBuf, NicError> {
+        lcore::ensure_current_thread();
         let mbuf = self.pool.alloc().ok_or(NicError::NoBuffers)?;
         let (storage, info) = MbufStorage::new(mbuf).map_err(|_| NicError::NoBuffers)?;
         let start = usize::from(info.data_off);
@@ -496,6 +501,7 @@ impl Nic for DpdkNic {
     /// driver takes it, so a full ring costs no conversion and the frames it refused stay where
     /// they are, in order (a heap-backed frame is first replaced by its mbuf copy, counted once).
     fn transmit(&mut self, _now: Instant, frames: &mut Vec<PacketBuf>) -> Result<usize, NicError> {
+        lcore::ensure_current_thread();
         let n = frames.len().min(self.burst);
         self.raw.clear();
         for frame in &mut frames[..n] {
@@ -534,6 +540,7 @@ impl Nic for DpdkNic {
         _now: Instant,
         frames: &mut Vec<ExternalFrame>,
     ) -> Result<usize, NicError> {
+        lcore::ensure_current_thread();
         let n = frames.len().min(self.burst);
         let mut back: Vec<ExternalFrame> = Vec::new();
         let batch: Vec<ExternalFrame> = frames.drain(..n).collect();
@@ -572,6 +579,10 @@ impl Nic for DpdkNic {
 
     fn supports_external(&self) -> bool {
         true
+    }
+
+    fn prepare_thread(&mut self) {
+        lcore::ensure_current_thread();
     }
 
     fn attach_memory(&mut self, region: &ExternalMemory) -> Result<(), NicError> {
