@@ -1,7 +1,11 @@
 //! Frames per second through two DPDK `net_ring` ports wired back to back, on one core: the
 //! sender allocates, fills and transmits a burst, the receiver receives and frees it.
 //!
-//! `cargo run --release -p slimtcp --features dpdk --example dpdk_ring_rate [seconds]`
+//! `cargo run --release -p slimtcp --features dpdk --example dpdk_ring_rate [seconds] [frames]`
+//!
+//! With `frames`, each of the three runs ends once that many frames arrived (a whole round of
+//! 256 bursts past it) instead of after `seconds`: the same work every time, for counting
+//! instructions under callgrind.
 
 use std::time::{Duration, Instant as StdInstant};
 
@@ -15,6 +19,11 @@ const EAL_ARGS: &[&str] =
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let secs: u64 = std::env::args().nth(1).and_then(|s| s.parse().ok()).unwrap_or(2);
     let run_for = Duration::from_secs(secs);
+    let frames_wanted: Option<u64> = std::env::args().nth(2).and_then(|s| s.parse().ok());
+    let going = |start: StdInstant, received: u64| match frames_wanted {
+        Some(n) => received < n,
+        None => start.elapsed() < run_for,
+    };
     let eal = Eal::init(EAL_ARGS)?;
     let (na, nb) = create_ring_pair(eal, "rate_a", "rate_b", 1024)?;
     let mut a = DpdkNic::open(eal, &PortConfig::new(na))?.remove(0);
@@ -25,7 +34,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let (mut frames, mut rx) = (Vec::with_capacity(burst), Vec::with_capacity(burst));
         let (mut sent, mut received) = (0u64, 0u64);
         let start = StdInstant::now();
-        while start.elapsed() < run_for {
+        while going(start, received) {
             for _ in 0..256 {
                 for _ in 0..burst {
                     let mut f = a.alloc_tx()?;
@@ -72,7 +81,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let (mut received, mut completed) = (0u64, 0u64);
     let mut token = 0u64;
     let start = StdInstant::now();
-    while start.elapsed() < run_for {
+    while going(start, received) {
         for _ in 0..256 {
             for _ in 0..burst {
                 let mut headers = a.alloc_tx()?;

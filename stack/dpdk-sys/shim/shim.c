@@ -247,7 +247,9 @@ static uint8_t verdict(uint64_t flags, uint64_t mask, uint64_t good, uint64_t ba
 	return SHIM_CKSUM_UNKNOWN;
 }
 
-void shim_mbuf_info(const struct rte_mbuf *m, struct shim_mbuf_info *out)
+/* shim_mbuf_info, with the receive checksum verdicts only when `verdicts` (else
+ * SHIM_CKSUM_UNKNOWN: a port without the offload sets none, a fresh mbuf has none). */
+static inline void mbuf_info(const struct rte_mbuf *m, struct shim_mbuf_info *out, int verdicts)
 {
 	/* Writable in place only when it is a plain mbuf nobody else references: not a clone, not
 	 * attached to an external buffer (which may be someone's memory, e.g. a guest's). */
@@ -259,10 +261,39 @@ void shim_mbuf_info(const struct rte_mbuf *m, struct shim_mbuf_info *out)
 	out->pkt_len = m->pkt_len;
 	out->nb_segs = m->nb_segs;
 	out->exclusive = (uint8_t)exclusive;
+	if (!verdicts) {
+		out->ip_cksum = SHIM_CKSUM_UNKNOWN;
+		out->l4_cksum = SHIM_CKSUM_UNKNOWN;
+		return;
+	}
 	out->ip_cksum = verdict(m->ol_flags, RTE_MBUF_F_RX_IP_CKSUM_MASK, RTE_MBUF_F_RX_IP_CKSUM_GOOD,
 				RTE_MBUF_F_RX_IP_CKSUM_BAD, RTE_MBUF_F_RX_IP_CKSUM_NONE);
 	out->l4_cksum = verdict(m->ol_flags, RTE_MBUF_F_RX_L4_CKSUM_MASK, RTE_MBUF_F_RX_L4_CKSUM_GOOD,
 				RTE_MBUF_F_RX_L4_CKSUM_BAD, RTE_MBUF_F_RX_L4_CKSUM_NONE);
+}
+
+void shim_mbuf_info(const struct rte_mbuf *m, struct shim_mbuf_info *out)
+{
+	mbuf_info(m, out, 1);
+}
+
+uint16_t shim_rx_burst_info(uint16_t port, uint16_t queue, struct rte_mbuf **pkts,
+			    struct shim_mbuf_info *infos, uint16_t n, int verdicts)
+{
+	uint16_t got = rte_eth_rx_burst(port, queue, pkts, n);
+
+	for (uint16_t i = 0; i < got; i++)
+		mbuf_info(pkts[i], &infos[i], verdicts);
+	return got;
+}
+
+struct rte_mbuf *shim_pktmbuf_alloc_info(struct rte_mempool *mp, struct shim_mbuf_info *out)
+{
+	struct rte_mbuf *m = rte_pktmbuf_alloc(mp);
+
+	if (m != NULL)
+		mbuf_info(m, out, 0);
+	return m;
 }
 
 void shim_mbuf_set_offload(struct rte_mbuf *m, uint16_t l2_len, uint16_t l3_len, uint32_t tx_flags)

@@ -81,6 +81,10 @@ int shim_port_dma_map(uint16_t port, void *addr, uint64_t iova, size_t len);
 int shim_port_dma_unmap(uint16_t port, void *addr, uint64_t iova, size_t len);
 uint16_t shim_rx_burst(uint16_t port, uint16_t queue, struct rte_mbuf **pkts, uint16_t n);
 uint16_t shim_tx_burst(uint16_t port, uint16_t queue, struct rte_mbuf **pkts, uint16_t n);
+/* rte_eth_rx_burst and shim_mbuf_info of each mbuf received, into infos[0..returned]; the
+ * checksum verdicts only when `verdicts` (else SHIM_CKSUM_UNKNOWN). */
+uint16_t shim_rx_burst_info(uint16_t port, uint16_t queue, struct rte_mbuf **pkts,
+			    struct shim_mbuf_info *infos, uint16_t n, int verdicts);
 
 /* mbuf */
 struct rte_mbuf *shim_pktmbuf_alloc(struct rte_mempool *mp);
@@ -100,6 +104,9 @@ struct rte_mbuf *shim_pktmbuf_next(const struct rte_mbuf *m);
 /* Detaches the segments after `head` (head becomes a single segment); returns them or NULL. */
 struct rte_mbuf *shim_pktmbuf_unchain(struct rte_mbuf *head);
 void shim_mbuf_info(const struct rte_mbuf *m, struct shim_mbuf_info *out);
+/* rte_pktmbuf_alloc and, when it gave one, its shim_mbuf_info (verdicts SHIM_CKSUM_UNKNOWN): one
+ * call per transmit buffer. */
+struct rte_mbuf *shim_pktmbuf_alloc_info(struct rte_mempool *mp, struct shim_mbuf_info *out);
 /* Sets a single-segment mbuf's data window and tx offload request in one call. */
 void shim_mbuf_set_tx(struct rte_mbuf *m, uint16_t data_off, uint16_t data_len,
 		      uint16_t l2_len, uint16_t l3_len, uint32_t tx_flags);

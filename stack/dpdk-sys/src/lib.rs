@@ -302,6 +302,16 @@ extern "C" {
     pub fn shim_lcore_id() -> c_uint;
     pub fn shim_rx_burst(port: u16, queue: u16, pkts: *mut *mut rte_mbuf, n: u16) -> u16;
     pub fn shim_tx_burst(port: u16, queue: u16, pkts: *mut *mut rte_mbuf, n: u16) -> u16;
+    /// `rte_eth_rx_burst` and [`shim_mbuf_info`] of each mbuf received into `infos` (room for
+    /// `n`); the checksum verdicts only when `verdicts` is non-zero.
+    pub fn shim_rx_burst_info(
+        port: u16,
+        queue: u16,
+        pkts: *mut *mut rte_mbuf,
+        infos: *mut shim_mbuf_info,
+        n: u16,
+        verdicts: c_int,
+    ) -> u16;
 
     pub fn shim_pktmbuf_alloc(mp: *mut rte_mempool) -> *mut rte_mbuf;
     pub fn shim_pktmbuf_alloc_bulk(mp: *mut rte_mempool, mbufs: *mut *mut rte_mbuf, n: c_uint) -> c_int;
@@ -319,6 +329,9 @@ extern "C" {
     pub fn shim_pktmbuf_next(m: *const rte_mbuf) -> *mut rte_mbuf;
     pub fn shim_pktmbuf_unchain(head: *mut rte_mbuf) -> *mut rte_mbuf;
     pub fn shim_mbuf_info(m: *const rte_mbuf, out: *mut shim_mbuf_info);
+    /// `rte_pktmbuf_alloc` and, for a non-NULL result, its [`shim_mbuf_info`] (checksum verdicts
+    /// `SHIM_CKSUM_UNKNOWN`: a fresh mbuf has none).
+    pub fn shim_pktmbuf_alloc_info(mp: *mut rte_mempool, out: *mut shim_mbuf_info) -> *mut rte_mbuf;
     pub fn shim_mbuf_set_tx(
         m: *mut rte_mbuf,
         data_off: u16,

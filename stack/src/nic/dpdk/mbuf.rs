@@ -173,6 +173,15 @@ impl MbufStorage {
     /// Also returns its metadata (read once).
     pub(crate) fn new(mbuf: Mbuf) -> Result<(Self, sys::shim_mbuf_info), Mbuf> {
         let info = mbuf.info();
+        Self::with_info(mbuf, info)
+    }
+
+    /// [`new`](Self::new) with the metadata already read (`info` must be `mbuf`'s, read since
+    /// it was last changed: [`Mempool::alloc_with_info`](super::Mempool::alloc_with_info)).
+    pub(crate) fn with_info(
+        mbuf: Mbuf,
+        info: sys::shim_mbuf_info,
+    ) -> Result<(Self, sys::shim_mbuf_info), Mbuf> {
         match NonNull::new(info.buf_addr) {
             Some(base) if info.nb_segs == 1 && info.exclusive == 1 => {
                 Ok((MbufStorage { mbuf, base, len: info.buf_len as usize }, info))

@@ -169,6 +169,16 @@ impl Mempool {
         NonNull::new(m).map(|m| unsafe { Mbuf::from_raw(m) })
     }
 
+    /// An empty mbuf and its metadata, read in the same call (the transmit path's buffers), or
+    /// `None` when the pool is exhausted.
+    pub fn alloc_with_info(&self) -> Option<(Mbuf, sys::shim_mbuf_info)> {
+        let mut info = sys::shim_mbuf_info::default();
+        // SAFETY: the pool is live for the process; `info` is a valid out pointer.
+        let m = unsafe { sys::shim_pktmbuf_alloc_info(self.0.as_ptr(), &mut info) };
+        // SAFETY: a freshly allocated mbuf is owned by nobody else.
+        NonNull::new(m).map(|m| (unsafe { Mbuf::from_raw(m) }, info))
+    }
+
     /// Mbufs currently available in the pool (caches included).
     pub fn available(&self) -> u32 {
         // SAFETY: the pool is live.

@@ -28,6 +28,7 @@ pub mod mempool;
 pub mod port;
 pub mod vdev;
 
+use std::ffi::c_int;
 use std::ptr::NonNull;
 use std::sync::Arc;
 
@@ -114,6 +115,8 @@ pub struct DpdkNic {
     burst: usize,
     caps: NicCapabilities,
     raw: Vec<*mut sys::rte_mbuf>,
+    /// The metadata of the mbufs of the last receive burst (`raw[i]`'s in `rx_info[i]`).
+    rx_info: Vec<sys::shim_mbuf_info>,
     pending: Vec<Pending>,
     /// Tokens of external payloads that were copied: complete once sent.
     copied_done: Vec<u64>,
@@ -157,6 +160,7 @@ impl DpdkNic {
                 burst: config.burst,
                 caps,
                 raw: Vec::with_capacity(config.burst),
+                rx_info: Vec::with_capacity(config.burst),
                 pending: Vec::with_capacity(config.burst),
                 ext,
                 copied_done: Vec::new(),
@@ -242,16 +246,27 @@ impl DpdkNic {
         n
     }
 
-    /// rx burst into `self.raw[..n]`.
+    /// rx burst into `self.raw[..n]`, each mbuf's metadata in `self.rx_info[..n]` (read in the
+    /// same call; checksum verdicts only where the port checks them).
     fn rx_raw(&mut self, max: usize) -> usize {
         let want = max.min(self.burst);
         self.raw.clear();
         self.raw.resize(want, std::ptr::null_mut());
+        self.rx_info.resize(want, sys::shim_mbuf_info::default());
         let want16 = u16::try_from(want).unwrap_or(u16::MAX);
+        let verdicts = c_int::from(self.port.info.enabled.any_rx_checksum());
         // SAFETY: the port is started, the queue is ours (one NIC per queue, `&mut self`), and
-        // `raw` has room for `want16` pointers.
-        let n =
-            unsafe { sys::shim_rx_burst(self.port.info.port_id, self.queue, self.raw.as_mut_ptr(), want16) };
+        // `raw` and `rx_info` have room for `want16` entries each.
+        let n = unsafe {
+            sys::shim_rx_burst_info(
+                self.port.info.port_id,
+                self.queue,
+                self.raw.as_mut_ptr(),
+                self.rx_info.as_mut_ptr(),
+                want16,
+                verdicts,
+            )
+        };
         let n = usize::from(n);
         self.raw.truncate(n);
         n
@@ -274,8 +289,8 @@ impl DpdkNic {
 
     /// A received mbuf as a PacketBuf: in place when it is a single exclusive segment, else
     /// copied into a fresh mbuf (counted); `None` when dropped.
-    fn rx_to_packetbuf(&mut self, mbuf: Mbuf) -> Option<PacketBuf> {
-        match MbufStorage::new(mbuf) {
+    fn rx_to_packetbuf(&mut self, mbuf: Mbuf, info: sys::shim_mbuf_info) -> Option<PacketBuf> {
+        match MbufStorage::with_info(mbuf, info) {
             Ok((storage, info)) => {
                 let start = usize::from(info.data_off);
                 let verdict = self.verdict(&info);
@@ -469,12 +484,13 @@ impl Nic for DpdkNic {
         lcore::ensure_current_thread();
         let n = self.rx_raw(max);
         let raw = std::mem::take(&mut self.raw);
+        let infos = std::mem::take(&mut self.rx_info);
         let mut delivered = 0;
-        for &m in &raw[..n] {
+        for (&m, &info) in raw[..n].iter().zip(&infos) {
             let Some(m) = NonNull::new(m) else { continue };
             // SAFETY: the driver handed us ownership of each received mbuf.
             let mbuf = unsafe { Mbuf::from_raw(m) };
-            match self.rx_to_packetbuf(mbuf) {
+            match self.rx_to_packetbuf(mbuf, info) {
                 Some(buf) => {
                     out.push(buf);
                     delivered += 1;
@@ -484,14 +500,15 @@ impl Nic for DpdkNic {
         }
         self.raw = raw;
         self.raw.clear();
+        self.rx_info = infos;
         self.stats.rx_frames += delivered as u64;
         Ok(delivered)
     }
 
     fn alloc_tx(&mut self) -> Result<PacketBuf, NicError> {
         lcore::ensure_current_thread();
-        let mbuf = self.pool.alloc().ok_or(NicError::NoBuffers)?;
-        let (storage, info) = MbufStorage::new(mbuf).map_err(|_| NicError::NoBuffers)?;
+        let (mbuf, info) = self.pool.alloc_with_info().ok_or(NicError::NoBuffers)?;
+        let (storage, info) = MbufStorage::with_info(mbuf, info).map_err(|_| NicError::NoBuffers)?;
         let start = usize::from(info.data_off);
         Ok(PacketBuf::from_mbuf(storage, start, start, None))
     }
