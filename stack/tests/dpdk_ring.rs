@@ -319,8 +319,8 @@ fn mbuf_backed_buffers_behave_like_heap_buffers() {
 
 /// The two-core runtime moves buffers and the NIC to a worker thread: an mbuf-backed buffer freed
 /// on another (non-EAL, unregistered) thread goes back to its pool, and a queue pair driven from a
-/// thread other than the one that opened it sends and receives.
-/// Buffers and NICs move between threads; a thread that polls is an lcore while it runs.
+/// thread other than the one that opened it sends and receives; each thread that polls is an
+/// lcore while it runs.
 #[test]
 fn buffers_and_nics_move_to_other_threads() {
     fn assert_send<T: Send>() {}

@@ -7,8 +7,8 @@
 //! `LCORE_ID_ANY` until it is registered, and then every allocation and every free is a
 //! compare-and-swap on the pool's shared ring, which hands buffers out first-in first-out across
 //! the whole pool, so each one comes back cold. `examples/dpdk_ring_rate.rs` (alloc, fill,
-//! transmit, receive, free over `net_ring`) measured 9.0 Mframes/s on such a thread against 16.8
-//! on the EAL's.
+//! transmit, receive, free over `net_ring`) measured 7.8-9.0 Mframes/s on such a thread against
+//! 13.0-15.7 on the EAL's (docs/benchmarks.md, ninth round).
 //!
 //! [`ensure_current_thread`] (called on every entry into a [`DpdkNic`](super::DpdkNic)) registers
 //! the calling thread on its first use and gives its lcore id back when the thread ends. Buffers
