@@ -164,6 +164,10 @@ impl<N: Nic> Nic for Tapped<N> {
         self.inner.prepare_thread()
     }
 
+    fn release(&mut self, frames: &mut Vec<PacketBuf>) {
+        self.inner.release(frames)
+    }
+
     fn mac_address(&self) -> Option<slimtcp::wire::EthernetAddress> {
         self.inner.mac_address()
     }

@@ -249,7 +249,7 @@ impl<N: Nic> Interface<N> {
         for frame in &mut burst {
             self.process_frame(now, frame);
         }
-        burst.clear();
+        self.nic.release(&mut burst);
         self.rx_burst = burst;
 
         let mut expired = std::mem::take(&mut self.expired);

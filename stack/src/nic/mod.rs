@@ -151,6 +151,14 @@ pub trait Nic {
     /// Appends up to `max` received frames to `out`; returns how many were appended.
     fn receive(&mut self, now: Instant, out: &mut Vec<PacketBuf>, max: usize) -> Result<usize, NicError>;
 
+    /// Gives back the frames of a processed burst and empties `frames`: what the stack kept of
+    /// them was taken out already. A device whose buffers return to a pool of its own may return
+    /// them together (DPDK: one bulk free instead of one call per frame). The default drops
+    /// them one by one.
+    fn release(&mut self, frames: &mut Vec<PacketBuf>) {
+        frames.clear();
+    }
+
     /// An empty buffer to build a frame in (headroom for headers, room for one MTU frame).
     fn alloc_tx(&mut self) -> Result<PacketBuf, NicError>;
 

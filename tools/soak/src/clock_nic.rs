@@ -83,4 +83,8 @@ impl<N: Nic> Nic for ClockNic<N> {
     fn prepare_thread(&mut self) {
         self.inner.prepare_thread()
     }
+
+    fn release(&mut self, frames: &mut Vec<PacketBuf>) {
+        self.inner.release(frames)
+    }
 }

@@ -505,6 +505,26 @@ impl Nic for DpdkNic {
         Ok(delivered)
     }
 
+    /// The burst's mbufs go back to their pools in one bulk free (heap-backed frames are
+    /// dropped as such).
+    fn release(&mut self, frames: &mut Vec<PacketBuf>) {
+        lcore::ensure_current_thread();
+        self.raw.clear();
+        for frame in frames.drain(..) {
+            if let Ok((storage, ..)) = frame.into_mbuf() {
+                self.raw.push(storage.into_mbuf().into_raw().as_ptr());
+            }
+        }
+        let count = u32::try_from(self.raw.len()).unwrap_or(u32::MAX);
+        if count > 0 {
+            // SAFETY: every pointer is an mbuf this NIC's frames owned and gave up (`into_raw`):
+            // nobody else frees or uses them; the bulk free handles chains and shared segments
+            // as `rte_pktmbuf_free` does, one at a time.
+            unsafe { sys::rte_pktmbuf_free_bulk(self.raw.as_mut_ptr(), count) };
+        }
+        self.raw.clear();
+    }
+
     fn alloc_tx(&mut self) -> Result<PacketBuf, NicError> {
         lcore::ensure_current_thread();
         let (mbuf, info) = self.pool.alloc_with_info().ok_or(NicError::NoBuffers)?;
@@ -559,19 +579,19 @@ impl Nic for DpdkNic {
     ) -> Result<usize, NicError> {
         lcore::ensure_current_thread();
         let n = frames.len().min(self.burst);
+        // Allocates only for frames that could not be prepared (no buffer, no slot).
         let mut back: Vec<ExternalFrame> = Vec::new();
-        let batch: Vec<ExternalFrame> = frames.drain(..n).collect();
-        let mut iter = batch.into_iter();
-        for frame in iter.by_ref() {
+        let mut batch = frames.drain(..n);
+        while let Some(frame) = batch.next() {
             match self.prepare_external(frame) {
                 Ok(p) => self.pending.push(p),
                 Err(frame) => {
                     back.push(frame);
-                    break;
+                    back.extend(batch.by_ref());
                 }
             }
         }
-        back.extend(iter);
+        drop(batch);
         let sent = self.tx_pending();
         // Frames the driver did not take go back to the caller, in order, before the others.
         let mut unsent: Vec<ExternalFrame> = Vec::with_capacity(self.pending.len() + back.len());
