@@ -1,7 +1,9 @@
 //! Hostile peers at a listener, on a virtual clock over `memwire`: a SYN flood from spoofed
 //! sources (the backlog fills with half-open connections, then every SYN is answered with a
 //! stateless SYN cookie and a real client still connects), forged cookie ACKs, martian source
-//! addresses (never answered), and MSS options below the minimum (clamped).
+//! addresses (never answered), and MSS options below the minimum (clamped); and, inside a burst
+//! of a connection's segments (which the stack reads as one run), a damaged segment and one
+//! from a spoofed source that look like the run's next.
 
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::time::Duration;
@@ -156,6 +158,64 @@ fn syn_repr(src: SocketAddrV4, seq: u32, mss: Option<u16>, wscale: Option<u8>) -
         max_seg_size: mss,
         window_scale: wscale,
         sack: slimtcp::wire::TcpSack::NONE,
+    }
+}
+
+#[test]
+fn a_damaged_or_spoofed_segment_inside_a_run_changes_nothing_else() {
+    let mut bed = Bed::new();
+    let client = SocketAddrV4::new(CLIENT_IP, 40_000);
+    let syn_ack = *the_syn_ack(&bed.exchange(vec![syn(client, 1_000, Some(1460), None)]), client);
+    let ours = syn_ack.seq_number + 1;
+    bed.exchange(vec![ack(client, 1_001, ours, 1000, b"")]);
+    let h = bed.iface.tcp_accept(bed.listener).expect("accepted");
+    // Segment `i` of the stream: 100 bytes of value `i` at offset 100 * i; every header alike
+    // but for its sequence number, as a bulk sender's.
+    let segment = |from: SocketAddrV4, i: u8| ack(from, 1_001 + 100 * u32::from(i), ours, 1000, &[i; 100]);
+    let mut damaged = segment(client, 2);
+    let last = damaged.len() - 1;
+    damaged[last] ^= 0xff;
+    let spoofed = segment(SocketAddrV4::new(Ipv4Addr::new(10, 0, 0, 3), 40_000), 3);
+    let before = bed.iface.counters();
+    // One burst: 0 and 1 in order, 2 damaged (its header continues the run, its checksum is
+    // wrong), 3 in order after the hole, the spoofed copy of 3, then 4.
+    let r = bed.exchange(vec![
+        segment(client, 0),
+        segment(client, 1),
+        damaged,
+        segment(client, 3),
+        spoofed,
+        segment(client, 4),
+    ]);
+    let after = bed.iface.counters();
+    assert_eq!(after.dropped(DropReason::BadChecksum) - before.dropped(DropReason::BadChecksum), 1);
+    assert_eq!(
+        after.dropped(DropReason::NoSocket) - before.dropped(DropReason::NoSocket),
+        1,
+        "the spoofed one"
+    );
+    assert!(r
+        .tcp
+        .iter()
+        .any(|(ip, t, _)| ip.dst_addr == Ipv4Addr::new(10, 0, 0, 3) && t.flags == TcpFlags::RST));
+    let to_client: Vec<_> = r.tcp.iter().filter(|(ip, _, _)| ip.dst_addr == CLIENT_IP).collect();
+    assert!(!to_client.is_empty(), "acknowledged");
+    assert!(
+        to_client.iter().all(|(_, t, _)| t.ack_number == Some(SeqNumber(1_201))),
+        "up to the hole, and no further: {to_client:?}"
+    );
+    let mut buf = [0u8; 1024];
+    assert_eq!(bed.iface.tcp_recv(h, &mut buf), Ok(200));
+    assert_eq!((&buf[..100], &buf[100..200]), (&[0u8; 100][..], &[1u8; 100][..]));
+    // The sender resends 2: the hole fills and 3 and 4 follow in order.
+    let r = bed.exchange(vec![segment(client, 2)]);
+    assert!(r
+        .tcp
+        .iter()
+        .any(|(ip, t, _)| ip.dst_addr == CLIENT_IP && t.ack_number == Some(SeqNumber(1_501))));
+    assert_eq!(bed.iface.tcp_recv(h, &mut buf), Ok(300));
+    for (i, chunk) in buf[..300].chunks(100).enumerate() {
+        assert!(chunk.iter().all(|&b| usize::from(b) == i + 2), "segment {} intact", i + 2);
     }
 }
 

@@ -14,6 +14,7 @@ mod counters;
 mod martian;
 mod neighbor;
 mod rx;
+mod rx_flow;
 mod rx_pressure;
 pub mod socket_set;
 mod tcp_ops;
@@ -93,6 +94,8 @@ pub struct Interface<N: Nic> {
     cookies: SynCookies,
     counters: Counters,
     rx_burst: Vec<PacketBuf>,
+    /// The run of segments the burst's last frame belongs to (`rx_flow.rs`).
+    rx_flow: rx_flow::RxFlow,
     tx_queue: Vec<PacketBuf>,
     /// Frames with by-reference payloads, and their transmissions in flight.
     ext: ExternalTx,
@@ -150,6 +153,7 @@ impl<N: Nic> Interface<N> {
             cookies: SynCookies::new(),
             counters: Counters::default(),
             rx_burst: Vec::with_capacity(cfg.burst),
+            rx_flow: rx_flow::RxFlow::default(),
             tx_queue: Vec::with_capacity(cfg.burst),
             ext: ExternalTx::default(),
             dispatch_list: Vec::new(),
@@ -249,6 +253,8 @@ impl<N: Nic> Interface<N> {
         for frame in &mut burst {
             self.process_frame(now, frame);
         }
+        // Applications act between polls: the next burst's first segment starts afresh.
+        self.rx_flow.take();
         self.nic.release(&mut burst);
         self.rx_burst = burst;
 

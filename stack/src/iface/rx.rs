@@ -23,6 +23,7 @@ use crate::wire::{
 };
 
 const ETH_LEN: usize = 14;
+use crate::wire::tcp::HEADER_LEN as TCP_HEADER_LEN;
 
 /// Connections a listener may hold (SYN-RECEIVED or not yet accepted) once cookies made some,
 /// as a multiple of its backlog: the backlog may be full of half-open connections from spoofed
@@ -46,6 +47,8 @@ enum CookieCheck {
 
 impl<N: Nic> Interface<N> {
     pub(super) fn process_frame(&mut self, now: Instant, frame: &mut PacketBuf) {
+        // Only the very next frame may continue a run of segments.
+        let run = self.rx_flow.take();
         self.counters.rx_frames += 1;
         self.counters.rx_bytes += frame.len() as u64;
         let (src_mac, ethertype) = {
@@ -61,7 +64,7 @@ impl<N: Nic> Interface<N> {
         };
         match ethertype {
             EtherType::Arp => self.process_arp(now, &frame.as_slice()[ETH_LEN..]),
-            EtherType::Ipv4 => self.process_ipv4(now, src_mac, frame),
+            EtherType::Ipv4 => self.process_ipv4(now, src_mac, frame, run),
             EtherType::Unknown(_) => self.counters.drop(DropReason::Unsupported),
         }
     }
@@ -71,7 +74,7 @@ impl<N: Nic> Interface<N> {
         rx_checksum_caps(frame.rx_checksum_ok)
     }
 
-    fn process_ipv4(&mut self, now: Instant, src_mac: EthernetAddress, frame: &mut PacketBuf) {
+    fn process_ipv4(&mut self, now: Instant, src_mac: EthernetAddress, frame: &mut PacketBuf, run: bool) {
         if frame.rx_checksum_ok == Some(false) {
             return self.counters.drop(DropReason::BadChecksum);
         }
@@ -96,7 +99,7 @@ impl<N: Nic> Interface<N> {
         frame.advance(l4_offset);
         frame.truncate(ip_repr.payload_len);
         match ip_repr.protocol {
-            IpProtocol::Tcp => self.process_tcp(now, src_mac, ip_repr.src_addr, frame),
+            IpProtocol::Tcp => self.process_tcp(now, src_mac, ip_repr.src_addr, frame, run),
             IpProtocol::Udp => self.process_udp(ip_repr.src_addr, frame),
             IpProtocol::Icmp => self.process_icmp(now, src_mac, ip_repr.src_addr, frame),
             IpProtocol::Unknown(_) => self.counters.drop(DropReason::Unsupported),
@@ -182,7 +185,19 @@ impl<N: Nic> Interface<N> {
         }
     }
 
-    fn process_tcp(&mut self, now: Instant, src_mac: EthernetAddress, src: Ipv4Addr, l4: &mut PacketBuf) {
+    /// A TCP segment (`run`: the previous frame's segment started or went on with a run, which
+    /// this one may continue).
+    fn process_tcp(
+        &mut self,
+        now: Instant,
+        src_mac: EthernetAddress,
+        src: Ipv4Addr,
+        l4: &mut PacketBuf,
+        run: bool,
+    ) {
+        if run && self.take_continuation(now, src, l4) {
+            return;
+        }
         let (repr, header_len) = {
             let packet = match TcpPacket::new_checked(l4.as_slice()) {
                 Ok(p) => p,
@@ -193,6 +208,9 @@ impl<N: Nic> Interface<N> {
                 Err(e) => return self.counters.drop(e.into()),
             }
         };
+        // The fixed header (the parse checked it is there), for a run this segment may start.
+        let header: Option<[u8; TCP_HEADER_LEN]> =
+            l4.as_slice().get(..TCP_HEADER_LEN).and_then(|h| h.try_into().ok());
         l4.advance(header_len);
         let payload = l4;
         let tuple = FourTuple {
@@ -206,8 +224,12 @@ impl<N: Nic> Interface<N> {
                     && repr.ack_number.is_none();
                 if !reuse {
                     self.counters.tcp_segs_in += 1;
+                    let payload_len = payload.len();
                     sock.conn.on_segment(now, &repr, payload);
                     Self::schedule_dispatch(&mut self.dispatch_list, sock, h);
+                    if let Some(header) = &header {
+                        self.rx_flow.start(src, header, &repr, payload_len, h);
+                    }
                     return;
                 }
                 // A new SYN for a 4-tuple in TIME-WAIT: let the new connection take over.
@@ -243,6 +265,30 @@ impl<N: Nic> Interface<N> {
             },
             ListenAction::Drop => self.counters.drop(DropReason::NoSocket),
         }
+    }
+
+    /// The frame `l4` (from `src`) when it continues the run of segments the previous frame
+    /// went on: given to that run's connection without a parse of its header or a lookup of
+    /// its 4-tuple (`rx_flow.rs`), or dropped for a bad checksum. False when it is not such a
+    /// continuation, or its connection does not take it the short way (it is then parsed).
+    fn take_continuation(&mut self, now: Instant, src: Ipv4Addr, l4: &mut PacketBuf) -> bool {
+        let Some(next) = self.rx_flow.continued_by(src, l4.as_slice()) else { return false };
+        let caps = self.rx_checksum_caps(l4);
+        let Some(sock) = self.sockets.tcp_mut(next.handle) else { return false };
+        if !sock.conn.takes_continuation(next.seq, next.ack) {
+            return false;
+        }
+        if let Err(e) = TcpPacket::new_unchecked(l4.as_slice()).check_checksum(src, self.cfg.ip, &caps) {
+            self.counters.drop(e.into());
+            return true;
+        }
+        l4.advance(TCP_HEADER_LEN);
+        let payload_len = l4.len();
+        self.counters.tcp_segs_in += 1;
+        sock.conn.on_continuation(now, next.seq, next.window_len, next.push, l4);
+        Self::schedule_dispatch(&mut self.dispatch_list, sock, next.handle);
+        self.rx_flow.extend(payload_len);
+        true
     }
 
     /// Whether `ack` (for listener `lh`, matching no connection) returns a valid SYN cookie.

@@ -17,6 +17,10 @@ pub struct SocketHandle {
 }
 
 impl SocketHandle {
+    /// A handle of no socket (no table grows to `u32::MAX` entries), for a field that a flag
+    /// marks unset.
+    pub(crate) const NONE: SocketHandle = SocketHandle { index: u32::MAX, generation: u32::MAX };
+
     /// A handle for unit tests of tables keyed by handles.
     #[cfg(test)]
     pub(crate) fn for_test(index: u32) -> SocketHandle {

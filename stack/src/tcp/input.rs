@@ -31,6 +31,44 @@ impl Connection {
             State::SynSent => self.input_syn_sent(now, seg, payload),
             _ => self.input_synchronized(now, seg, payload),
         }
+        self.note_input(now);
+    }
+
+    /// Whether [`on_continuation`](Self::on_continuation) takes a segment at `seq` whose ACK is
+    /// `ack`: what header prediction expects next (in order, established, no recovery, window
+    /// probe or SACK scoreboard), with an ACK that acknowledges nothing new.
+    pub fn takes_continuation(&self, seq: SeqNumber, ack: SeqNumber) -> bool {
+        self.state == State::Established
+            && seq == self.rcv_nxt
+            && ack == self.snd_una
+            && self.recovery.is_none()
+            && self.persist.is_none()
+            && self.sacked.is_empty()
+    }
+
+    /// A data segment that continues the one this connection was given just before, in the same
+    /// burst: its header repeats that one's but for the sequence number (`seq`), so it has an
+    /// ACK (`ack`), no SYN, RST, FIN or options, and `window_len` and `push` are that header's.
+    /// The interface reads such a header without parsing it (`iface/rx_flow.rs`). Call only when
+    /// [`takes_continuation`](Self::takes_continuation) says so: the segment is then one that
+    /// [`predicted_ack`](Self::predicted_ack) recognises, and this does what
+    /// [`on_segment`](Self::on_segment) does with it.
+    pub fn on_continuation(
+        &mut self,
+        now: Instant,
+        seq: SeqNumber,
+        window_len: u16,
+        push: bool,
+        payload: &mut PacketBuf,
+    ) {
+        debug_assert!(self.takes_continuation(seq, self.snd_una) && !payload.is_empty());
+        self.stats.segs_in += 1;
+        self.take_predicted(now, seq, window_len, self.snd_una, push, payload);
+        self.note_input(now);
+    }
+
+    /// After any segment: the peer was heard and may have moved the connection on.
+    fn note_input(&mut self, now: Instant) {
         if self.state != State::Closed {
             self.note_heard(now);
             self.note_progress(now);
@@ -125,7 +163,7 @@ impl Connection {
         }
         self.note_ack_for_recovery(seg, ack, payload.len());
         let fin_acked = if ack > self.snd_una { self.ack_new_data(now, ack, syn_outstanding) } else { false };
-        self.update_send_window(seg, ack);
+        self.update_send_window(seg.seq_number, seg.window_len, ack);
         if fin_acked && self.on_fin_acked(now) {
             return;
         }
@@ -164,10 +202,24 @@ impl Connection {
                 return;
             }
         }
-        self.update_send_window(seg, ack);
+        let push = seg.flags.contains(TcpFlags::PSH);
+        self.take_predicted(now, seg.seq_number, seg.window_len, ack, push, payload);
+    }
+
+    /// The rest of a predicted segment, once its ACK acknowledged what it had to: the window
+    /// update and the payload.
+    fn take_predicted(
+        &mut self,
+        now: Instant,
+        seq: SeqNumber,
+        window_len: u16,
+        ack: SeqNumber,
+        push: bool,
+        payload: &mut PacketBuf,
+    ) {
+        self.update_send_window(seq, window_len, ack);
         if !payload.is_empty() {
-            let push = seg.flags.contains(TcpFlags::PSH);
-            self.accept_payload(seg.seq_number, payload, false, push, now);
+            self.accept_payload(seq, payload, false, push, now);
         }
     }
 
@@ -240,11 +292,11 @@ impl Connection {
 
     /// Window update (RFC 9293 3.10.7.4, fifth check): only from newer segments. A window that
     /// opened far enough ends the zero-window probing.
-    fn update_send_window(&mut self, seg: &TcpRepr, ack: SeqNumber) {
-        if self.snd_wl1 < seg.seq_number || (self.snd_wl1 == seg.seq_number && self.snd_wl2 <= ack) {
-            self.snd_wnd = u32::from(seg.window_len) << self.snd_wscale;
+    fn update_send_window(&mut self, seq: SeqNumber, window_len: u16, ack: SeqNumber) {
+        if self.snd_wl1 < seq || (self.snd_wl1 == seq && self.snd_wl2 <= ack) {
+            self.snd_wnd = u32::from(window_len) << self.snd_wscale;
             self.max_snd_wnd = self.max_snd_wnd.max(self.snd_wnd);
-            self.snd_wl1 = seg.seq_number;
+            self.snd_wl1 = seq;
             self.snd_wl2 = ack;
             if self.persist.is_some() && self.usable_window() >= self.send_mss().min(self.tx.len()).max(1) {
                 let p = self.persist_mut();

@@ -14,16 +14,17 @@ pub const HEADER_LEN: usize = 20;
 /// Largest window-scale shift allowed by RFC 7323; larger received values are clamped.
 pub const MAX_WINDOW_SCALE: u8 = 14;
 
-mod offs {
-    pub(super) const SRC_PORT: usize = 0;
-    pub(super) const DST_PORT: usize = 2;
-    pub(super) const SEQ: usize = 4;
-    pub(super) const ACK: usize = 8;
-    pub(super) const DATA_OFF: usize = 12;
-    pub(super) const FLAGS: usize = 13;
-    pub(super) const WINDOW: usize = 14;
-    pub(super) const CHECKSUM: usize = 16;
-    pub(super) const URGENT: usize = 18;
+/// Byte offsets of the fixed header's fields.
+pub(crate) mod offs {
+    pub(crate) const SRC_PORT: usize = 0;
+    pub(crate) const DST_PORT: usize = 2;
+    pub(crate) const SEQ: usize = 4;
+    pub(crate) const ACK: usize = 8;
+    pub(crate) const DATA_OFF: usize = 12;
+    pub(crate) const FLAGS: usize = 13;
+    pub(crate) const WINDOW: usize = 14;
+    pub(crate) const CHECKSUM: usize = 16;
+    pub(crate) const URGENT: usize = 18;
 }
 
 /// The TCP control bits of byte 13 of the header.
@@ -259,6 +260,20 @@ impl<T: AsRef<[u8]>> TcpPacket<T> {
         let pseudo = checksum::pseudo_header(src, dst, IpProtocol::Tcp, data.len() as u32);
         checksum::combine(&[pseudo, checksum::data(data)]) == 0xffff
     }
+
+    /// The checksum as a received segment needs it: verified unless `caps.tcp.rx` says the
+    /// device did (`BadChecksum` when wrong).
+    pub fn check_checksum(
+        &self,
+        src: Ipv4Addr,
+        dst: Ipv4Addr,
+        caps: &ChecksumCapabilities,
+    ) -> Result<(), WireError> {
+        if !caps.tcp.rx && !self.verify_checksum(src, dst) {
+            return Err(WireError::BadChecksum);
+        }
+        Ok(())
+    }
 }
 
 impl<T: AsRef<[u8]> + AsMut<[u8]>> TcpPacket<T> {
@@ -374,9 +389,7 @@ impl TcpRepr {
         caps: &ChecksumCapabilities,
     ) -> Result<TcpRepr, WireError> {
         packet.check_len()?;
-        if !caps.tcp.rx && !packet.verify_checksum(src, dst) {
-            return Err(WireError::BadChecksum);
-        }
+        packet.check_checksum(src, dst, caps)?;
         if packet.src_port() == 0 || packet.dst_port() == 0 {
             return Err(WireError::Malformed);
         }

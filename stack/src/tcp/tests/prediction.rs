@@ -1,6 +1,8 @@
 //! Header prediction (`input.rs`, `predicted_ack`): which segments take the short input path.
 //! What a predicted segment does is the general path's own work, tested everywhere else; here
-//! the point is that nothing the general path must judge is predicted.
+//! the point is that nothing the general path must judge is predicted, and that a run's
+//! continuations (`on_continuation`, the interface's unparsed next segments) do exactly what
+//! `on_segment` does.
 
 use super::harness::*;
 use crate::tcp::{Connection, SeqNumber};
@@ -69,4 +71,52 @@ fn nothing_is_predicted_during_a_recovery() {
     assert!(c.in_recovery(), "three duplicates start a fast recovery");
     let partial = seg(TcpFlags::empty(), IRS + 1, Some(ISS + 101), 1000, b"");
     assert_eq!(predicted(&c, &partial), None, "a partial ACK is the recovery's to judge");
+}
+
+/// Twelve 100-byte segments from the peer, each header as the first's but for the sequence
+/// number, acknowledging 100 of our 300 bytes in flight.
+fn run(flags: TcpFlags) -> Vec<(TcpRepr, crate::nic::PacketBuf)> {
+    (0..12u8).map(|i| seg(flags, IRS + 1 + 100 * u32::from(i), Some(ISS + 101), 1000, &[i; 100])).collect()
+}
+
+#[test]
+fn a_runs_continuations_leave_the_connection_as_on_segment_does() {
+    // Without and with PSH (which may delay the ACK); the 1000-byte receive buffer fills
+    // within the run, and a read in the middle of the second pass reopens it.
+    for flags in [TcpFlags::empty(), TcpFlags::PSH] {
+        let (mut by_segment, mut by_run) = (in_flight(), in_flight());
+        let mut continued = 0;
+        for (i, ((repr, mut a), (_, mut b))) in run(flags).into_iter().zip(run(flags)).enumerate() {
+            by_segment.on_segment(ms(21), &repr, &mut a);
+            let push = repr.flags.contains(TcpFlags::PSH);
+            if i > 0 && by_run.takes_continuation(repr.seq_number, SeqNumber(ISS + 101)) {
+                by_run.on_continuation(ms(21), repr.seq_number, repr.window_len, push, &mut b);
+                continued += 1;
+            } else {
+                by_run.on_segment(ms(21), &repr, &mut b);
+            }
+            assert_eq!(format!("{by_segment:?}"), format!("{by_run:?}"), "{flags:?}, after segment {i}");
+            if i == 5 {
+                let mut buf = [0u8; 250];
+                assert_eq!(by_segment.recv(&mut buf), by_run.recv(&mut buf));
+            }
+        }
+        assert!(continued >= 10, "{flags:?}: continued {continued}");
+        assert_eq!(out(&mut by_segment, ms(22)), out(&mut by_run, ms(22)), "{flags:?}: what they send");
+    }
+}
+
+#[test]
+fn a_continuation_is_refused_where_on_segment_must_judge() {
+    let c = in_flight();
+    let ack = SeqNumber(ISS + 1);
+    assert!(c.takes_continuation(SeqNumber(IRS + 1), ack), "in order, nothing new acknowledged");
+    assert!(!c.takes_continuation(SeqNumber(IRS + 2), ack), "past RCV.NXT");
+    assert!(!c.takes_continuation(SeqNumber(IRS), ack), "old data");
+    assert!(!c.takes_continuation(SeqNumber(IRS + 1), SeqNumber(ISS + 101)), "an ACK of new data");
+    let mut c = in_flight();
+    for at in 21..24 {
+        feed(&mut c, ms(at), seg(TcpFlags::empty(), IRS + 1, Some(ISS + 1), 1000, b""));
+    }
+    assert!(!c.takes_continuation(SeqNumber(IRS + 1), ack), "during a recovery");
 }
