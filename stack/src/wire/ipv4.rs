@@ -301,6 +301,7 @@ impl Ipv4Repr {
     /// Parses and validates a packet: lengths (see [`Ipv4Packet::check_len`]), version 4
     /// (`Malformed`), header checksum unless `caps.ipv4.rx` (`BadChecksum`), and no
     /// fragmentation (`Fragmented`). Options are skipped.
+    #[inline]
     pub fn parse<T: AsRef<[u8]> + ?Sized>(
         packet: &Ipv4Packet<&T>,
         caps: &ChecksumCapabilities,
