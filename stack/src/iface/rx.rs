@@ -16,6 +16,7 @@ use crate::tcp::{
 };
 use crate::time::Instant;
 use crate::udp::Delivered;
+use crate::wire::tcp::HEADER_LEN as TCP_HEADER_LEN;
 use crate::wire::ChecksumCapabilities;
 use crate::wire::{
     ArpOperation, ArpPacket, ArpRepr, EtherType, EthernetAddress, EthernetFrame, Icmpv4Packet, Icmpv4Repr,
@@ -23,7 +24,6 @@ use crate::wire::{
 };
 
 const ETH_LEN: usize = 14;
-use crate::wire::tcp::HEADER_LEN as TCP_HEADER_LEN;
 
 /// Connections a listener may hold (SYN-RECEIVED or not yet accepted) once cookies made some,
 /// as a multiple of its backlog: the backlog may be full of half-open connections from spoofed
