@@ -1,11 +1,17 @@
 //! The guest path's cost per segment on one thread, for callgrind: a minimal guest driver (its
-//! own split rings in guest memory, not the guest library) sends `ENGINE_COST_BYTES` (default
-//! 32 MiB) over one TCP connection through the tenant engine to a SlimTCP peer on the in-memory
-//! wire, which reads it; the peer's listener advertises MSS `ENGINE_COST_MSS` (default 1460).
-//! Everything is stepped from this thread on a virtual clock (2 us a step), so an instruction
-//! count is the work of the driver, the engine and both stacks, the same on every run, with no
-//! polling of idle threads in it. Sends are quiet, 16 KiB each, 16 in flight (the socket's
-//! send credit), as the guest library sends. Prints the segments the peer received.
+//! own split rings in guest memory, not the guest library) moves `ENGINE_COST_BYTES` (default
+//! 32 MiB) over one TCP connection between the tenant engine and a SlimTCP peer on the
+//! in-memory wire; the peer's listener sets MSS `ENGINE_COST_MSS` (default 1460) for both
+//! directions. Everything is stepped from this thread on a virtual clock (2 us a step), so an
+//! instruction count is the work of the driver, the engine and both stacks, the same on every
+//! run, with no polling of idle threads in it.
+//!
+//! `ENGINE_COST_DIRECTION=send` (the default): the guest sends, quiet sends of 16 KiB, 16 in
+//! flight (the socket's send credit), as the guest library sends; the peer reads. `receive`:
+//! the peer sends and the guest receives into posted 8 KiB buffers (the guest library's size),
+//! reads each data message out of guest memory and credits the bytes back a quarter of its
+//! receive buffer at a time, as the guest library does. Prints the data segments the receiving
+//! side got.
 //!
 //! ```sh
 //! cargo bench -p slimtcp-vhost --bench engine_cost --no-run   # then, for each size:
@@ -19,13 +25,13 @@ use std::net::{Ipv4Addr, SocketAddrV4};
 use std::sync::Arc;
 use std::time::Duration;
 
-use slimtcp::iface::{Interface, InterfaceConfig};
-use slimtcp::nic::memwire::{link, LinkConfig};
+use slimtcp::iface::{Interface, InterfaceConfig, SocketHandle};
+use slimtcp::nic::memwire::{link, LinkConfig, MemwireNic};
 use slimtcp::server::IdMap;
 use slimtcp::tcp::TcpConfig;
 use slimtcp::time::{Clock, VirtualClock};
 use slimtcp::wire::EthernetAddress;
-use slimtcp_abi::{Request, RequestBody, RequestFlags, RxMessage, SocketId, SocketKind, Version};
+use slimtcp_abi::{HelloInfo, Request, RequestBody, RequestFlags, RxMessage, SocketId, SocketKind, Version};
 use slimtcp_vhost::engine::{Engine, EngineConfig, TenantLimits};
 use slimtcp_vhost::guest_mem::GuestMem;
 use slimtcp_vhost::queues::LocalRings;
@@ -42,9 +48,18 @@ const SEND: u32 = 16 * 1024;
 /// Sends in flight: 256 KiB, the socket's default send credit.
 const SLOTS: u64 = 16;
 const SLOT_BASE: u64 = 1 << 20;
+/// Receive buffers posted: 512 KiB, twice the socket's default receive window.
 const RX_BUFFERS: u64 = 64;
-const RX_LEN: u32 = 4096;
+/// The guest library's default receive buffer size.
+const RX_LEN: u32 = 8192;
 const RX_BASE: u64 = 3 << 20;
+/// Guest memory: the rings, the send slots, then the receive buffers.
+const GUEST_MEMORY: u64 = RX_BASE + RX_BUFFERS * RX_LEN as u64;
+/// Where requests without payload are written, one 64-byte slot each, reused round the ring
+/// (the engine has consumed a request long before its slot comes round again).
+const SCRATCH_BASE: u64 = 0x8_0000;
+/// Bytes the peer offers its socket per call in the receive direction.
+const PEER_CHUNK: usize = 64 * 1024;
 const STEP: Duration = Duration::from_micros(2);
 
 /// A split ring laid out without overlaps at `base`: descriptors, then the available ring at
@@ -120,8 +135,10 @@ struct Driver {
     rx: Ring,
     tx: Ring,
     rx_addr: IdMap<u16, u64>,
-    /// Where the fixed part of a request that is not a send goes.
-    scratch: u64,
+    /// Requests without payload written so far (their scratch slot).
+    calls: u64,
+    /// One received message, read out of guest memory (the guest library's copy).
+    msg: Vec<u8>,
 }
 
 impl Driver {
@@ -129,8 +146,8 @@ impl Driver {
     fn call(&mut self, req: &Request) {
         let mut fixed = [0u8; 64];
         let n = req.emit(&mut fixed).expect("emit");
-        let a = self.scratch;
-        self.scratch += 64;
+        let a = SCRATCH_BASE + 64 * (self.calls % u64::from(SIZE));
+        self.calls += 1;
         self.mem.write_slice(&fixed[..n], GuestAddress(a)).expect("fixed part");
         self.tx.publish(&self.mem, &[(a, n as u32, 0)]);
     }
@@ -140,19 +157,63 @@ impl Driver {
         let mut out = Vec::new();
         for (head, len) in self.rx.take_used(&self.mem) {
             let a = self.rx_addr.remove(&head).expect("a posted buffer");
-            let mut msg = vec![0u8; len as usize];
-            self.mem.read_slice(&mut msg, GuestAddress(a)).expect("message");
-            out.extend(RxMessage::parse(&msg));
+            self.msg.resize(len as usize, 0);
+            self.mem.read_slice(&mut self.msg, GuestAddress(a)).expect("message");
+            out.extend(RxMessage::parse(&self.msg));
             self.rx_addr.insert(self.rx.publish(&self.mem, &[(a, RX_LEN, F_WRITE)]), a);
         }
         out
     }
 }
 
+/// The tenant engine, its guest driver and the peer, stepped together from this thread.
+struct Bench {
+    d: Driver,
+    engine: Engine<MemwireNic>,
+    peer: Interface<MemwireNic>,
+    rings: LocalRings,
+    vclock: VirtualClock,
+    clock: Clock,
+}
+
+impl Bench {
+    fn step(&mut self) {
+        self.engine.step(&self.rings, &self.d.mem).expect("engine step");
+        self.peer.poll(self.clock.now()).expect("peer poll");
+        self.vclock.advance(STEP);
+    }
+
+    /// Steps until the call with `cookie` completes; its socket (hello: none) and, for hello,
+    /// the guest's parameters.
+    fn completion(&mut self, cookie: u64) -> (SocketId, Option<HelloInfo>) {
+        loop {
+            self.step();
+            for m in self.d.messages() {
+                match m {
+                    RxMessage::Complete { cookie: c, socket, result, .. } if c == cookie => {
+                        result.expect("the call succeeds");
+                        return (socket, None);
+                    }
+                    RxMessage::HelloDone { cookie: c, result, .. } if c == cookie => {
+                        return (SocketId::NONE, Some(result.expect("hello accepted")));
+                    }
+                    _ => {}
+                }
+            }
+        }
+    }
+}
+
 fn main() {
     let mss = u16::try_from(env("ENGINE_COST_MSS", 1460)).expect("an MSS");
     let total = env("ENGINE_COST_BYTES", 32 << 20);
-    let mem = Arc::new(GuestMem::from_ranges(&[(GuestAddress(0), 4 << 20)]).expect("guest memory"));
+    let receive = match std::env::var("ENGINE_COST_DIRECTION").as_deref() {
+        Err(_) | Ok("send") => false,
+        Ok("receive") => true,
+        Ok(other) => panic!("ENGINE_COST_DIRECTION is send or receive, not {other}"),
+    };
+    let mem =
+        Arc::new(GuestMem::from_ranges(&[(GuestAddress(0), GUEST_MEMORY as usize)]).expect("guest memory"));
     let vclock = VirtualClock::new();
     let clock = Clock::Virtual(vclock.clone());
     let mut wire = LinkConfig::default();
@@ -165,50 +226,53 @@ fn main() {
     let guest = Interface::new(a, InterfaceConfig::new(EthernetAddress([2, 0, 0, 0, 0, 1]), GUEST_IP, 24));
     let mut peer = Interface::new(b, InterfaceConfig::new(EthernetAddress([2, 0, 0, 0, 0, 2]), PEER_IP, 24));
     let cfg = EngineConfig::with_limits(&guest, 1, SIZE, &TenantLimits::default());
-    let mut engine = Engine::new(guest, clock.clone(), cfg);
+    let engine = Engine::new(guest, clock.clone(), cfg);
     let tcp = TcpConfig { mss, ..peer.config().tcp.clone() };
     let listener = peer.tcp_listen_with(PORT, 4, Some(tcp)).expect("peer listen");
 
-    let mut d = Driver {
+    let d = Driver {
         mem: mem.clone(),
         rx: Ring::new(0x1_0000),
         tx: Ring::new(0x2_0000),
         rx_addr: IdMap::default(),
-        scratch: 0x8_0000,
+        calls: 0,
+        msg: Vec::new(),
     };
     let rings = LocalRings::new(vec![d.rx.queue(), d.tx.queue()]);
+    let mut bench = Bench { d, engine, peer, rings, vclock, clock };
     for i in 0..RX_BUFFERS {
         let a = RX_BASE + i * u64::from(RX_LEN);
-        let head = d.rx.publish(&mem, &[(a, RX_LEN, F_WRITE)]);
-        d.rx_addr.insert(head, a);
+        let head = bench.d.rx.publish(&mem, &[(a, RX_LEN, F_WRITE)]);
+        bench.d.rx_addr.insert(head, a);
     }
-    let step = |engine: &mut Engine<_>, peer: &mut Interface<_>| {
-        engine.step(&rings, &mem).expect("engine step");
-        peer.poll(clock.now()).expect("peer poll");
-        vclock.advance(STEP);
-    };
-    let completion = |d: &mut Driver, engine: &mut Engine<_>, peer: &mut Interface<_>, cookie| loop {
-        step(engine, peer);
-        for m in d.messages() {
-            match m {
-                RxMessage::Complete { cookie: c, socket, result, .. } if c == cookie => {
-                    result.expect("the call succeeds");
-                    return socket;
-                }
-                RxMessage::HelloDone { cookie: c, .. } if c == cookie => return SocketId::NONE,
-                _ => {}
-            }
-        }
-    };
-    d.call(&Request::new(1, SocketId::NONE, RequestBody::Hello { version: Version::CURRENT }));
-    completion(&mut d, &mut engine, &mut peer, 1);
-    d.call(&Request::new(2, SocketId::NONE, RequestBody::Socket { kind: SocketKind::Tcp }));
-    let sock = completion(&mut d, &mut engine, &mut peer, 2);
+    bench.d.call(&Request::new(1, SocketId::NONE, RequestBody::Hello { version: Version::CURRENT }));
+    let (_, info) = bench.completion(1);
+    let info = info.expect("hello answered");
+    bench.d.call(&Request::new(2, SocketId::NONE, RequestBody::Socket { kind: SocketKind::Tcp }));
+    let (sock, _) = bench.completion(2);
     let remote = SocketAddrV4::new(PEER_IP, PORT);
-    d.call(&Request::new(3, sock, RequestBody::Connect { remote }));
-    completion(&mut d, &mut engine, &mut peer, 3);
-    let conn = peer.tcp_accept(listener).expect("peer accepted");
+    bench.d.call(&Request::new(3, sock, RequestBody::Connect { remote }));
+    bench.completion(3);
+    let conn = bench.peer.tcp_accept(listener).expect("peer accepted");
 
+    if receive {
+        guest_receives(&mut bench, sock, conn, total, &info);
+        let stats = bench.peer.tcp_info(conn).expect("peer connection").stats;
+        println!("mss {mss} bytes {total} segments {} (retransmits {})", stats.segs_out, stats.retransmits);
+    } else {
+        let (received, refused) = guest_sends(&mut bench, sock, conn, total);
+        let stats = bench.peer.tcp_info(conn).expect("peer connection").stats;
+        println!(
+            "mss {mss} bytes {received} segments {} (duplicates {}), sends refused {refused}",
+            stats.segs_in, stats.out_of_window
+        );
+    }
+}
+
+/// The guest sends `total` bytes (quiet 16 KiB sends) and the peer reads them; returns the
+/// bytes the peer read and the sends refused for lack of credit.
+fn guest_sends(bench: &mut Bench, sock: SocketId, conn: SocketHandle, total: usize) -> (usize, u32) {
+    let mem = bench.d.mem.clone();
     // Each slot: a send's fixed part at its start, its payload 4 KiB later.
     let slot_addr = |i: u64| SLOT_BASE + i * (u64::from(SEND) + 4096);
     for i in 0..SLOTS {
@@ -230,12 +294,13 @@ fn main() {
             let mut fixed = [0u8; 64];
             let n = req.emit(&mut fixed).expect("emit");
             mem.write_slice(&fixed[..n], GuestAddress(slot_addr(i))).expect("fixed part");
-            let head = d.tx.publish(&mem, &[(slot_addr(i), n as u32, 0), (slot_addr(i) + 4096, SEND, 0)]);
+            let head =
+                bench.d.tx.publish(&mem, &[(slot_addr(i), n as u32, 0), (slot_addr(i) + 4096, SEND, 0)]);
             slot_of_head.insert(head, i);
             queued += SEND as usize;
         }
-        step(&mut engine, &mut peer);
-        for m in d.messages() {
+        bench.step();
+        for m in bench.d.messages() {
             // Past the socket's send credit a send is refused (EAGAIN); like the guest library,
             // wait for the socket to be writable again.
             match m {
@@ -248,21 +313,49 @@ fn main() {
                 _ => {}
             }
         }
-        for (head, _) in d.tx.take_used(&mem) {
+        for (head, _) in bench.d.tx.take_used(&mem) {
             if let Some(i) = slot_of_head.remove(&head) {
                 free.push(i);
             }
         }
-        while let Ok(n) = peer.tcp_recv(conn, &mut buf) {
+        while let Ok(n) = bench.peer.tcp_recv(conn, &mut buf) {
             if n == 0 {
                 break;
             }
             received += n;
         }
     }
-    let stats = peer.tcp_info(conn).expect("peer connection").stats;
-    println!(
-        "mss {mss} bytes {received} segments {} (duplicates {}), sends refused {refused}",
-        stats.segs_in, stats.out_of_window
-    );
+    (received, refused)
+}
+
+/// The peer sends `total` bytes and the guest receives them: each data message read out of
+/// guest memory, its buffer posted again, the bytes credited back in batches of a quarter of
+/// the receive buffer (the guest library's rule).
+fn guest_receives(bench: &mut Bench, sock: SocketId, conn: SocketHandle, total: usize, info: &HelloInfo) {
+    let chunk = vec![0xa5_u8; PEER_CHUNK];
+    let batch = (info.rx_buffer / 4).max(1);
+    let (mut offered, mut received, mut credit) = (0usize, 0usize, 0u32);
+    let mut cookie = 10u64;
+    while received < total {
+        while offered < total {
+            let want = (total - offered).min(PEER_CHUNK);
+            match bench.peer.tcp_send(conn, &chunk[..want]) {
+                Ok(n) if n > 0 => offered += n,
+                _ => break,
+            }
+        }
+        bench.step();
+        for m in bench.d.messages() {
+            if let RxMessage::Data { len, .. } = m {
+                received += len as usize;
+                credit += len;
+            }
+        }
+        if credit >= batch {
+            let req = Request::new(cookie, sock, RequestBody::Credit { bytes: credit }).quiet();
+            cookie += 1;
+            bench.d.call(&req);
+            credit = 0;
+        }
+    }
 }

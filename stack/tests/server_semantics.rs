@@ -266,6 +266,35 @@ fn received_bytes_hold_the_window_until_released() {
     assert!(sent > 4096);
 }
 
+/// `stream_read` hands exactly the bytes that fit, in order, whatever the room: within one
+/// segment, across several, none (room 0), the rest of a segment cut before first.
+#[test]
+fn stream_reads_take_any_room_in_order() {
+    let mut w = World::new();
+    let (id, peer) = w.connected();
+    let data: Vec<u8> = (0..6000u32).map(|i| (i % 251) as u8).collect();
+    let mut sent = 0;
+    w.run_until("all sent and acknowledged", |w| {
+        sent += w.peer.tcp_send(peer, &data[sent..]).unwrap_or(0);
+        sent == data.len() && w.peer.tcp_info(peer).is_ok_and(|i| i.send_queued == 0)
+    });
+    assert_eq!(w.server.ready(id), StreamReady::Data);
+    let mut got = Vec::new();
+    for room in [0, 1, 999, 0, 1001, 2500, 7, 0, 10_000] {
+        let mut calls = Vec::new();
+        let n = w.server.stream_read(id, room, |b| calls.push(b.to_vec()));
+        assert!(n <= room, "room {room}: {n}");
+        assert_eq!(
+            calls.iter().map(Vec::len).sum::<usize>(),
+            n,
+            "room {room}: the bytes handed are the count"
+        );
+        got.extend(calls.concat());
+    }
+    assert_eq!(got, data, "every byte once, in order");
+    w.server.release(id, data.len()).expect("all of it was taken");
+}
+
 impl World {
     /// The peer's listener on [`PEER_PORT`].
     fn peer_listener(&mut self) -> SocketHandle {

@@ -281,12 +281,15 @@ impl<N: Nic> Interface<N> {
         Self::recv_empty(&sock.conn).map(|_| None)
     }
 
-    /// Every segment [`tcp_recv_segment_held`](Self::tcp_recv_segment_held) would return now,
-    /// in order, handed to `each` (one socket lookup for a burst).
-    pub fn tcp_recv_segments_held(&mut self, h: SocketHandle, mut each: impl FnMut(PacketBuf)) {
+    /// The segments [`tcp_recv_segment_held`](Self::tcp_recv_segment_held) would return now,
+    /// in order, handed to `each` until it returns false or none is left (one socket lookup
+    /// for a burst).
+    pub fn tcp_recv_segments_held(&mut self, h: SocketHandle, mut each: impl FnMut(PacketBuf) -> bool) {
         let Ok(sock) = self.conn_mut(h) else { return };
         while let Some(seg) = sock.conn.recv_segment_held() {
-            each(seg);
+            if !each(seg) {
+                break;
+            }
         }
     }
 

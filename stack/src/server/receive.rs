@@ -65,25 +65,29 @@ impl<N: Nic, T: Transport> SocketServer<N, T> {
     pub fn stream_read(&mut self, id: u32, room: usize, mut write: impl FnMut(&[u8])) -> usize {
         let Some(s) = self.sockets.get_mut(&id) else { return 0 };
         let Some(h) = s.handle.filter(|_| s.proto == Proto::Tcp) else { return 0 };
-        let mut total = 0;
-        while total < room {
-            let seg = match s.rx_partial.take() {
-                Some(seg) => seg,
-                None => match self.iface.tcp_recv_segment_held(h) {
-                    Ok(Some(seg)) => seg,
-                    _ => break,
-                },
-            };
+        if room == 0 {
+            return 0;
+        }
+        let (mut total, mut partial) = (0, None);
+        // Copies what fits of `seg`; false once `room` is used up (what did not fit is kept
+        // for the next call).
+        let mut take = |seg: PacketBuf| {
             let n = (room - total).min(seg.len());
             write(&seg.as_slice()[..n]);
             total += n;
             if n < seg.len() {
                 let mut rest = seg;
                 rest.advance(n);
-                s.rx_partial = Some(rest);
-                break;
+                partial = Some(rest);
             }
+            total < room
+        };
+        let more = s.rx_partial.take().is_none_or(&mut take);
+        if more {
+            // One socket lookup for the whole burst.
+            self.iface.tcp_recv_segments_held(h, take);
         }
+        s.rx_partial = partial;
         s.outstanding_rx += total;
         total
     }
@@ -99,6 +103,7 @@ impl<N: Nic, T: Transport> SocketServer<N, T> {
         let mut take = |seg: PacketBuf| {
             *outstanding += seg.len();
             each(seg);
+            true
         };
         if let Some(seg) = s.rx_partial.take() {
             take(seg);
