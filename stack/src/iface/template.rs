@@ -114,6 +114,7 @@ impl HeaderTemplate {
 
     /// Fills the per-segment fields of `frame` (template headers, then the payload unless
     /// `payload_sum` gives the payload's sum because it lies elsewhere).
+    #[inline(always)]
     fn patch(
         &self,
         frame: &mut [u8],

@@ -347,6 +347,7 @@ impl Direction {
         DirectionStats { faults: self.injector.stats(), ..self.stats }
     }
 
+    #[inline]
     fn enqueue(&mut self, at: Instant, frame: PacketBuf) {
         let seq = self.next_seq;
         self.next_seq += 1;

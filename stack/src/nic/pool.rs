@@ -28,7 +28,7 @@ impl BufferPool {
     #[inline]
     pub fn take(self: &Arc<Self>, headroom: usize) -> PacketBuf {
         let bytes = self.free.pop().unwrap_or_else(|| vec![0u8; self.buf_size].into_boxed_slice());
-        PacketBuf::pooled(PooledBytes { bytes: Some(bytes), pool: Arc::clone(self) }, headroom)
+        PacketBuf::pooled(PooledBytes { bytes, pool: Arc::clone(self) }, headroom)
     }
 
     /// Free buffers held now.
@@ -45,29 +45,28 @@ impl BufferPool {
 /// A pooled buffer's bytes, returned to the pool on drop.
 #[derive(Debug)]
 pub(crate) struct PooledBytes {
-    /// Always `Some` until dropped.
-    bytes: Option<Box<[u8]>>,
+    /// Empty (an empty boxed slice allocates nothing) only while being dropped.
+    bytes: Box<[u8]>,
     pool: Arc<BufferPool>,
 }
 
 impl PooledBytes {
     #[inline]
     pub(crate) fn bytes(&self) -> &[u8] {
-        self.bytes.as_deref().unwrap_or(&[])
+        &self.bytes
     }
 
     #[inline]
     pub(crate) fn bytes_mut(&mut self) -> &mut [u8] {
-        self.bytes.as_deref_mut().unwrap_or(&mut [])
+        &mut self.bytes
     }
 }
 
 impl Drop for PooledBytes {
     fn drop(&mut self) {
-        if let Some(bytes) = self.bytes.take() {
-            // Full: the buffer is freed instead.
-            let _ = self.pool.free.push(bytes);
-        }
+        let bytes = std::mem::take(&mut self.bytes);
+        // Full: the buffer is freed instead.
+        let _ = self.pool.free.push(bytes);
     }
 }
 
