@@ -44,7 +44,7 @@ impl GuestLink {
                 let fd = fd_of(self, &socket);
                 let buf = self.rx_buf(payload, payload_len, slot, fd);
                 match fd {
-                    Some(fd) => events.push(Event::Data { fd, buf }),
+                    Some(fd) => events.push(Event::Data { fd, buf, more: Vec::new() }),
                     None => drop(buf),
                 }
             }

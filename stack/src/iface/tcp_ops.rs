@@ -293,6 +293,13 @@ impl<N: Nic> Interface<N> {
         }
     }
 
+    /// Every segment [`tcp_recv_segment_held`](Self::tcp_recv_segment_held) would return now,
+    /// appended to `out` in order (one socket lookup, the queue's accounting updated once);
+    /// returns their bytes (0 for a handle that names no connection).
+    pub fn tcp_recv_all_held(&mut self, h: SocketHandle, out: &mut Vec<PacketBuf>) -> usize {
+        self.conn_mut(h).map_or(0, |sock| sock.conn.recv_all_held(out))
+    }
+
     /// The application is done with `n` bytes taken by
     /// [`tcp_recv_segment_held`](Self::tcp_recv_segment_held).
     pub fn tcp_recv_release(&mut self, h: SocketHandle, n: usize) -> Result<(), SocketError> {

@@ -170,9 +170,10 @@ impl<N: Nic> SegmentSink for FrameSink<'_, N> {
         // Segments with options (SYNs, ACKs with SACK blocks) take the general emitter.
         let plain_header = repr.max_seg_size.is_none() && repr.window_scale.is_none() && repr.sack.is_none();
         let short = payload.len() < EXTERNAL_MIN_PAYLOAD;
-        if self.external && plain_header && !short {
+        if self.external && plain_header && !short && payload.from_by_reference_loans() {
             // One look at the send buffer: the piece by reference (with its sum when the NIC
-            // does not fill the checksum), or copied data.
+            // does not fill the checksum), or copied data. (Without a by-reference loan queued,
+            // not even the look: copied data is the common case.)
             if let Some(slice) = payload.by_reference(!self.caps.tcp.tx) {
                 self.emit_external(repr, &mut payload, slice)?;
                 self.counters.tcp_segs_out += 1;

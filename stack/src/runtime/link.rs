@@ -12,6 +12,7 @@ use slimtcp_api::{Fd, SocketError};
 use super::buffers::{ReleaseQueue, RxBuf, TxBuf, TxPool, LARGE_TX};
 use super::driver::{self, AppEnd, IdlePolicy};
 use super::messages::{Event as WorkerEvent, Reply as WorkerReply, Request as WorkerRequest};
+use crate::nic::PacketBuf;
 use crate::server::IdMap;
 
 /// Zero-copy transmit buffers the application may hold or have in flight at once.
@@ -160,38 +161,56 @@ impl HostLink {
         Some(Event::Reply { ticket: p.ticket, result })
     }
 
-    /// One worker event as the application side's event (`None`: for a socket it closed).
-    fn translate_event(&mut self, event: WorkerEvent) -> Option<Event<RxBuf>> {
+    /// A step's payload buffers of socket `id` as one application-side event, in order.
+    /// Dropped at once for a socket the application closed: their bytes are released as usual.
+    fn translate_data(
+        &mut self,
+        id: u32,
+        first: PacketBuf,
+        more: Vec<PacketBuf>,
+        events: &mut Vec<Event<RxBuf>>,
+    ) {
+        let rx = |buf| RxBuf::new(buf, id, self.releases.clone());
+        let (buf, more) = (rx(first), more.into_iter().map(rx).collect());
+        match self.fds.get(&id) {
+            Some(&fd) => events.push(Event::Data { fd, buf, more }),
+            None => drop((buf, more)),
+        }
+    }
+
+    /// One worker event as the application side's events (none for a socket it closed).
+    fn translate_event(&mut self, event: WorkerEvent, events: &mut Vec<Event<RxBuf>>) {
         let fd_of = |link: &Self, id: u32| link.fds.get(&id).copied();
-        Some(match event {
-            WorkerEvent::Reply(result) => return self.on_reply(result),
-            WorkerEvent::Connected { id, local } => {
-                Event::Connected { fd: fd_of(self, id)?, local: Some(local) }
+        let translated = match event {
+            WorkerEvent::Data { id, first, more } => {
+                self.translate_data(id, first, more, events);
+                return;
             }
-            WorkerEvent::Data { id, buf } => {
-                // Dropped at once for a closed socket: its bytes are released as usual.
-                let buf = RxBuf::new(buf, id, self.releases.clone());
-                Event::Data { fd: fd_of(self, id)?, buf }
+            WorkerEvent::Reply(result) => self.on_reply(result),
+            WorkerEvent::Connected { id, local } => {
+                fd_of(self, id).map(|fd| Event::Connected { fd, local: Some(local) })
             }
             WorkerEvent::Datagram { id, from, buf } => {
+                // Dropped at once for a closed socket: its bytes are released as usual.
                 let buf = RxBuf::new(buf, id, self.releases.clone());
-                Event::Datagram { fd: fd_of(self, id)?, from, buf }
+                fd_of(self, id).map(|fd| Event::Datagram { fd, from, buf })
             }
-            WorkerEvent::Eof { id } => Event::Eof { fd: fd_of(self, id)? },
-            WorkerEvent::Failed { id, error } => Event::Failed { fd: fd_of(self, id)?, error },
+            WorkerEvent::Eof { id } => fd_of(self, id).map(|fd| Event::Eof { fd }),
+            WorkerEvent::Failed { id, error } => fd_of(self, id).map(|fd| Event::Failed { fd, error }),
             WorkerEvent::Accepted { listener, id, local, remote } => match fd_of(self, listener) {
-                Some(listener) => Event::Accepted { listener, conn: u64::from(id), local, remote },
+                Some(listener) => Some(Event::Accepted { listener, conn: u64::from(id), local, remote }),
                 None => {
                     // Nobody listens any more: reset it.
                     if self.push(WorkerRequest::Close { id, abort: true }).is_err() {
                         log::debug!("no room to close an unwanted connection");
                     }
-                    return None;
+                    None
                 }
             },
-            WorkerEvent::SendDone { id, bytes } => Event::SendDone { fd: fd_of(self, id)?, bytes },
-            WorkerEvent::Writable { id } => Event::Writable { fd: fd_of(self, id)? },
-        })
+            WorkerEvent::SendDone { id, bytes } => fd_of(self, id).map(|fd| Event::SendDone { fd, bytes }),
+            WorkerEvent::Writable { id } => fd_of(self, id).map(|fd| Event::Writable { fd }),
+        };
+        events.extend(translated);
     }
 }
 
@@ -217,9 +236,7 @@ impl Link for HostLink {
         while let Ok(event) = self.end.events.pop() {
             got = true;
             let accepted = matches!(event, WorkerEvent::Accepted { .. });
-            if let Some(event) = self.translate_event(event) {
-                events.push(event);
-            }
+            self.translate_event(event, events);
             if accepted {
                 // The application side adopts it before its first data is translated.
                 break;

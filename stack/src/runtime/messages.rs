@@ -57,8 +57,10 @@ pub enum Event {
     Reply(Result<Reply, SocketError>),
     /// The handshake completed.
     Connected { id: u32, local: SocketAddrV4 },
-    /// In-order payload; its bytes occupy the receive window until the buffer is released.
-    Data { id: u32, buf: PacketBuf },
+    /// In-order payload: what the socket had in one worker step, oldest buffer first (`first`,
+    /// then `more`, empty without allocation when the step had one). Each buffer's bytes occupy
+    /// the receive window until it is released.
+    Data { id: u32, first: PacketBuf, more: Vec<PacketBuf> },
     /// The peer closed its side: everything was delivered.
     Eof { id: u32 },
     /// The connection (or the connect) failed.

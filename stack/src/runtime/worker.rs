@@ -11,7 +11,7 @@ use slimtcp_api::SocketError;
 use super::buffers::{ReleaseQueue, TxBuf};
 use super::messages::{Event, Reply, Request};
 use crate::iface::{IfaceError, Interface};
-use crate::nic::Nic;
+use crate::nic::{Nic, PacketBuf};
 use crate::server::{
     self, Connecting, DatagramPayload, IdMap, ServerEvent, ServerLimits, SocketServer, StreamReady,
 };
@@ -45,6 +45,8 @@ pub struct Worker<N: Nic> {
     taken: Vec<(u32, usize)>,
     /// Scratch: bytes released per socket in one step.
     released: IdMap<u32, usize>,
+    /// Scratch: a socket's segments of one step.
+    segments: Vec<PacketBuf>,
 }
 
 /// One unit of worker work, as the thread or the inline driver sees it.
@@ -73,6 +75,7 @@ impl<N: Nic> Worker<N> {
             releases,
             taken: Vec::new(),
             released: IdMap::default(),
+            segments: Vec::new(),
         }
     }
 
@@ -171,8 +174,15 @@ impl<N: Nic> Worker<N> {
         loop {
             match self.server.ready(id) {
                 StreamReady::Data => {
-                    let (events, overflow) = (&mut self.events, &mut self.overflow);
-                    self.server.take_segments(id, |buf| emit_to(events, overflow, Event::Data { id, buf }));
+                    // One event for all of it: one trip through the ring and one socket lookup
+                    // on the application side, however many segments the step brought.
+                    self.server.take_segments(id, &mut self.segments);
+                    let mut taken = self.segments.drain(..);
+                    if let Some(first) = taken.next() {
+                        // Allocated once, to size (not at all for a single buffer).
+                        let more = taken.collect();
+                        self.emit(Event::Data { id, first, more });
+                    }
                 }
                 StreamReady::Datagram => {
                     while let Some((from, buf)) = self.server.take_datagram(id) {

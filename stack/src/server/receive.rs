@@ -93,22 +93,17 @@ impl<N: Nic, T: Transport> SocketServer<N, T> {
     }
 
     /// Every received segment of stream `id` there is now, whole and in order (first what is
-    /// left of a segment [`stream_read`](Self::stream_read) took part of), handed to `each`:
+    /// left of a segment [`stream_read`](Self::stream_read) took part of), appended to `out`:
     /// for a transport that gives the stack's buffers to its application as they are. Their
     /// bytes count against the receive window until [`release`](Self::release)d.
-    pub fn take_segments(&mut self, id: u32, mut each: impl FnMut(PacketBuf)) {
+    pub fn take_segments(&mut self, id: u32, out: &mut Vec<PacketBuf>) {
         let Some(s) = self.sockets.get_mut(&id) else { return };
         let Some(h) = s.handle.filter(|_| s.proto == Proto::Tcp) else { return };
-        let outstanding = &mut s.outstanding_rx;
-        let mut take = |seg: PacketBuf| {
-            *outstanding += seg.len();
-            each(seg);
-            true
-        };
         if let Some(seg) = s.rx_partial.take() {
-            take(seg);
+            s.outstanding_rx += seg.len();
+            out.push(seg);
         }
-        self.iface.tcp_recv_segments_held(h, take);
+        s.outstanding_rx += self.iface.tcp_recv_all_held(h, out);
     }
 
     /// The next datagram of UDP socket `id` and its source.

@@ -451,6 +451,12 @@ impl Connection {
         self.rx.pop_held()
     }
 
+    /// Every received segment at once, appended to `out` in order, held as
+    /// [`recv_segment_held`](Self::recv_segment_held)'s are; returns their bytes.
+    pub fn recv_all_held(&mut self, out: &mut Vec<PacketBuf>) -> usize {
+        self.rx.pop_all_held(out)
+    }
+
     /// The application is done with `n` bytes taken by
     /// [`recv_segment_held`](Self::recv_segment_held): the window opens again.
     pub fn release_recv(&mut self, n: usize) {

@@ -69,6 +69,7 @@ impl<'a> Payload<'a> {
 
     /// True when the connection queues loans a NIC may send by reference (so this payload may
     /// be one: a segment copied anyway counts as a copy of them).
+    #[inline]
     pub fn from_by_reference_loans(&self) -> bool {
         self.tx.as_deref().is_some_and(SendBuffer::holds_by_reference_loans)
     }

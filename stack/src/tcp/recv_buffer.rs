@@ -217,6 +217,20 @@ impl RecvBuffer {
         Some(seg)
     }
 
+    /// Every queued buffer at once, appended to `out` oldest first, held like
+    /// [`pop_held`](Self::pop_held)'s (the queue's accounting updated once, not per buffer).
+    /// Returns their bytes.
+    pub fn pop_all_held(&mut self, out: &mut Vec<PacketBuf>) -> usize {
+        let bytes = self.len;
+        let storage: usize = self.segments.iter().map(PacketBuf::capacity).sum();
+        self.memory.sub(storage);
+        out.extend(self.segments.drain(..));
+        self.compact_tail = false;
+        self.len = 0;
+        self.held += bytes;
+        bytes as usize
+    }
+
     /// Gives back `n` bytes taken with [`pop_held`](Self::pop_held) (more than held is clamped).
     pub fn release(&mut self, n: usize) {
         self.held = narrow(self.held().saturating_sub(n));
@@ -308,6 +322,36 @@ mod tests {
         assert_eq!((q.held(), q.free()), (0, 80));
         q.release(1000);
         assert_eq!(q.free(), 80, "over-release is clamped");
+    }
+
+    /// Taking every buffer at once leaves the queue as taking them one by one does: the same
+    /// buffers in the same order, the same bytes held, window and memory.
+    #[test]
+    fn taking_all_held_equals_taking_them_one_by_one() {
+        let fill = |q: &mut RecvBuffer| {
+            for (i, size) in [1460usize, 30, 20, 1460, 700, 5].into_iter().enumerate() {
+                assert!(q.push(&mut nic_frame(&vec![i as u8; size])), "no budget");
+            }
+        };
+        let (mut one, mut all) = (RecvBuffer::new(64 * 1024), RecvBuffer::new(64 * 1024));
+        fill(&mut one);
+        fill(&mut all);
+        let mut singly = Vec::new();
+        while let Some(seg) = one.pop_held() {
+            singly.push(seg);
+        }
+        let mut at_once = vec![PacketBuf::from_slice(b"already there")];
+        let bytes = all.pop_all_held(&mut at_once);
+        assert_eq!(at_once.remove(0).as_slice(), b"already there", "appended, not replaced");
+        let contents = |v: &[PacketBuf]| v.iter().map(|b| b.as_slice().to_vec()).collect::<Vec<_>>();
+        assert_eq!(contents(&at_once), contents(&singly));
+        assert_eq!(bytes, singly.iter().map(PacketBuf::len).sum::<usize>());
+        let state = |q: &RecvBuffer| (q.len(), q.held(), q.free(), q.memory());
+        assert_eq!(state(&all), state(&one));
+        assert_eq!(all.memory(), 0, "the buffers left the queue's charge");
+        // Both take small payloads again the same way (a fresh compact chunk).
+        assert!(one.push(&mut nic_frame(&[9; 10])) && all.push(&mut nic_frame(&[9; 10])));
+        assert_eq!(state(&all), state(&one));
     }
 
     #[test]

@@ -424,6 +424,7 @@ impl SendBuffer {
     /// True while a loan to be sent by reference is queued (only then can a segment's piece be
     /// one): copied data, and loans the NIC must copy, skip the chunk walk of the by-reference
     /// checks.
+    #[inline]
     pub fn holds_by_reference_loans(&self) -> bool {
         self.loans.as_ref().is_some_and(|l| l.by_reference > 0)
     }

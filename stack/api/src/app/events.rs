@@ -27,10 +27,13 @@ impl<L: Link> AppSockets<L> {
                 }
                 fd
             }
-            Event::Data { fd, buf } => {
+            Event::Data { fd, buf, more } => {
                 match self.sockets.get_mut(&fd) {
-                    Some(s) if !s.rd_shut => s.rxq.push_back(buf),
-                    _ => drop(buf),
+                    Some(s) if !s.rd_shut => {
+                        s.rxq.push_back(buf);
+                        s.rxq.extend(more);
+                    }
+                    _ => drop((buf, more)),
                 }
                 fd
             }

@@ -168,12 +168,15 @@ pub enum Event<R> {
         /// The local address.
         local: Option<SocketAddrV4>,
     },
-    /// In-order stream payload.
+    /// In-order stream payload: one buffer, or a run of them the link got at once (a step of
+    /// the host runtime's worker), oldest first.
     Data {
         /// The socket.
         fd: Fd,
-        /// The payload.
+        /// The (first) payload.
         buf: R,
+        /// Payload that follows `buf`, in order (empty, without allocation, for one buffer).
+        more: Vec<R>,
     },
     /// A datagram and its source.
     Datagram {
