@@ -4,34 +4,64 @@
 //! free list is a bounded lock-free queue: a buffer that finds it full is freed; an empty one
 //! makes a new buffer. Buffers come back holding old frame bytes (never uninitialised memory):
 //! a [`PacketBuf`] shows only what was written into it.
+//!
+//! Each thread also keeps a few of one pool's free buffers aside (its spare, as a DPDK mempool
+//! keeps a cache per lcore): a buffer dropped on the thread that takes the next one (a stack
+//! that receives and sends on one core, both ends of a link polled by one worker) goes round
+//! without an atomic operation, neither on the queue nor on the pool's reference count (a spare
+//! buffer keeps its reference). The spare holds at most [`SPARE_BYTES`] and one pool's buffers
+//! at a time: a buffer of another pool takes the queue, unless the spare's pool is otherwise
+//! gone, whose buffers are then released. A thread's spare goes back to the queue when the
+//! thread ends.
 
+use std::cell::RefCell;
+use std::mem::ManuallyDrop;
 use std::sync::Arc;
 
 use crossbeam_queue::ArrayQueue;
 
 use super::buf::PacketBuf;
 
+/// Most bytes of free buffers one thread keeps aside (its spare; see the module documentation):
+/// a 256 KiB window of 64-byte segments in flight on one thread is 4,096 frames, 8 MiB of 2 KiB
+/// buffers (DPDK's per-lcore caches hold up to 512 mbufs; a window of small segments on a
+/// memwire link holds more, and what does not fit pays the queue's atomics on both ends).
+pub const SPARE_BYTES: usize = 8 << 20;
+
+thread_local! {
+    /// This thread's spare: free buffers of one pool, each still holding its reference to it.
+    static SPARE: RefCell<Vec<PooledBytes>> = const { RefCell::new(Vec::new()) };
+}
+
 /// The pool (see the module documentation). Shared as `Arc<BufferPool>`.
 #[derive(Debug)]
 pub struct BufferPool {
     free: ArrayQueue<Box<[u8]>>,
     buf_size: usize,
+    /// Most of its buffers a thread's spare holds (`SPARE_BYTES / buf_size`).
+    spare_max: usize,
 }
 
 impl BufferPool {
-    /// A pool keeping up to `keep` free buffers of `buf_size` bytes.
+    /// A pool keeping up to `keep` free buffers of `buf_size` bytes in its queue (and threads'
+    /// spares up to [`SPARE_BYTES`] each).
     pub fn new(keep: usize, buf_size: usize) -> Arc<Self> {
-        Arc::new(BufferPool { free: ArrayQueue::new(keep.max(1)), buf_size })
+        let spare_max = SPARE_BYTES.checked_div(buf_size).unwrap_or(0);
+        Arc::new(BufferPool { free: ArrayQueue::new(keep.max(1)), buf_size, spare_max })
     }
 
-    /// An empty buffer from the pool (or a new one) whose data starts after `headroom` bytes.
+    /// An empty buffer from this thread's spare, the pool's queue, or a new one, whose data
+    /// starts after `headroom` bytes.
     #[inline]
     pub fn take(self: &Arc<Self>, headroom: usize) -> PacketBuf {
-        let bytes = self.free.pop().unwrap_or_else(|| vec![0u8; self.buf_size].into_boxed_slice());
-        PacketBuf::pooled(PooledBytes { bytes, pool: Arc::clone(self) }, headroom)
+        let bytes = take_spare(self).unwrap_or_else(|| PooledBytes {
+            bytes: self.free.pop().unwrap_or_else(|| vec![0u8; self.buf_size].into_boxed_slice()),
+            pool: ManuallyDrop::new(Arc::clone(self)),
+        });
+        PacketBuf::pooled(bytes, headroom)
     }
 
-    /// Free buffers held now.
+    /// Free buffers in the pool's queue now (threads' spares not counted).
     pub fn free_count(&self) -> usize {
         self.free.len()
     }
@@ -42,12 +72,60 @@ impl BufferPool {
     }
 }
 
+/// A buffer of `pool` from this thread's spare, if it holds one.
+#[inline]
+fn take_spare(pool: &Arc<BufferPool>) -> Option<PooledBytes> {
+    SPARE
+        .try_with(|spare| {
+            let mut spare = spare.try_borrow_mut().ok()?;
+            match spare.last() {
+                Some(top) if Arc::ptr_eq(&top.pool, pool) => spare.pop(),
+                _ => None,
+            }
+        })
+        .ok()
+        .flatten()
+}
+
+/// Puts `bytes` (of `pool`) into this thread's spare; gives them back when the spare has no room
+/// for them (full, another pool's, being dropped or borrowed).
+#[inline]
+fn put_spare(bytes: PooledBytes) -> Result<(), PooledBytes> {
+    let mut bytes = Some(bytes);
+    let _ = SPARE.try_with(|spare| {
+        let Ok(mut spare) = spare.try_borrow_mut() else { return };
+        let Some(b) = bytes.take() else { return };
+        let fits = match spare.first() {
+            None => true,
+            Some(first) if Arc::ptr_eq(&first.pool, &b.pool) => spare.len() < b.pool.spare_max,
+            // Another pool's spare, held by nothing else (its link is gone): released (each
+            // buffer then finds the spare borrowed and takes its own queue) and the room is
+            // this pool's.
+            Some(first) if Arc::strong_count(&first.pool) == spare.len() => {
+                spare.clear();
+                true
+            }
+            Some(_) => false,
+        };
+        if fits && b.pool.spare_max > 0 {
+            spare.push(b);
+        } else {
+            bytes = Some(b);
+        }
+    });
+    match bytes {
+        None => Ok(()),
+        Some(b) => Err(b),
+    }
+}
+
 /// A pooled buffer's bytes, returned to the pool on drop.
 #[derive(Debug)]
 pub(crate) struct PooledBytes {
     /// Empty (an empty boxed slice allocates nothing) only while being dropped.
     bytes: Box<[u8]>,
-    pool: Arc<BufferPool>,
+    /// Taken out only by `drop`.
+    pool: ManuallyDrop<Arc<BufferPool>>,
 }
 
 impl PooledBytes {
@@ -65,8 +143,17 @@ impl PooledBytes {
 impl Drop for PooledBytes {
     fn drop(&mut self) {
         let bytes = std::mem::take(&mut self.bytes);
-        // Full: the buffer is freed instead.
-        let _ = self.pool.free.push(bytes);
+        // SAFETY: `drop` runs once; `pool` is initialised until here and not used after it.
+        let pool = unsafe { ManuallyDrop::take(&mut self.pool) };
+        if let Err(back) = put_spare(PooledBytes { bytes, pool: ManuallyDrop::new(pool) }) {
+            let mut back = ManuallyDrop::new(back);
+            let bytes = std::mem::take(&mut back.bytes);
+            // SAFETY: `back` is never dropped (`ManuallyDrop`) and its `pool` is not used after
+            // this; the reference moves out of it once.
+            let pool = unsafe { ManuallyDrop::take(&mut back.pool) };
+            // Full: the buffer is freed instead.
+            let _ = pool.free.push(bytes);
+        }
     }
 }
 
@@ -74,28 +161,74 @@ impl Drop for PooledBytes {
 mod tests {
     use super::*;
 
+    /// Buffers in this thread's spare.
+    fn spare_len() -> usize {
+        SPARE.with(|spare| spare.borrow().len())
+    }
+
+    /// Where a buffer's bytes live (the same allocation when one comes round again).
+    fn address(b: &PacketBuf) -> *const u8 {
+        b.as_slice().as_ptr().wrapping_sub(b.headroom())
+    }
+
     #[test]
-    fn a_dropped_buffer_goes_back_and_is_taken_again() {
+    fn a_dropped_buffer_comes_round_through_this_threads_spare() {
         let pool = BufferPool::new(4, 256);
         let mut b = pool.take(16);
         assert_eq!((b.capacity(), b.headroom(), b.len()), (256, 16, 0));
         b.append(3).expect("room").copy_from_slice(b"abc");
+        let at = address(&b);
         drop(b);
-        assert_eq!(pool.free_count(), 1);
+        assert_eq!((spare_len(), pool.free_count()), (1, 0), "aside on this thread, not queued");
         let again = pool.take(32);
         assert_eq!((again.headroom(), again.len()), (32, 0), "reset: no old data shows");
-        assert_eq!(pool.free_count(), 0);
+        assert_eq!(address(&again), at, "the same bytes");
+        assert_eq!(spare_len(), 0);
+        assert_eq!(Arc::strong_count(&pool), 2, "one reference per buffer out, none lost");
+        drop(again);
+        drop(pool.take(0));
+        assert_eq!(Arc::strong_count(&pool), 2, "a spare buffer keeps its reference");
     }
 
     #[test]
-    fn a_full_pool_frees_and_an_empty_one_makes_buffers() {
-        let pool = BufferPool::new(2, 64);
-        let bufs: Vec<PacketBuf> = (0..5).map(|_| pool.take(0)).collect();
+    fn a_full_spare_queues_and_a_full_queue_frees() {
+        let per_spare = SPARE_BYTES / 4096;
+        let pool = BufferPool::new(2, 4096);
+        let bufs: Vec<PacketBuf> = (0..per_spare + 5).map(|_| pool.take(0)).collect();
         drop(bufs);
-        assert_eq!(pool.free_count(), 2, "kept up to its bound");
-        let moved = pool.take(0);
-        let t = std::thread::spawn(move || drop(moved));
-        t.join().expect("thread");
-        assert_eq!(pool.free_count(), 2, "back from another thread");
+        assert_eq!(spare_len(), per_spare, "the spare holds up to SPARE_BYTES");
+        assert_eq!(pool.free_count(), 2, "then the queue up to its bound; the rest freed");
+        assert_eq!(Arc::strong_count(&pool), 1 + per_spare);
+    }
+
+    #[test]
+    fn a_thread_that_ends_queues_its_spare() {
+        let pool = BufferPool::new(8, 64);
+        let moved: Vec<PacketBuf> = (0..3).map(|_| pool.take(0)).collect();
+        let t = std::thread::spawn(move || {
+            drop(moved);
+            spare_len()
+        });
+        assert_eq!(t.join().expect("thread"), 3, "aside on the thread that dropped them");
+        assert_eq!(pool.free_count(), 3, "back in the queue once that thread ended");
+        assert_eq!(Arc::strong_count(&pool), 1);
+        assert_eq!(spare_len(), 0, "this thread's spare untouched");
+        let _taken = pool.take(0);
+        assert_eq!(pool.free_count(), 2, "taken from the queue");
+    }
+
+    #[test]
+    fn another_pools_buffer_takes_its_queue_while_the_spares_pool_lives() {
+        let (first, second) = (BufferPool::new(4, 64), BufferPool::new(4, 64));
+        drop(first.take(0));
+        drop(second.take(0));
+        assert_eq!((spare_len(), second.free_count()), (1, 1), "the spare stays the first's");
+        let b = second.take(0);
+        assert_eq!(second.free_count(), 0, "the second's from its queue");
+        drop(first);
+        assert_eq!(spare_len(), 1, "held by the spare alone now");
+        drop(b);
+        assert_eq!((spare_len(), second.free_count()), (1, 0), "the gone pool's released, room given");
+        assert_eq!(Arc::strong_count(&second), 2);
     }
 }
