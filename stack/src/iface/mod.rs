@@ -248,6 +248,11 @@ impl<N: Nic> Interface<N> {
         self.credited = credited;
         let mut burst = std::mem::take(&mut self.rx_burst);
         let received = self.nic.receive(now, &mut burst, self.cfg.burst)?;
+        // The burst's headers are fetched from memory while the first frames are processed
+        // (a frame received long after it was written is in no cache any more).
+        for frame in &burst {
+            frame.prefetch_headers();
+        }
         // Processed in place: a payload the stack keeps is taken out of its frame (a small one
         // is copied), so a frame moves once, from the NIC into this burst.
         for frame in &mut burst {

@@ -242,6 +242,25 @@ impl PacketBuf {
         Some(&mut self.storage.bytes_mut()[start..start + n])
     }
 
+    /// Asks the CPU to bring the first two cache lines of the data (a frame's headers) into its
+    /// caches ahead of their first read: a frame received long after it was written (thousands of
+    /// connections' windows in flight) is no longer in any cache, and the stack's first look at
+    /// it would otherwise wait for memory. A hint only: nothing is read or changed.
+    #[inline]
+    pub fn prefetch_headers(&self) {
+        #[cfg(target_arch = "x86_64")]
+        {
+            use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+            let first = self.storage.bytes().as_ptr().wrapping_add(self.start as usize).cast::<i8>();
+            // SAFETY: a prefetch never faults and never changes memory, whatever the address
+            // (the second line's address is computed without `add`'s in-bounds rule).
+            unsafe {
+                _mm_prefetch::<_MM_HINT_T0>(first);
+                _mm_prefetch::<_MM_HINT_T0>(first.wrapping_add(64));
+            }
+        }
+    }
+
     /// Drops `n` bytes from the front (strips a header). Returns false if fewer are held.
     #[inline]
     pub fn advance(&mut self, n: usize) -> bool {
