@@ -87,35 +87,19 @@ fn take_spare(pool: &Arc<BufferPool>) -> Option<PooledBytes> {
         .flatten()
 }
 
-/// Puts `bytes` (of `pool`) into this thread's spare; gives them back when the spare has no room
-/// for them (full, another pool's, being dropped or borrowed).
+/// Whether `spare` (this thread's) has room for a buffer of `pool`: it is empty or holds fewer
+/// than `spare_max` of `pool`'s. A spare of another pool held by nothing else (its link is
+/// gone) is released first (each buffer then finds the spare borrowed and takes its own queue).
 #[inline]
-fn put_spare(bytes: PooledBytes) -> Result<(), PooledBytes> {
-    let mut bytes = Some(bytes);
-    let _ = SPARE.try_with(|spare| {
-        let Ok(mut spare) = spare.try_borrow_mut() else { return };
-        let Some(b) = bytes.take() else { return };
-        let fits = match spare.first() {
-            None => true,
-            Some(first) if Arc::ptr_eq(&first.pool, &b.pool) => spare.len() < b.pool.spare_max,
-            // Another pool's spare, held by nothing else (its link is gone): released (each
-            // buffer then finds the spare borrowed and takes its own queue) and the room is
-            // this pool's.
-            Some(first) if Arc::strong_count(&first.pool) == spare.len() => {
-                spare.clear();
-                true
-            }
-            Some(_) => false,
-        };
-        if fits && b.pool.spare_max > 0 {
-            spare.push(b);
-        } else {
-            bytes = Some(b);
+fn spare_has_room(spare: &mut Vec<PooledBytes>, pool: &Arc<BufferPool>) -> bool {
+    match spare.first() {
+        None => pool.spare_max > 0,
+        Some(first) if Arc::ptr_eq(&first.pool, pool) => spare.len() < pool.spare_max,
+        Some(first) if Arc::strong_count(&first.pool) == spare.len() => {
+            spare.clear();
+            pool.spare_max > 0
         }
-    });
-    match bytes {
-        None => Ok(()),
-        Some(b) => Err(b),
+        Some(_) => false,
     }
 }
 
@@ -142,15 +126,24 @@ impl PooledBytes {
 
 impl Drop for PooledBytes {
     fn drop(&mut self) {
-        let bytes = std::mem::take(&mut self.bytes);
-        // SAFETY: `drop` runs once; `pool` is initialised until here and not used after it.
-        let pool = unsafe { ManuallyDrop::take(&mut self.pool) };
-        if let Err(back) = put_spare(PooledBytes { bytes, pool: ManuallyDrop::new(pool) }) {
-            let mut back = ManuallyDrop::new(back);
-            let bytes = std::mem::take(&mut back.bytes);
-            // SAFETY: `back` is never dropped (`ManuallyDrop`) and its `pool` is not used after
-            // this; the reference moves out of it once.
-            let pool = unsafe { ManuallyDrop::take(&mut back.pool) };
+        let kept = SPARE
+            .try_with(|spare| {
+                let Ok(mut spare) = spare.try_borrow_mut() else { return false };
+                if !spare_has_room(&mut spare, &self.pool) {
+                    return false;
+                }
+                let bytes = std::mem::take(&mut self.bytes);
+                // SAFETY: `drop` runs once; `pool` is initialised until here and not used after
+                // it (the reference moves into the spare with the bytes).
+                let pool = unsafe { ManuallyDrop::take(&mut self.pool) };
+                spare.push(PooledBytes { bytes, pool: ManuallyDrop::new(pool) });
+                true
+            })
+            .unwrap_or(false);
+        if !kept {
+            let bytes = std::mem::take(&mut self.bytes);
+            // SAFETY: as above; not kept, so `pool` was not taken.
+            let pool = unsafe { ManuallyDrop::take(&mut self.pool) };
             // Full: the buffer is freed instead.
             let _ = pool.free.push(bytes);
         }
