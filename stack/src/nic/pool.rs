@@ -89,18 +89,27 @@ fn take_spare(pool: &Arc<BufferPool>) -> Option<PooledBytes> {
 
 /// Whether `spare` (this thread's) has room for a buffer of `pool`: it is empty or holds fewer
 /// than `spare_max` of `pool`'s. A spare of another pool held by nothing else (its link is
-/// gone) is released first (each buffer then finds the spare borrowed and takes its own queue).
+/// gone) is released first.
 #[inline]
 fn spare_has_room(spare: &mut Vec<PooledBytes>, pool: &Arc<BufferPool>) -> bool {
     match spare.first() {
         None => pool.spare_max > 0,
         Some(first) if Arc::ptr_eq(&first.pool, pool) => spare.len() < pool.spare_max,
-        Some(first) if Arc::strong_count(&first.pool) == spare.len() => {
-            spare.clear();
-            pool.spare_max > 0
-        }
-        Some(_) => false,
+        Some(_) => release_orphaned_spare(spare) && pool.spare_max > 0,
     }
+}
+
+/// Empties `spare` (of another pool than the buffer dropped now) when nothing but the spare
+/// holds its pool, and says whether it did. Its buffers then find the spare borrowed and take
+/// their own queue (the last one frees the pool).
+#[cold]
+#[inline(never)]
+fn release_orphaned_spare(spare: &mut Vec<PooledBytes>) -> bool {
+    let orphaned = spare.first().is_some_and(|first| Arc::strong_count(&first.pool) == spare.len());
+    if orphaned {
+        spare.clear();
+    }
+    orphaned
 }
 
 /// A pooled buffer's bytes, returned to the pool on drop.
@@ -124,28 +133,45 @@ impl PooledBytes {
     }
 }
 
-impl Drop for PooledBytes {
-    fn drop(&mut self) {
-        let kept = SPARE
+impl PooledBytes {
+    /// Moves the bytes and the pool reference into this thread's spare, if it has room.
+    #[inline]
+    fn keep_in_spare(&mut self) -> bool {
+        SPARE
             .try_with(|spare| {
                 let Ok(mut spare) = spare.try_borrow_mut() else { return false };
                 if !spare_has_room(&mut spare, &self.pool) {
                     return false;
                 }
                 let bytes = std::mem::take(&mut self.bytes);
-                // SAFETY: `drop` runs once; `pool` is initialised until here and not used after
-                // it (the reference moves into the spare with the bytes).
+                // SAFETY: only `drop` calls this, once; `pool` is initialised until here and
+                // not used after it (the reference moves into the spare with the bytes).
                 let pool = unsafe { ManuallyDrop::take(&mut self.pool) };
                 spare.push(PooledBytes { bytes, pool: ManuallyDrop::new(pool) });
                 true
             })
-            .unwrap_or(false);
-        if !kept {
-            let bytes = std::mem::take(&mut self.bytes);
-            // SAFETY: as above; not kept, so `pool` was not taken.
-            let pool = unsafe { ManuallyDrop::take(&mut self.pool) };
-            // Full: the buffer is freed instead.
-            let _ = pool.free.push(bytes);
+            .unwrap_or(false)
+    }
+
+    /// Gives the bytes back to the pool's queue (or frees them when it is full) and drops the
+    /// pool reference.
+    #[cold]
+    #[inline(never)]
+    fn give_back(&mut self) {
+        let bytes = std::mem::take(&mut self.bytes);
+        // SAFETY: only `drop` calls this, once, when `keep_in_spare` did not take `pool`; it
+        // is not used after this.
+        let pool = unsafe { ManuallyDrop::take(&mut self.pool) };
+        // Full: the buffer is freed instead.
+        let _ = pool.free.push(bytes);
+    }
+}
+
+impl Drop for PooledBytes {
+    #[inline]
+    fn drop(&mut self) {
+        if !self.keep_in_spare() {
+            self.give_back();
         }
     }
 }
