@@ -131,9 +131,7 @@ impl PooledBytes {
     pub(crate) fn bytes_mut(&mut self) -> &mut [u8] {
         &mut self.bytes
     }
-}
 
-impl PooledBytes {
     /// Moves the bytes and the pool reference into this thread's spare, if it has room.
     #[inline]
     fn keep_in_spare(&mut self) -> bool {
