@@ -1,9 +1,10 @@
 //! Hostile peers at a listener, on a virtual clock over `memwire`: a SYN flood from spoofed
 //! sources (the backlog fills with half-open connections, then every SYN is answered with a
 //! stateless SYN cookie and a real client still connects), forged cookie ACKs, martian source
-//! addresses (never answered), and MSS options below the minimum (clamped); and, inside a burst
-//! of a connection's segments (which the stack reads as one run), a damaged segment and one
-//! from a spoofed source that look like the run's next.
+//! addresses (never answered), and MSS options below the minimum (clamped); inside a burst of a
+//! connection's segments (which the stack reads as one run), a damaged segment and one from a
+//! spoofed source that look like the run's next; and a handshake completed after its listener
+//! closed (reset, nothing kept).
 
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::time::Duration;
@@ -458,4 +459,19 @@ fn mss_options_below_the_minimum_are_clamped_to_64() {
         let sizes: Vec<usize> = r.tcp.iter().map(|(_, _, d)| d.len()).collect();
         assert_eq!(sizes, [64, 64, 64, 8], "MSS option {offered}");
     }
+}
+
+#[test]
+fn a_handshake_completed_after_its_listener_closed_is_reset_and_freed() {
+    let mut bed = Bed::new();
+    let client = SocketAddrV4::new(CLIENT_IP, 40_001);
+    let syn_ack = *the_syn_ack(&bed.exchange(vec![syn(client, 5_000, Some(1460), None)]), client);
+    // Half open (SYN-RECEIVED) when its listener goes: it is not in the accept queue yet.
+    bed.iface.tcp_close(bed.listener).expect("close the listener");
+    let r = bed.exchange(vec![ack(client, 5_001, syn_ack.seq_number + 1, 1000, b"")]);
+    assert!(
+        r.tcp.iter().any(|(ip, t, _)| ip.dst_addr == CLIENT_IP && t.flags.contains(TcpFlags::RST)),
+        "nobody will accept the connection: its client is reset"
+    );
+    assert_eq!(bed.iface.socket_count(), 0, "and the stack keeps nothing of it");
 }

@@ -279,6 +279,10 @@ impl<N: Nic> Interface<N> {
         for h in list.drain(..) {
             self.dispatch_socket(now, h);
         }
+        // A connection scheduled while others ran (one whose listener went away is aborted
+        // in its dispatch's bookkeeping) runs at the next poll: it is `queued`, so dropping
+        // the entry would leave it never dispatched again, never reset, never freed.
+        list.append(&mut self.dispatch_list);
         self.dispatch_list = list;
 
         let sent = self.flush_tx(now)?;
