@@ -126,6 +126,7 @@ impl<N: Nic> Interface<N> {
         if let Some(mac) = nic.mac_address().filter(|_| cfg.mac_from_nic) {
             cfg.mac = mac;
         }
+        cfg.burst = cfg.burst.max(1);
         let caps = nic.capabilities();
         let isn = IsnGenerator::new();
         // Start ephemeral ports at a random-looking point of the IANA range.

@@ -106,7 +106,8 @@ struct FrameSink<'a, N: Nic> {
 
 impl<N: Nic> FrameSink<'_, N> {
     /// Frames leave in the order they were built: before queueing a frame of the other kind
-    /// (plain / external payload), the other queue must drain; a full queue is flushed first.
+    /// (plain / external payload), the other queue must drain; a queue is offered to the NIC
+    /// each time it has grown by a whole burst (`burst_due`).
     fn make_room(&mut self, external: bool) -> Result<(), SinkFull> {
         let (now, burst) = (self.now, self.burst);
         let flush_ext = |s: &mut Self| s.ext.flush(s.nic, s.counters, now).map(drop).map_err(|_| SinkFull);
@@ -116,14 +117,14 @@ impl<N: Nic> FrameSink<'_, N> {
             if !self.tx_queue.is_empty() {
                 flush_plain(self)?;
             }
-            if self.ext.queue.len() >= burst {
+            if burst_due(self.ext.queue.len(), burst) {
                 flush_ext(self)?;
             }
         } else {
             if !self.ext.queue.is_empty() {
                 flush_ext(self)?;
             }
-            if self.tx_queue.len() >= burst {
+            if burst_due(self.tx_queue.len(), burst) {
                 flush_plain(self)?;
             }
         }
@@ -209,6 +210,14 @@ impl<N: Nic> SegmentSink for FrameSink<'_, N> {
         self.tx_queue.push(buf);
         Ok(())
     }
+}
+
+/// Whether a transmit queue of `queued` frames is offered to the NIC now: once per whole burst.
+/// A NIC whose ring is full takes nothing; asking again at every further frame (a DPDK
+/// `tx_burst` call, a lock on memwire) costs as much as building the frame, so the queue grows
+/// by another burst (up to the backlog, then the connection waits) before the next offer.
+fn burst_due(queued: usize, burst: usize) -> bool {
+    queued >= burst && queued % burst == 0
 }
 
 /// Hands queued frames to the NIC; returns how many it took.
@@ -522,5 +531,17 @@ impl<N: Nic> Interface<N> {
             l4_len,
             &self.caps.checksum,
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::burst_due;
+
+    #[test]
+    fn a_queue_is_offered_once_per_whole_burst() {
+        let offered: Vec<usize> = (0..=100).filter(|&q| burst_due(q, 32)).collect();
+        assert_eq!(offered, [32, 64, 96]);
+        assert!((1..=5).all(|q| burst_due(q, 1)), "a burst of one: every frame");
     }
 }
