@@ -210,7 +210,8 @@ fn on_provider<N: Nic + Send + 'static, R>(
 /// memwire: the peer is the host runtime on its own thread.
 fn over_memwire<R>(provider: Provider, peer: Peer, app: impl FnOnce(&mut dyn App, SocketAddrV4) -> R) -> R {
     let (app_nic, peer_nic) =
-        memwire::link(LinkConfig { capacity: 1 << 17, ..LinkConfig::default() }).expect("memwire link");
+        memwire::link(LinkConfig { capacity: slimtcp_perf::host::MEMWIRE_CAPACITY, ..LinkConfig::default() })
+            .expect("memwire link");
     over_slimtcp_peer(provider, peer, app_nic, peer_nic, app)
 }
 
