@@ -103,6 +103,8 @@ pub struct Interface<N: Nic> {
     dispatch_list: Vec<SocketHandle>,
     /// Connections stopped by a full transmit queue, dispatched again once it drains.
     tx_blocked: Vec<SocketHandle>,
+    /// The NIC refused frames during this poll's dispatching (see `FrameSink::ring_full`).
+    tx_ring_full: bool,
     expired: Vec<SocketHandle>,
     ping_replies: VecDeque<PingReply>,
     next_ephemeral: u16,
@@ -159,6 +161,7 @@ impl<N: Nic> Interface<N> {
             ext: ExternalTx::default(),
             dispatch_list: Vec::new(),
             tx_blocked: Vec::new(),
+            tx_ring_full: false,
             expired: Vec::new(),
             ping_replies: VecDeque::new(),
             next_ephemeral: FIRST_EPHEMERAL_PORT + (seed.0 % u32::from(EPHEMERAL_PORT_COUNT)) as u16,

@@ -102,6 +102,9 @@ struct FrameSink<'a, N: Nic> {
     now: Instant,
     /// The device fell behind: the connection must be dispatched again once it drains.
     blocked: bool,
+    /// The NIC refused frames earlier in this poll (its ring is full): not asked again until
+    /// the poll's final flush; the connections after the first to find it full wait at once.
+    ring_full: &'a mut bool,
 }
 
 impl<N: Nic> FrameSink<'_, N> {
@@ -110,10 +113,19 @@ impl<N: Nic> FrameSink<'_, N> {
     /// each time it has grown by a whole burst (`burst_due`).
     fn make_room(&mut self, external: bool) -> Result<(), SinkFull> {
         let (now, burst) = (self.now, self.burst);
-        let flush_ext = |s: &mut Self| s.ext.flush(s.nic, s.counters, now).map(drop).map_err(|_| SinkFull);
-        let flush_plain =
-            |s: &mut Self| flush(s.nic, s.tx_queue, s.counters, now).map(drop).map_err(|_| SinkFull);
-        if external {
+        let flush_ext = |s: &mut Self| {
+            s.ext.flush(s.nic, s.counters, now).map_err(|_| SinkFull)?;
+            *s.ring_full |= !s.ext.queue.is_empty();
+            Ok(())
+        };
+        let flush_plain = |s: &mut Self| {
+            flush(s.nic, s.tx_queue, s.counters, now).map_err(|_| SinkFull)?;
+            *s.ring_full |= !s.tx_queue.is_empty();
+            Ok(())
+        };
+        if *self.ring_full {
+            // Nothing is offered: the queues only grow to the backlog.
+        } else if external {
             if !self.tx_queue.is_empty() {
                 flush_plain(self)?;
             }
@@ -242,6 +254,8 @@ impl<N: Nic> Interface<N> {
     /// Transmits everything queued (as far as the device takes it); once the queue has room
     /// again, connections that were held back are dispatched on the next poll.
     pub(super) fn flush_tx(&mut self, now: Instant) -> Result<usize, NicError> {
+        // The next poll's connections offer the NIC their frames afresh.
+        self.tx_ring_full = false;
         let sent = self.ext.flush(&mut self.nic, &mut self.counters, now)?
             + flush(&mut self.nic, &mut self.tx_queue, &mut self.counters, now)?;
         let queued = self.tx_queue.len() + self.ext.queue.len();
@@ -330,6 +344,7 @@ impl<N: Nic> Interface<N> {
                 burst: self.cfg.burst,
                 now,
                 blocked: false,
+                ring_full: &mut self.tx_ring_full,
             };
             sock.conn.dispatch(now, &mut sink);
             if sink.blocked {
