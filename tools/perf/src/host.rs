@@ -15,13 +15,14 @@ use crate::config::{Config, LocalAddr, NicChoice, Role, RuntimeMode};
 use crate::meter::Interval;
 use crate::workload::{self, Measurement, Settings, WorkloadError};
 
-/// Frames in flight per direction of the memwire link: a NIC's transmit ring, as deep as the
-/// DPDK port's (`PortConfig::tx_descriptors`, 1024). The link pushes back when full (the stack
-/// keeps the rest and sends it as the ring drains); nothing is dropped. A far deeper link (it
-/// was 131,072 frames, 180 MiB) let one poll put the windows of thousands of connections on
-/// it, so every frame was read back from memory, not from a cache, by the other end: 4096
-/// connections at MSS 1400 moved 1.9x more through the single runtime at this depth.
-pub const MEMWIRE_CAPACITY: usize = 1024;
+/// Frames in flight per direction of the memwire link: deep enough that the link, not a ring,
+/// is never what makes a sender wait (memwire pushes back when full; it never drops). A NIC's
+/// ring depth (1,024, as the DPDK port's) was measured on 2026-12-03: 4096 connections at MSS
+/// 1400 moved 1.5-1.9x more through the single runtime (their frames no longer waited behind
+/// 180 MiB of others and came back from memory), the two-core runtime the same, but one
+/// connection at MSS 64 (a 4,096-frame window) cost 169 more instructions per segment (the
+/// stack's offers of its backlog to a full ring), so the benches keep the deep link.
+pub const MEMWIRE_CAPACITY: usize = 1 << 17;
 /// After its last close, a lone role keeps its stack running until the link was quiet this long
 /// (its last FIN or ACK must leave, and be retransmitted if lost, before the process ends) ...
 const LINGER_QUIET: Duration = Duration::from_millis(300);

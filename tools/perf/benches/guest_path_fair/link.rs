@@ -1,5 +1,6 @@
 //! The one link both paths use: a memwire pair, the stack under test on one end
-//! (10.0.0.1), the peer on the other (10.0.0.2), as deep as slimtcp-perf's memwire link.
+//! (10.0.0.1), the peer on the other (10.0.0.2), as deep as slimtcp-perf's memwire link
+//! (`slimtcp_perf::host::MEMWIRE_CAPACITY`).
 
 use std::net::Ipv4Addr;
 
