@@ -123,21 +123,23 @@ impl<N: Nic> FrameSink<'_, N> {
             *s.ring_full |= !s.tx_queue.is_empty();
             Ok(())
         };
-        if *self.ring_full {
-            // Nothing is offered: the queues only grow to the backlog.
-        } else if external {
-            if !self.tx_queue.is_empty() {
-                flush_plain(self)?;
-            }
-            if burst_due(self.ext.queue.len(), burst) {
-                flush_ext(self)?;
-            }
-        } else {
-            if !self.ext.queue.is_empty() {
-                flush_ext(self)?;
-            }
-            if burst_due(self.tx_queue.len(), burst) {
-                flush_plain(self)?;
+        // After the NIC refused frames in this poll nothing is offered: the queues only grow
+        // to the backlog.
+        if !*self.ring_full {
+            if external {
+                if !self.tx_queue.is_empty() {
+                    flush_plain(self)?;
+                }
+                if burst_due(self.ext.queue.len(), burst) {
+                    flush_ext(self)?;
+                }
+            } else {
+                if !self.ext.queue.is_empty() {
+                    flush_ext(self)?;
+                }
+                if burst_due(self.tx_queue.len(), burst) {
+                    flush_plain(self)?;
+                }
             }
         }
         let (own, other) = if external {
