@@ -7,12 +7,16 @@
 #          with offloads off (tso gso gro lro tx rx) and MTU = MSS + 40.
 # Writes target/bench/experiments.md (table with SlimTCP/Linux ratios) and experiments.json.
 # Needs root (namespaces). BENCH_SECONDS (default 3) sets the measured time of each point.
+# Before each SlimTCP point, `core-link-probe` measures how fast the two cores pass data right now
+# (the host moves the two vCPUs; docs/benchmarks.md, "The machine's placements"): its round trip
+# is in the table beside the point.
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
 SECONDS_PER_POINT="${BENCH_SECONDS:-3}"
 OUT=target/bench
 BIN=target/release/slimtcp-perf
+PROBE=target/release/core-link-probe
 RAW="$OUT/experiments.raw"
 NS_RX="slimt-bench-rx-$$"
 NS_TX="slimt-bench-tx-$$"
@@ -39,6 +43,8 @@ ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
 echo "== SlimTCP over memwire, two-core runtime, ${SECONDS_PER_POINT} s per point"
 for point in "${EXP1[@]}" "${EXP2[@]}"; do
     read -r exp mss conns <<<"$point"
+    probe=$("$PROBE" --json 2>/dev/null) || probe='{}'
+    echo "probe $exp $mss $conns $probe" >>"$RAW"
     json=$("$BIN" --nic memwire --runtime two-core --tcp --burst 32 --win-scale 3 --mss "$mss" \
         --connections "$conns" --duration "$SECONDS_PER_POINT" --json 2>/dev/null)
     echo "slimtcp $exp $mss $conns $json" | tee -a "$RAW"
@@ -86,12 +92,12 @@ import json, sys, platform, datetime, os
 raw, out, secs = sys.argv[1], sys.argv[2], sys.argv[3]
 points = {}
 for line in open(raw):
-    stack, exp, mss, conns, js = line.split(" ", 4)
+    kind, exp, mss, conns, js = line.split(" ", 4)
     try:
         data = json.loads(js)
     except ValueError:
         data = None
-    points.setdefault((int(exp), int(mss), int(conns)), {})[stack] = data
+    points.setdefault((int(exp), int(mss), int(conns)), {})[kind] = data
 rows = []
 for key in sorted(points, key=lambda k: (k[0], k[1] if k[0] == 1 else k[2])):
     exp, mss, conns = key
@@ -100,7 +106,7 @@ for key in sorted(points, key=lambda k: (k[0], k[1] if k[0] == 1 else k[2])):
     lg = l["goodput_bps"] if l else None
     ratio = sg / lg if sg and lg else None
     rows.append({"experiment": exp, "mss": mss, "connections": conns,
-                 "slimtcp": s, "linux": l, "ratio": ratio})
+                 "slimtcp": s, "linux": l, "ratio": ratio, "core_link": points[key].get("probe")})
 meta = {"date": datetime.datetime.utcnow().strftime("%Y-%m-%d %H:%M UTC"), "host": platform.node(),
         "cores": os.cpu_count(), "seconds_per_point": float(secs),
         "slimtcp": "memwire, two-core runtime, copy API", "linux": "veth pair between namespaces, offloads off, MTU = MSS + 40"}
@@ -110,14 +116,18 @@ def gb(x):
 def mseg(d):
     return "-" if not d else f"{d['segments_per_s']/1e6:.2f}"
 lines = [f"Paper experiments, {meta['date']}, {meta['cores']} cores, {secs} s per point.",
-         f"SlimTCP: {meta['slimtcp']}. Linux: {meta['linux']}.", "",
-         "| exp | MSS | conns | SlimTCP Gb/s | SlimTCP Mseg/s | Linux Gb/s | Linux Mseg/s | SlimTCP/Linux |",
-         "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+         f"SlimTCP: {meta['slimtcp']}. Linux: {meta['linux']}.",
+         "cores' RT: a cache line's round trip between the two vCPUs just before the SlimTCP point "
+         "(`core-link-probe`): about 100 ns where the host ran them near each other, 400-550 ns far apart.", "",
+         "| exp | MSS | conns | SlimTCP Gb/s | SlimTCP Mseg/s | cores' RT (ns) | Linux Gb/s | Linux Mseg/s | SlimTCP/Linux |",
+         "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+def rt(d):
+    return "-" if not d or "round_trip_ns" not in d else f"{d['round_trip_ns']:.0f}"
 for r in rows:
     ratio = "-" if r["ratio"] is None else f"{r['ratio']:.2f}"
     lines.append(f"| {r['experiment']} | {r['mss']} | {r['connections']} | {gb(r['slimtcp'] and r['slimtcp']['goodput_bps'])} | "
-                 f"{mseg(r['slimtcp'])} | {gb(r['linux'] and r['linux']['goodput_bps'])} | {mseg(r['linux'])} | "
-                 f"{ratio} |")
+                 f"{mseg(r['slimtcp'])} | {rt(r['core_link'])} | {gb(r['linux'] and r['linux']['goodput_bps'])} | "
+                 f"{mseg(r['linux'])} | {ratio} |")
 open(f"{out}/experiments.md", "w").write("\n".join(lines) + "\n")
 print("\n".join(lines))
 PY

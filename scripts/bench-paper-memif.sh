@@ -12,11 +12,18 @@
 # run where either waited more than 2% of the window was disturbed by another task on the
 # machine (the cause of the up-to-8x spread seen before) and is marked; it is tried again,
 # up to PAPER_MEMIF_ATTEMPTS times (default 3). Every attempt stays in the table.
+# Where the host ran the two vCPUs decides how fast memif's copies cross between the cores (on
+# this machine 3-4x apart; docs/benchmarks.md, "The machine's placements"): `core-link-probe`
+# measures the two cores' link just before and just after each run (a cache line's round trip,
+# a ring of 1514-byte frames), and the report groups the runs by it (a round trip above
+# PLACEMENT_FAR_NS, default 250, before or after the run: the far placement).
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
 OUT=target/bench
 BIN=target/release/slimtcp-perf
+PROBE=target/release/core-link-probe
+FAR_NS="${PLACEMENT_FAR_NS:-250}"
 RUNS="${PAPER_MEMIF_RUNS:-5}"
 ATTEMPTS="${PAPER_MEMIF_ATTEMPTS:-3}"
 DISTURBED_SHARE=0.02
@@ -33,7 +40,7 @@ TX_MAC=02:00:00:00:88:01
 rx_pid=""
 cleanup() {
     [ -n "$rx_pid" ] && kill "$rx_pid" 2>/dev/null || true
-    rm -f "$SOCKET" "${PAIR:-}"
+    rm -f "$SOCKET" "${PAIR:-}" "${PROBES:-}"
     rm -rf "/var/run/dpdk/$TAG-rx" "/var/run/dpdk/$TAG-tx"
 }
 trap cleanup EXIT
@@ -51,15 +58,17 @@ server_listens() { grep -q " @$SOCKET\$" /proc/net/unix; }
 
 mkdir -p "$OUT"
 : >"$RAW"
-CARGO_BUILD_JOBS="${CARGO_BUILD_JOBS:-1}" cargo build --release -p slimtcp-perf --features dpdk --bin slimtcp-perf
+CARGO_BUILD_JOBS="${CARGO_BUILD_JOBS:-1}" cargo build --release -p slimtcp-perf --features dpdk --bin slimtcp-perf --bin core-link-probe
 
 echo "== paper method over DPDK memif: $RUNS runs x MSS ${MSS_LIST[*]}, ${SECONDS_PER_RUN} s each"
 # One run at one MSS: the receiver (memif server) first, then the sender once it listens.
 # Leaves "RX_JSON TX_JSON" in $PAIR.
 PAIR=$(mktemp)
+PROBES=$(mktemp)
 run_once() { # mss
     local mss=$1 rx_out tx
     rx_out=$(mktemp)
+    "$PROBE" --from 1 --to 0 --json >"$PROBES" || : >"$PROBES"
     # shellcheck disable=SC2046
     "$BIN" $(eal server 0) --nic dpdk --iface net_memif0 --runtime single --bind-ip "$RX_IP" \
         --bind-eth "$RX_MAC" --burst 32 --tcp --mss "$mss" --listen --bind-port 5001 \
@@ -72,7 +81,8 @@ run_once() { # mss
         --connections 1 --timeout "$SECONDS_PER_RUN" --json 2>/dev/null) || echo "sender failed: MSS $mss" >&2
     wait "$rx_pid" || echo "receiver failed: MSS $mss" >&2
     rx_pid=""
-    echo "$(tr -d '\n' <"$rx_out") $tx" >"$PAIR"
+    "$PROBE" --from 1 --to 0 --json >>"$PROBES" || true
+    echo "$(tr -d '\n' <"$rx_out") $tx $(tr -d '\n' <"$PROBES")" >"$PAIR"
     rm -f "$rx_out"
 }
 
@@ -86,4 +96,4 @@ for run in $(seq 1 "$RUNS"); do
     done
 done
 
-python3 scripts/paper-memif.py report "$RAW" "$OUT" "$SECONDS_PER_RUN" "$DISTURBED_SHARE"
+python3 scripts/paper-memif.py report "$RAW" "$OUT" "$SECONDS_PER_RUN" "$DISTURBED_SHARE" "$FAR_NS"

@@ -8,6 +8,7 @@
 
 pub mod cli;
 pub mod config;
+pub mod core_link;
 #[cfg(feature = "dpdk")]
 pub mod dpdk;
 pub mod host;
