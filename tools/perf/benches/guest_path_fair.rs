@@ -72,6 +72,7 @@ use many::Shape;
 use plan::Plan;
 use report::{BulkRow, ConnRow, RttRow};
 use slimtcp::report::error_chain;
+use slimtcp_perf::core_link::{self, ProbeSettings};
 use stream::Api;
 
 const WARM_UP: usize = 1_000;
@@ -141,6 +142,21 @@ fn host_many(dir: Direction, shape: Shape, window: Duration) -> Result<f64, Benc
 }
 
 /// p50 and p99 (us) of `samples`.
+/// A cache line's round trip between cores 0 and 1 right now, in ns (`core-link-probe`'s
+/// measure, shortened: where the host runs the two vCPUs sets how fast the two busy threads
+/// pass data; docs/benchmarks.md, "The machine's placements"); NaN where it cannot be measured
+/// (one core).
+fn core_round_trip() -> f64 {
+    let settings = ProbeSettings { round_trips: 50_000, batches: 3, ..ProbeSettings::default() };
+    match core_link::round_trip_only(0, 1, &settings) {
+        Ok(ns) => ns,
+        Err(e) => {
+            eprintln!("  core link probe: {}", error_chain(&e));
+            f64::NAN
+        }
+    }
+}
+
 fn percentiles(mut samples: Vec<Duration>) -> (f64, f64) {
     samples.sort();
     let at = |q: f64| samples[((samples.len() - 1) as f64 * q) as usize].as_secs_f64() * 1e6;
@@ -178,10 +194,17 @@ fn bench(plan: &Plan) -> Result<Results, BenchError> {
                     Api::Copy => dir.label().to_string(),
                     Api::ZeroCopy => format!("{}, zero-copy", dir.label()),
                 };
-                let mut row =
-                    BulkRow { direction, mss, api: api.name(), guest_bps: Vec::new(), host_bps: Vec::new() };
+                let mut row = BulkRow {
+                    direction,
+                    mss,
+                    api: api.name(),
+                    guest_bps: Vec::new(),
+                    host_bps: Vec::new(),
+                    core_rt_ns: Vec::new(),
+                };
                 // Guest and host alternate, so a change in the machine's load hits both.
                 for _ in 0..plan.runs {
+                    row.core_rt_ns.push(core_round_trip());
                     row.guest_bps.push(guest_bulk(dir, api, mss, window)?);
                     row.host_bps.push(host_bulk(dir, api, mss, window)?);
                 }
@@ -205,8 +228,10 @@ fn bench(plan: &Plan) -> Result<Results, BenchError> {
                 buffer: shape.buffer,
                 guest_bps: Vec::new(),
                 host_bps: Vec::new(),
+                core_rt_ns: Vec::new(),
             };
             for _ in 0..plan.runs {
+                row.core_rt_ns.push(core_round_trip());
                 row.guest_bps.push(guest_many(dir, shape, window)?);
                 row.host_bps.push(host_many(dir, shape, window)?);
             }

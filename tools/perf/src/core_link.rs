@@ -101,19 +101,23 @@ pub struct CoreLink {
 
 /// Measures the link between cores `a` and `b` (see the module documentation).
 pub fn probe(a: usize, b: usize, settings: &ProbeSettings) -> Result<CoreLink, CoreLinkError> {
-    if settings.round_trips == 0
-        || settings.batches == 0
-        || settings.slots == 0
-        || !(8..=RING_BUFFER).contains(&settings.frame)
-    {
+    if settings.slots == 0 || !(8..=RING_BUFFER).contains(&settings.frame) {
+        return Err(CoreLinkError::Settings);
+    }
+    let round_trip_ns = round_trip_only(a, b, settings)?;
+    let (ring_gbps, ring_frames) = ring(a, b, settings)?;
+    Ok(CoreLink { cores: (a, b), round_trip_ns, ring_gbps, ring_frames })
+}
+
+/// Only the round trip of [`probe`] (ns): for benches that probe before every run.
+pub fn round_trip_only(a: usize, b: usize, settings: &ProbeSettings) -> Result<f64, CoreLinkError> {
+    if settings.round_trips == 0 || settings.batches == 0 {
         return Err(CoreLinkError::Settings);
     }
     if a == b {
         return Err(CoreLinkError::SameCore(a));
     }
-    let round_trip_ns = round_trip(a, b, settings)?;
-    let (ring_gbps, ring_frames) = ring(a, b, settings)?;
-    Ok(CoreLink { cores: (a, b), round_trip_ns, ring_gbps, ring_frames })
+    round_trip(a, b, settings)
 }
 
 /// A counter alone on its cache line (the two sides' counters never share one).

@@ -50,6 +50,8 @@ pub struct BulkRow {
     pub api: &'static str,
     pub guest_bps: Vec<f64>,
     pub host_bps: Vec<f64>,
+    /// Per run, the two cores' round trip (ns) just before it (NaN: not measured).
+    pub core_rt_ns: Vec<f64>,
 }
 
 /// One row of the connection-count set: goodput per run (bit/s) of both paths over
@@ -62,6 +64,8 @@ pub struct ConnRow {
     pub buffer: usize,
     pub guest_bps: Vec<f64>,
     pub host_bps: Vec<f64>,
+    /// Per run, the two cores' round trip (ns) just before it (NaN: not measured).
+    pub core_rt_ns: Vec<f64>,
 }
 
 /// Goodput at `r.connections` over goodput at one connection (same direction), per path:
@@ -72,6 +76,13 @@ fn over_one(rows: &[ConnRow], r: &ConnRow) -> (Option<f64>, Option<f64>) {
     };
     let ratio = |n: &[f64], d: &[f64]| (!n.is_empty() && !d.is_empty()).then(|| median(n) / median(d));
     (ratio(&r.guest_bps, &one.guest_bps), ratio(&r.host_bps, &one.host_bps))
+}
+
+/// Every run's core round trip, "105/98/431" (ns), "-" where not measured.
+fn probes_cell(v: &[f64]) -> String {
+    let each: Vec<String> =
+        v.iter().map(|ns| if ns.is_nan() { "-".into() } else { format!("{ns:.0}") }).collect();
+    each.join("/")
 }
 
 fn opt_cell(v: Option<f64>) -> String {
@@ -99,21 +110,25 @@ pub fn markdown(
          tenant engine and the peer's stack / the host runtime's worker with both stacks). \
          Medians of {runs} run(s) ({seconds} s per bulk run), (min-max) over the runs; guest/host: \
          ratio of the medians (range of the runs' own ratios). One connection, 256 KiB socket \
-         buffers; \"zero-copy\": the stack under test uses the zero-copy API, the peer copies.\n\n\
-         | measurement | MSS | guest Gb/s | guest Mseg/s | host Gb/s | host Mseg/s | guest/host |\n\
-         | --- | ---: | --- | --- | --- | --- | --- |\n"
+         buffers; \"zero-copy\": the stack under test uses the zero-copy API, the peer copies. \
+         cores' RT: per run, a cache line's round trip between the two vCPUs just before it \
+         (core-link-probe; about 100 ns where the host ran them near each other, 400-550 ns far \
+         apart).\n\n\
+         | measurement | MSS | guest Gb/s | guest Mseg/s | host Gb/s | host Mseg/s | guest/host | cores' RT (ns) |\n\
+         | --- | ---: | --- | --- | --- | --- | --- | --- |\n"
     );
     for r in bulk {
         let seg = 1.0 / (8.0 * f64::from(r.mss) * 1e6);
         out += &format!(
-            "| {} | {} | {} | {} | {} | {} | {} |\n",
+            "| {} | {} | {} | {} | {} | {} | {} | {} |\n",
             r.direction,
             r.mss,
             cell(&r.guest_bps, 1e-9, 2),
             cell(&r.guest_bps, seg, 2),
             cell(&r.host_bps, 1e-9, 2),
             cell(&r.host_bps, seg, 2),
-            ratio_cell(&r.guest_bps, &r.host_bps)
+            ratio_cell(&r.guest_bps, &r.host_bps),
+            probes_cell(&r.core_rt_ns)
         );
     }
     if !conns.is_empty() {
@@ -122,21 +137,22 @@ pub fn markdown(
                  socket as given, both ends, both paths; {warm_up} s of sending before each {seconds} s \
                  window); N/1: goodput at N connections over goodput at 1 connection (same \
                  direction, same path; ratio of the medians; the issue's target >= 0.90).\n\n\
-                 | measurement | connections | MSS | buffer KiB | guest Gb/s | host Gb/s | guest/host | guest N/1 | host N/1 |\n\
-                 | --- | ---: | ---: | ---: | --- | --- | --- | ---: | ---: |\n"
+                 | measurement | connections | MSS | buffer KiB | guest Gb/s | host Gb/s | guest/host | guest N/1 | host N/1 | cores' RT (ns) |\n\
+                 | --- | ---: | ---: | ---: | --- | --- | --- | ---: | ---: | --- |\n"
         );
         for r in conns {
             let (g1, h1) = over_one(conns, r);
             let (g1, h1) = (opt_cell(g1), opt_cell(h1));
             out += &format!(
-                "| {} | {} | {} | {} | {} | {} | {} | {g1} | {h1} |\n",
+                "| {} | {} | {} | {} | {} | {} | {} | {g1} | {h1} | {} |\n",
                 r.direction,
                 r.connections,
                 r.mss,
                 r.buffer >> 10,
                 cell(&r.guest_bps, 1e-9, 2),
                 cell(&r.host_bps, 1e-9, 2),
-                ratio_cell(&r.guest_bps, &r.host_bps)
+                ratio_cell(&r.guest_bps, &r.host_bps),
+                probes_cell(&r.core_rt_ns)
             );
         }
     }
@@ -151,6 +167,11 @@ pub fn markdown(
         );
     }
     out
+}
+
+/// `v` for JSON: a run not measured (NaN) as null.
+fn finite(v: &[f64]) -> Vec<Option<f64>> {
+    v.iter().map(|x| x.is_finite().then_some(*x)).collect()
 }
 
 /// Every run's figures.
@@ -180,6 +201,7 @@ pub fn json(
                 "guest_over_host": ratio(&r.guest_bps, &r.host_bps).0,
                 "guest_bps_runs": r.guest_bps,
                 "host_bps_runs": r.host_bps,
+                "core_round_trip_ns_runs": finite(&r.core_rt_ns),
             })
         })
         .collect();
@@ -201,6 +223,7 @@ pub fn json(
                 "host_over_one_connection": one.1,
                 "guest_bps_runs": r.guest_bps,
                 "host_bps_runs": r.host_bps,
+                "core_round_trip_ns_runs": finite(&r.core_rt_ns),
             })
         })
         .collect();
