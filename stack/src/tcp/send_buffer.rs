@@ -542,6 +542,9 @@ impl SendBuffer {
     /// Copies bytes `offset..offset+dst.len()` (relative to the first unacknowledged byte) into
     /// `dst`; returns how many were copied (the range is clamped to what is queued).
     pub fn copy_out(&mut self, offset: usize, dst: &mut [u8]) -> usize {
+        if let Some(n) = self.copy_out_at_cursor(offset, dst) {
+            return n;
+        }
         let end = (offset + dst.len()).min(self.len());
         if offset >= end {
             return 0;
@@ -572,6 +575,18 @@ impl SendBuffer {
             }
         }
         pos - offset
+    }
+
+    /// [`copy_out`](Self::copy_out)'s usual case in one step: the whole range lies in the copied
+    /// chunk the scan cursor is on (a segment of a chunk the application wrote). `None`
+    /// otherwise (the general walk handles it).
+    #[inline]
+    fn copy_out_at_cursor(&self, offset: usize, dst: &mut [u8]) -> Option<usize> {
+        let (idx, start) = self.cursor();
+        let Some(Chunk::Copied(bytes)) = self.chunks.get(idx) else { return None };
+        let from = offset.checked_sub(start)? + self.skip(idx);
+        dst.copy_from_slice(bytes.get(from..from + dst.len())?);
+        Some(dst.len())
     }
 }
 
