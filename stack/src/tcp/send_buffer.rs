@@ -541,10 +541,19 @@ impl SendBuffer {
 
     /// Copies bytes `offset..offset+dst.len()` (relative to the first unacknowledged byte) into
     /// `dst`; returns how many were copied (the range is clamped to what is queued).
+    #[inline]
     pub fn copy_out(&mut self, offset: usize, dst: &mut [u8]) -> usize {
-        if let Some(n) = self.copy_out_at_cursor(offset, dst) {
-            return n;
+        match self.copy_out_at_cursor(offset, dst) {
+            Some(n) => n,
+            None => self.copy_out_walk(offset, dst),
         }
+    }
+
+    /// [`copy_out`](Self::copy_out) by walking the chunks from the cursor (or the front), moving
+    /// the cursor to the last chunk read; out of line, so that the usual case inlines into its
+    /// callers without this loop's register saves.
+    #[inline(never)]
+    fn copy_out_walk(&mut self, offset: usize, dst: &mut [u8]) -> usize {
         let end = (offset + dst.len()).min(self.len());
         if offset >= end {
             return 0;
