@@ -108,10 +108,33 @@ struct FrameSink<'a, N: Nic> {
 }
 
 impl<N: Nic> FrameSink<'_, N> {
+    /// The queues' lengths for a frame of one kind: (its own kind's, the other kind's).
+    #[inline]
+    fn queue_lens(&self, external: bool) -> (usize, usize) {
+        if external {
+            (self.ext.queue.len(), self.tx_queue.len())
+        } else {
+            (self.tx_queue.len(), self.ext.queue.len())
+        }
+    }
+
     /// Frames leave in the order they were built: before queueing a frame of the other kind
     /// (plain / external payload), the other queue must drain; a queue is offered to the NIC
     /// each time it has grown by a whole burst (`burst_due`).
+    #[inline]
     fn make_room(&mut self, external: bool) -> Result<(), SinkFull> {
+        // Most frames: nothing of the other kind waits, no burst is due and the backlog has
+        // room, so there is nothing to do (inline, without the flushes' register saves).
+        let (own, other) = self.queue_lens(external);
+        if other == 0 && !burst_due(own, self.burst) && own < self.burst * TX_BACKLOG_BURSTS {
+            return Ok(());
+        }
+        self.make_room_flushing(external)
+    }
+
+    /// [`make_room`](Self::make_room) when a queue may be offered to the NIC or is full.
+    #[inline(never)]
+    fn make_room_flushing(&mut self, external: bool) -> Result<(), SinkFull> {
         let (now, burst) = (self.now, self.burst);
         let flush_ext = |s: &mut Self| {
             s.ext.flush(s.nic, s.counters, now).map_err(|_| SinkFull)?;
@@ -142,11 +165,7 @@ impl<N: Nic> FrameSink<'_, N> {
                 }
             }
         }
-        let (own, other) = if external {
-            (self.ext.queue.len(), self.tx_queue.len())
-        } else {
-            (self.tx_queue.len(), self.ext.queue.len())
-        };
+        let (own, other) = self.queue_lens(external);
         if other > 0 || own >= burst * TX_BACKLOG_BURSTS {
             self.blocked = true;
             return Err(SinkFull);

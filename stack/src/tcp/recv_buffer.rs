@@ -115,6 +115,7 @@ impl RecvBuffer {
 
     /// Appends a payload whose bytes were admitted already (they come from the reorder queue,
     /// whose storage was charged when they arrived), as [`push`](Self::push) does.
+    #[inline]
     pub fn push_admitted(&mut self, payload: &mut PacketBuf) {
         if payload.is_empty() {
             return;
@@ -128,13 +129,21 @@ impl RecvBuffer {
         }
         // A small payload in a big buffer: copy it behind the previous small ones, most often
         // into the current chunk in one piece.
-        let mut bytes = payload.as_slice();
+        let bytes = payload.as_slice();
         if self.compact_tail {
             if let Some(dst) = self.segments.back_mut().and_then(|back| back.append(bytes.len())) {
                 dst.copy_from_slice(bytes);
                 return;
             }
         }
+        self.copy_into_new_chunks(bytes);
+    }
+
+    /// Copies `bytes` behind the compacted ones, into new chunks where the current one is full;
+    /// out of line, so that the usual cases of `push_admitted` inline into their callers without
+    /// this loop's register saves.
+    #[inline(never)]
+    fn copy_into_new_chunks(&mut self, mut bytes: &[u8]) {
         while !bytes.is_empty() {
             let tail = match self.segments.back_mut() {
                 Some(back) if self.compact_tail && back.tailroom() > 0 => back,
