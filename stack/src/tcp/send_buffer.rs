@@ -586,16 +586,21 @@ impl SendBuffer {
         pos - offset
     }
 
-    /// [`copy_out`](Self::copy_out)'s usual case in one step: the whole range lies in the copied
-    /// chunk the scan cursor is on (a segment of a chunk the application wrote). `None`
+    /// [`copy_out`](Self::copy_out)'s usual case in one step: the whole range lies in the chunk
+    /// the scan cursor is on (a segment of a chunk the application wrote or lent). `None`
     /// otherwise (the general walk handles it).
     #[inline]
     fn copy_out_at_cursor(&self, offset: usize, dst: &mut [u8]) -> Option<usize> {
         let (idx, start) = self.cursor();
-        let Some(Chunk::Copied(bytes)) = self.chunks.get(idx) else { return None };
         let from = offset.checked_sub(start)? + self.skip(idx);
-        dst.copy_from_slice(bytes.get(from..from + dst.len())?);
-        Some(dst.len())
+        match self.chunks.get(idx)? {
+            Chunk::Copied(bytes) => {
+                dst.copy_from_slice(bytes.get(from..from + dst.len())?);
+                Some(dst.len())
+            }
+            Chunk::Loaned(l) if from + dst.len() <= l.len as usize => Some(l.payload.copy_to(from, dst)),
+            Chunk::Loaned(_) => None,
+        }
     }
 }
 

@@ -256,7 +256,8 @@ fn bench(plan: &Plan) -> Result<Results, BenchError> {
 
 fn main() {
     // `cargo bench` passes --bench; nothing else to parse.
-    let _ = env_logger::builder().try_init();
+    // Warnings shown by default: a drain that fails names the streams that did not end.
+    let _ = env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn")).try_init();
     if let Err(e) = watchdog::start() {
         eprintln!("guest_path_fair: starting the watchdog thread: {e}");
         std::process::exit(1);
