@@ -15,8 +15,9 @@
 # Where the host ran the two vCPUs decides how fast memif's copies cross between the cores (on
 # this machine 3-4x apart; docs/benchmarks.md, "The machine's placements"): `core-link-probe`
 # measures the two cores' link just before and just after each run (a cache line's round trip,
-# a ring of 1514-byte frames), and the report groups the runs by it (a round trip above
-# PLACEMENT_FAR_NS, default 250, before or after the run: the far placement).
+# a ring of 1514-byte frames); the report lists them and marks a run whose probes saw the far
+# placement (a round trip above PLACEMENT_FAR_NS, default 250 ns). The host may move the vCPUs
+# while the processes start: the probes record the machine's state, not a run's own placement.
 set -euo pipefail
 
 cd "$(dirname "$0")/.."

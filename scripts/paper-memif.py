@@ -11,9 +11,10 @@ the `core-link-probe --json` lines taken just before and just after the run; RAW
 attempt: "RUN MSS ATTEMPT PAIR". A run is disturbed when either process's pinned thread waited
 for its core (`run_queue_wait_ms`) longer than SHARE of the measured window: something else ran
 there, and the figure is the machine's, not the stack's. Each probe tells where the host ran
-the two vCPUs: "far" (a cache line's round trip above FAR_NS: every line takes ~4x as long to
-cross, a ring of frames moves ~10x less) or "near". A run counts as near when both its probes
-were; the host can move the vCPUs between the probes too, so that is a good sign, not a proof.
+the two vCPUs at that moment: "far" (a cache line's round trip above FAR_NS: every line takes
+~4x as long to cross, a ring of frames moves ~10x less) or "near"; a run is marked with its
+probes' placements unless both were near. The host may move the vCPUs between a probe and the
+run, so the marks record the machine's state around the run, not the run's own placement.
 """
 import datetime
 import json
@@ -88,9 +89,8 @@ def report(raw, out, secs, share, far_ns):
     for mss in sorted(runs):
         got = [p["gbps"] for p in runs[mss] if p["gbps"]]
         quiet = [p["gbps"] for p in runs[mss] if p["gbps"] and not p["disturbed"]]
-        near = [p["gbps"] for p in runs[mss] if p["gbps"] and not p["disturbed"] and p["placement"] == "near"]
         row = {"mss": mss, "runs": runs[mss], "failed": len(runs[mss]) - len(got), **stats(got),
-               "quiet": stats(quiet), "quiet_runs": len(quiet), "near": stats(near), "near_runs": len(near)}
+               "quiet": stats(quiet), "quiet_runs": len(quiet)}
         seed = SEED_GBPS.get(mss)
         if seed and got:
             row.update(seed_gbps=seed, ratio_median=row["median_gbps"] / seed, ratio_min=row["min_gbps"] / seed)
@@ -118,19 +118,19 @@ def report(raw, out, secs, share, far_ns):
              f"{meta['method']}.",
              f"A run marked * was disturbed: a pinned thread waited for its core more than {share:.0%} of the "
              "window (another task ran on it); such a run is tried again, and every attempt is listed.",
-             f"A run marked (before/after) was not on the near placement throughout: a probe just before or after "
-             f"it (`core-link-probe`, no stack involved) saw a cache line's round trip between the two vCPUs above "
-             f"{far_ns:g} ns (far); (?) means a probe failed.",
-             "", "| MSS | runs (Gb/s) | median | spread (max/min) | undisturbed: median, spread | "
-             "undisturbed, near placement: median, spread | seed | median/seed | min/seed |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+             f"A run marked (before/after) had a probe just before or after it (`core-link-probe`, no stack "
+             f"involved) that saw a cache line's round trip between the two vCPUs above {far_ns:g} ns (far); (?) "
+             "means a probe failed. The host may move the vCPUs between a probe and the run (while the processes "
+             "start): the probes record the machine's state around a run, not the run's own placement.",
+             "", "| MSS | runs (Gb/s) | median | spread (max/min) | undisturbed: median, spread | seed | "
+             "median/seed | min/seed |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- |"]
 
     def group_text(g, n):
         return f"{g['median_gbps']:.2f}, {g['spread']:.2f} ({n} runs)" if g else "-"
     for r in rows:
         lines.append(f"| {r['mss']} | {', '.join(run_text(p) for p in r['runs'])} | {f2(r.get('median_gbps'))} | "
-                     f"{f2(r.get('spread'))} | {group_text(r['quiet'], r['quiet_runs'])} | "
-                     f"{group_text(r['near'], r['near_runs'])} | {f2(r.get('seed_gbps'))} | "
+                     f"{f2(r.get('spread'))} | {group_text(r['quiet'], r['quiet_runs'])} | {f2(r.get('seed_gbps'))} | "
                      f"{f2(r.get('ratio_median'))} | {f2(r.get('ratio_min'))} |")
     lines += ["", "The two cores' link around each run (`core-link-probe --from 1 --to 0`, before/after: "
               "a cache line's round trip, a ring of 1514-byte frames):", "",
