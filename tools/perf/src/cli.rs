@@ -1,7 +1,10 @@
 //! The command line as typed: DPDK EAL arguments, `--`, then the paper's `eqds-tcp-perf`
 //! options plus SlimTCP's extensions. [`crate::config`] turns it into a validated run.
 
+use std::process::ExitCode;
+
 use clap::Parser;
+use slimtcp::report::usage_error_line;
 
 /// The text after the option list in `--help`.
 const AFTER_HELP: &str = "\
@@ -115,6 +118,29 @@ pub fn split_eal(args: Vec<String>) -> (Vec<String>, Vec<String>) {
             (eal, ours)
         }
         None => (Vec::new(), args),
+    }
+}
+
+/// Exit code for bad arguments (every binary of this crate).
+pub const EXIT_USAGE: u8 = 2;
+
+/// Parses `program`'s arguments (`args`, without the program name) into `A`; on `--help` or
+/// `--version` prints them and gives `Err(0)`, on a usage error prints one line on stderr and
+/// gives `Err(EXIT_USAGE)`.
+pub fn parse_or_exit<A: Parser>(
+    program: &str,
+    args: impl IntoIterator<Item = String>,
+) -> Result<A, ExitCode> {
+    match A::try_parse_from(std::iter::once(program.to_owned()).chain(args)) {
+        Ok(args) => Ok(args),
+        Err(e) if !e.use_stderr() => {
+            let _ = e.print();
+            Err(ExitCode::SUCCESS)
+        }
+        Err(e) => {
+            eprintln!("{program}: error: {} (see --help)", usage_error_line(&e.to_string()));
+            Err(ExitCode::from(EXIT_USAGE))
+        }
     }
 }
 

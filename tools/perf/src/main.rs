@@ -4,29 +4,19 @@
 use std::io::Write;
 use std::process::ExitCode;
 
-use clap::Parser;
-use slimtcp::report::{error_chain, usage_error_line};
-use slimtcp_perf::cli::{split_eal, Args};
+use slimtcp::report::error_chain;
+use slimtcp_perf::cli::{parse_or_exit, split_eal, Args, EXIT_USAGE};
 use slimtcp_perf::config::Config;
 use slimtcp_perf::meter::Interval;
 
-/// Exit code for bad arguments.
-const EXIT_USAGE: u8 = 2;
 /// Exit code for a failed run.
 const EXIT_FAILURE: u8 = 1;
 
 fn main() -> ExitCode {
     let (eal, ours) = split_eal(std::env::args().skip(1).collect());
-    let args = match Args::try_parse_from(std::iter::once("slimtcp-perf".to_owned()).chain(ours)) {
+    let args: Args = match parse_or_exit("slimtcp-perf", ours) {
         Ok(args) => args,
-        Err(e) if !e.use_stderr() => {
-            let _ = e.print();
-            return ExitCode::SUCCESS;
-        }
-        Err(e) => {
-            eprintln!("slimtcp-perf: error: {} (see --help)", usage_error_line(&e.to_string()));
-            return ExitCode::from(EXIT_USAGE);
-        }
+        Err(code) => return code,
     };
     let cfg = match Config::try_from((eal, args)) {
         Ok(cfg) => cfg,

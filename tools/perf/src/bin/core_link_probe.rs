@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Parser;
-use slimtcp::report::usage_error_line;
+use slimtcp_perf::cli::parse_or_exit;
 use slimtcp_perf::core_link::{probe, ProbeSettings};
 
 /// Measures the link between two cores: a cache line's round trip and a ring of frames.
@@ -29,16 +29,9 @@ struct Args {
 }
 
 fn main() -> ExitCode {
-    let args = match Args::try_parse() {
+    let args: Args = match parse_or_exit("core-link-probe", std::env::args().skip(1)) {
         Ok(args) => args,
-        Err(e) if !e.use_stderr() => {
-            let _ = e.print();
-            return ExitCode::SUCCESS;
-        }
-        Err(e) => {
-            eprintln!("core-link-probe: error: {} (see --help)", usage_error_line(&e.to_string()));
-            return ExitCode::from(2);
-        }
+        Err(code) => return code,
     };
     let settings =
         ProbeSettings { ring_time: Duration::from_millis(args.ring_ms), ..ProbeSettings::default() };
