@@ -3,10 +3,10 @@
 //! the two-core runtime).
 //!
 //! On a VM the host decides where the two vCPUs run, and it moves them: on this project's 2-vCPU
-//! machine the same two threads see a cache line cross between them in ~120 ns or in ~540 ns,
-//! and a plain ring of frames move 60 Gb/s or 15-20 Gb/s, from one run to the next (see
-//! `docs/benchmarks.md`, "The machine's placements"). A benchmark figure means little without
-//! knowing which placement it ran on; `core-link-probe` measures it, before and after each run.
+//! machine the same two threads see a cache line go to the other and back in ~100 ns or in
+//! ~430 ns, and a plain ring of frames moves 55-220 Gb/s or 11-20 Gb/s, from one run to the next
+//! (see `docs/benchmarks.md`, "The machine's placements"). A benchmark figure means little
+//! without the state of the machine it ran on; the benchmarks record this probe around their runs.
 //!
 //! Two measurements, each on two threads pinned to the two cores:
 //! - **round trip**: one thread stores a counter, the other sees it and stores it back (one cache
