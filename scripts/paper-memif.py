@@ -41,7 +41,11 @@ def objects(text):
 
 def parse_pair(text):
     """(receiver, sender) summaries from the JSON objects in `text` (None where missing)."""
-    sides = objects(text)
+    return sides_of(objects(text))
+
+
+def sides_of(sides):
+    """(receiver, sender) among the JSON objects `sides` (None where missing)."""
     rx = next((o for o in sides if o.get("role") == "receiver"), None)
     tx = next((o for o in sides if o.get("role") == "sender"), None)
     return rx, tx
@@ -55,11 +59,11 @@ def judge(rx, tx, share):
     return wait_ms, disturbed
 
 
-def placement(text, far_ns):
-    """(the probes' round trips in ns, the run's placement) of one run: "near" when both probes
-    saw the near placement, else the probes' placements before/after ("near/far", ...), None
-    without both probes."""
-    trips = [o["round_trip_ns"] for o in objects(text) if "round_trip_ns" in o]
+def placement(found, far_ns):
+    """(the probes' round trips in ns, the run's placement) of one run's JSON objects `found`:
+    "near" when both probes saw the near placement, else the probes' placements before/after
+    ("near/far", ...), None without both probes."""
+    trips = [o["round_trip_ns"] for o in found if "round_trip_ns" in o]
     if len(trips) < 2:
         return trips, None
     kinds = ["far" if t > far_ns else "near" for t in trips]
@@ -77,10 +81,11 @@ def report(raw, out, secs, share, far_ns):
     runs = {}
     for line in open(raw):
         run, mss, attempt, rest = line.split(" ", 3)
-        rx, tx = parse_pair(rest)
+        found = objects(rest)
+        rx, tx = sides_of(found)
         wait_ms, disturbed = judge(rx, tx, share)
-        trips, where = placement(rest, far_ns)
-        rings = [o["ring_gbps"] for o in objects(rest) if "ring_gbps" in o]
+        trips, where = placement(found, far_ns)
+        rings = [o["ring_gbps"] for o in found if "ring_gbps" in o]
         point = {"run": int(run), "attempt": int(attempt), "gbps": rx["goodput_bps"] / 1e9 if rx else None,
                  "wait_ms": wait_ms, "disturbed": disturbed, "round_trips_ns": trips, "ring_gbps": rings,
                  "placement": where}

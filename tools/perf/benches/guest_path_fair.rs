@@ -141,7 +141,6 @@ fn host_many(dir: Direction, shape: Shape, window: Duration) -> Result<f64, Benc
     Ok(b.bytes as f64 * 8.0 / b.secs)
 }
 
-/// p50 and p99 (us) of `samples`.
 /// A cache line's round trip between cores 0 and 1 right now, in ns (`core-link-probe`'s
 /// measure, shortened: where the host runs the two vCPUs sets how fast the two busy threads
 /// pass data; docs/benchmarks.md, "The machine's placements"); NaN where it cannot be measured
@@ -157,6 +156,7 @@ fn core_round_trip() -> f64 {
     }
 }
 
+/// p50 and p99 (us) of `samples`.
 fn percentiles(mut samples: Vec<Duration>) -> (f64, f64) {
     samples.sort();
     let at = |q: f64| samples[((samples.len() - 1) as f64 * q) as usize].as_secs_f64() * 1e6;
