@@ -231,6 +231,56 @@ fn a_nonblocking_send_into_a_full_ring_is_eagain_and_epollout_waits_for_room() {
     assert_eq!(api.send(fd, &[6u8; 100]), Ok(100));
 }
 
+/// Credit that is due while the transmit ring is full goes out once the ring has room again,
+/// to an application that only polls (non-blocking calls, never an idle wait): otherwise the
+/// backend's window for the socket stays closed by the credit it never gets, and a stream that
+/// needs it (its end, for one) never comes.
+#[test]
+fn credit_due_while_the_ring_is_full_goes_out_when_room_returns_without_an_idle_wait() {
+    let (mut api, dev) = start();
+    let fd = api.socket(Proto::Tcp).expect("socket");
+    api.connect(fd, PEER).expect("connect");
+    api.setsockopt(fd, SockOpt::NonBlocking(true)).expect("nonblocking");
+    // Sends until the ring is full (the device holds every send chain and echoes the bytes).
+    let mut sent = 0usize;
+    while let Ok(n) = api.send(fd, &[3u8; 100]) {
+        sent += n;
+        assert!(sent < 8192, "the ring (64 descriptors) fills before the 8 KiB credit");
+    }
+    // The echoes read while the ring is still full: their credit is due (>= a quarter of the
+    // 4096-byte window) and cannot go out.
+    let mut buf = [0u8; 512];
+    let mut read = 0usize;
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while read < sent {
+        assert!(std::time::Instant::now() < deadline, "{read} of {sent} echoed bytes read");
+        match api.recv(fd, &mut buf) {
+            Ok(n) => read += n,
+            Err(SocketError::WouldBlock) => {}
+            Err(e) => panic!("recv: {e}"),
+        }
+    }
+    for _ in 0..100 {
+        api.progress().expect("progress");
+    }
+    let credited = |dev: &FakeDevice| {
+        dev.frames()
+            .iter()
+            .filter(|f| f[16] == Op::Credit.code())
+            .map(|f| u32::from_le_bytes(f[32..36].try_into().expect("4 bytes")) as usize)
+            .sum::<usize>()
+    };
+    assert_eq!(credited(&dev), 0, "no room on the ring: the credit waits");
+    // The device lets the chains go; the application goes on polling only.
+    dev.release.store(true, std::sync::atomic::Ordering::Relaxed);
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while credited(&dev) < read && std::time::Instant::now() < deadline {
+        assert_eq!(api.recv(fd, &mut buf), Err(SocketError::WouldBlock));
+        api.progress().expect("progress");
+    }
+    assert_eq!(credited(&dev), read, "every byte read credited back, with no idle wait");
+}
+
 #[test]
 fn accepted_connections_are_queued_for_accept_with_their_data() {
     let (mut api, dev) = start();

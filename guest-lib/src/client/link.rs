@@ -37,6 +37,14 @@ pub(super) struct GuestSock {
     pub rcvbuf: usize,
     /// Consumed received bytes not yet credited back.
     pub credit_pending: u32,
+    /// In `GuestLink::credit_owed`: its credit is due and waits for room on the ring.
+    pub credit_owed: bool,
+}
+
+impl GuestSock {
+    fn new(sid: SocketId, proto: Proto, rcvbuf: usize) -> GuestSock {
+        GuestSock { sid, proto, rcvbuf, credit_pending: 0, credit_owed: false }
+    }
 }
 
 /// What a blocking call's completion means.
@@ -72,6 +80,9 @@ pub struct GuestLink {
     pub(super) max_requests: usize,
     pub(super) pool: Arc<TxPool>,
     pub(super) socks: HashMap<Fd, GuestSock>,
+    /// Sockets whose credit was due while the transmit ring was full: paid as chains come back
+    /// (an application that only polls never reaches the idle wait's flush).
+    pub(super) credit_owed: Vec<Fd>,
     pub(super) by_sid: HashMap<SocketId, Fd>,
     /// Ids whose close is not yet complete: their events are dropped.
     pub(super) closing: HashMap<SocketId, ()>,
@@ -132,6 +143,7 @@ impl GuestLink {
             max_requests: txq,
             pool: TxPool::new(pool_area),
             socks: HashMap::new(),
+            credit_owed: Vec::new(),
             by_sid: HashMap::new(),
             closing: HashMap::new(),
             seq: 0,
@@ -282,7 +294,7 @@ impl GuestLink {
     /// buffer size.
     fn adopt(&mut self, sid: SocketId, fd: Fd, listener: Fd) -> Submitted {
         let rcvbuf = self.socks.get(&listener).map_or(self.default_rcvbuf(), |l| l.rcvbuf);
-        self.socks.insert(fd, GuestSock { sid, proto: Proto::Tcp, rcvbuf, credit_pending: 0 });
+        self.socks.insert(fd, GuestSock::new(sid, Proto::Tcp, rcvbuf));
         self.by_sid.insert(sid, fd);
         Submitted::Answered(Ok(Reply::Done))
     }
@@ -321,7 +333,7 @@ impl GuestLink {
                     return Err(SocketError::InvalidInput);
                 }
                 let rcvbuf = self.default_rcvbuf();
-                self.socks.insert(fd, GuestSock { sid, proto, rcvbuf, credit_pending: 0 });
+                self.socks.insert(fd, GuestSock::new(sid, proto, rcvbuf));
                 self.by_sid.insert(sid, fd);
                 Reply::Done
             }

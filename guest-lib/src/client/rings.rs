@@ -114,6 +114,7 @@ impl GuestLink {
                 }
             }
         }
+        self.pay_owed_credits()?;
         // Messages.
         loop {
             let (head, len) = match self.qp.rx.ring.pop_used() {
@@ -197,10 +198,19 @@ impl GuestLink {
         Ok(())
     }
 
-    /// Returns a socket's pending credit (QUIET), if the transmit queue has room now.
+    /// Returns a socket's pending credit (QUIET) if the transmit queue has room now; else
+    /// the socket is owed it ([`pay_owed_credits`](Self::pay_owed_credits)).
     fn send_credit(&mut self, fd: Fd) -> Result<(), SocketError> {
-        let Some(s) = self.socks.get(&fd) else { return Ok(()) };
-        if s.credit_pending == 0 || s.proto != Proto::Tcp || !self.tx_room(0) {
+        let room = self.tx_room(0);
+        let Some(s) = self.socks.get_mut(&fd) else { return Ok(()) };
+        if s.credit_pending == 0 || s.proto != Proto::Tcp {
+            return Ok(());
+        }
+        if !room {
+            if !s.credit_owed {
+                s.credit_owed = true;
+                self.credit_owed.push(fd);
+            }
             return Ok(());
         }
         let req = Request::new(
@@ -213,6 +223,22 @@ impl GuestLink {
             s.credit_pending = 0;
         }
         self.put(req, None, None)
+    }
+
+    /// Sends the credit that was due while the transmit queue was full, as far as it has room
+    /// now (oldest first).
+    fn pay_owed_credits(&mut self) -> Result<(), SocketError> {
+        let mut paid = 0;
+        while paid < self.credit_owed.len() && self.tx_room(0) {
+            let fd = self.credit_owed[paid];
+            paid += 1;
+            if let Some(s) = self.socks.get_mut(&fd) {
+                s.credit_owed = false;
+            }
+            self.send_credit(fd)?;
+        }
+        self.credit_owed.drain(..paid);
+        Ok(())
     }
 
     /// Returns every pending credit (before sleeping: a peer may be waiting for window).
