@@ -281,6 +281,36 @@ fn credit_due_while_the_ring_is_full_goes_out_when_room_returns_without_an_idle_
     assert_eq!(credited(&dev), read, "every byte read credited back, with no idle wait");
 }
 
+/// Payloads the application does not read never take every posted buffer: with the device's
+/// 64 buffers full of unread data, a blocking call's completion still gets one (later payloads
+/// are copied out and their buffers reposted), and every byte then reads in order.
+#[test]
+fn unread_payloads_never_take_the_buffers_a_completion_needs() {
+    let (mut api, dev) = start();
+    let fd = api.socket(Proto::Tcp).expect("socket");
+    api.connect(fd, PEER).expect("connect");
+    let messages: Vec<Vec<u8>> = (0..200u8).map(|i| vec![i; 10]).collect();
+    dev.inject
+        .lock()
+        .expect("inject")
+        .extend(messages.iter().map(|m| (RxMessage::Data { socket: SID, len: m.len() as u32 }, m.clone())));
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while api.rx_payloads_copied() < 200 - 48 {
+        assert!(std::time::Instant::now() < deadline, "{} payloads copied out", api.rx_payloads_copied());
+        api.progress().expect("progress");
+    }
+    assert_eq!(api.rx_payloads_copied(), 200 - 48, "three quarters of 64 buffers held in place");
+    let other = api.socket(Proto::Tcp).expect("a completion while 200 payloads wait unread");
+    api.close(other).expect("close");
+    let mut got = Vec::new();
+    let mut buf = [0u8; 64];
+    while got.len() < 2000 {
+        let n = api.recv(fd, &mut buf).expect("recv");
+        got.extend_from_slice(&buf[..n]);
+    }
+    assert_eq!(got, messages.concat(), "every payload, in order");
+}
+
 #[test]
 fn accepted_connections_are_queued_for_accept_with_their_data() {
     let (mut api, dev) = start();

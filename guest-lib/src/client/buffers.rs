@@ -151,11 +151,12 @@ impl Drop for TxBuf {
     }
 }
 
-/// A posted receive buffer the application let go of.
+/// A received payload the application let go of.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Release {
-    /// The receive-buffer slot to repost.
-    pub slot: u16,
+    /// The receive-buffer slot to repost (`None`: the payload was copied out of its buffer,
+    /// which went back at once).
+    pub slot: Option<u16>,
     /// The socket whose window the bytes count against (TCP data only).
     pub fd: Option<Fd>,
     /// Payload bytes to credit.
@@ -188,9 +189,10 @@ impl ReleaseQueue {
     }
 }
 
-/// A received payload, read in place in shared memory (see the module documentation).
+/// A received payload, read in place in shared memory, or (when the posted buffers run low)
+/// copied out of it (see the module documentation).
 pub struct RxBuf {
-    ptr: *const u8,
+    bytes: Payload,
     start: usize,
     len: usize,
     release: Release,
@@ -198,20 +200,40 @@ pub struct RxBuf {
     queue: Arc<ReleaseQueue>,
 }
 
-// SAFETY: the bytes are a posted buffer the device returned and that is not reposted before
-// this RxBuf drops (the release queue is a mutex), and the mapping is kept by `queue`.
+/// Where an [`RxBuf`]'s bytes are.
+enum Payload {
+    /// In a returned receive buffer.
+    InPlace(*const u8),
+    /// In memory of its own.
+    Copied(Box<[u8]>),
+}
+
+// SAFETY: in place, the bytes are a posted buffer the device returned and that is not reposted
+// before this RxBuf drops (the release queue is a mutex), and the mapping is kept by `queue`;
+// a copy is owned.
 unsafe impl Send for RxBuf {}
 
 impl RxBuf {
-    pub(crate) fn new(ptr: *const u8, len: usize, release: Release, queue: Arc<ReleaseQueue>) -> RxBuf {
-        RxBuf { ptr, start: 0, len, release, queue }
+    /// The `len` bytes at `ptr`, in a receive buffer the device returned, read in place.
+    pub(crate) fn in_place(ptr: *const u8, len: usize, release: Release, queue: Arc<ReleaseQueue>) -> RxBuf {
+        RxBuf { bytes: Payload::InPlace(ptr), start: 0, len, release, queue }
+    }
+
+    /// A copy of `bytes` (their receive buffer is reposted by the caller).
+    pub(crate) fn copied(bytes: &[u8], release: Release, queue: Arc<ReleaseQueue>) -> RxBuf {
+        RxBuf { bytes: Payload::Copied(bytes.into()), start: 0, len: bytes.len(), release, queue }
     }
 
     /// The payload bytes not yet consumed.
     pub fn as_slice(&self) -> &[u8] {
-        // SAFETY: `ptr..ptr + len` lies in a returned receive buffer (checked against the
-        // buffer size when the message was parsed) that nobody writes until this drops.
-        unsafe { std::slice::from_raw_parts(self.ptr.add(self.start), self.len - self.start) }
+        match &self.bytes {
+            // SAFETY: `ptr..ptr + len` lies in a returned receive buffer (checked against the
+            // buffer size when the message was parsed) that nobody writes until this drops.
+            Payload::InPlace(ptr) => unsafe {
+                std::slice::from_raw_parts(ptr.add(self.start), self.len - self.start)
+            },
+            Payload::Copied(copy) => &copy[self.start..],
+        }
     }
 
     /// Payload bytes not yet consumed.

@@ -70,6 +70,13 @@ pub struct GuestLink {
     pub(super) rx_slot_of_head: Vec<u16>,
     /// Slots to (re)post.
     pub(super) rx_to_post: Vec<u16>,
+    /// Slots holding payloads the application has not let go of.
+    pub(super) rx_held: usize,
+    /// Most slots payloads may hold (three quarters of the queue); beyond, payloads are copied
+    /// out of their slot, which is reposted at once.
+    pub(super) rx_hold_max: usize,
+    /// Payloads copied out of their slot so far.
+    pub(super) rx_copied_out: u64,
     pub(super) releases: Arc<ReleaseQueue>,
     /// Releases taken from `releases` (the vector is reused from step to step).
     pub(super) released: Vec<Release>,
@@ -135,6 +142,9 @@ impl GuestLink {
             rx_size: cfg.rx_buffer_size,
             rx_slot_of_head: vec![0; q],
             rx_to_post: (0..q as u16).collect(),
+            rx_held: 0,
+            rx_hold_max: q - q / 4,
+            rx_copied_out: 0,
             releases,
             released: Vec::new(),
             hdr_area,

@@ -12,9 +12,23 @@ use super::link::GuestLink;
 use super::{TAG_CALL, TAG_CLOSE, TAG_CONNECT, TAG_HELLO, TAG_QUIET_CREDIT, TAG_QUIET_SEND};
 
 impl GuestLink {
-    fn rx_buf(&self, ptr: *const u8, len: usize, slot: u16, credit_fd: Option<Fd>) -> RxBuf {
-        let release = Release { slot, fd: credit_fd, bytes: len as u32 };
-        RxBuf::new(ptr, len, release, self.releases.clone())
+    /// The payload of a data or datagram message in receive buffer `slot`: read in place while
+    /// fewer than `rx_hold_max` buffers hold unread payloads, else copied out.
+    fn rx_buf(&mut self, ptr: *const u8, len: usize, slot: u16, credit_fd: Option<Fd>) -> RxBuf {
+        if self.rx_held < self.rx_hold_max {
+            self.rx_held += 1;
+            let release = Release { slot: Some(slot), fd: credit_fd, bytes: len as u32 };
+            return RxBuf::in_place(ptr, len, release, self.releases.clone());
+        }
+        // Most posted buffers hold payloads the application has not read: this one is copied
+        // out and its buffer reposted, so completions, events and other sockets' data still
+        // find buffers (unread data never holds up the rest).
+        // SAFETY: `ptr..ptr + len` lies in the receive buffer the device just returned (checked
+        // when the message was parsed); it is reposted only after this copy.
+        let bytes = unsafe { std::slice::from_raw_parts(ptr, len) };
+        self.rx_to_post.push(slot);
+        self.rx_copied_out += 1;
+        RxBuf::copied(bytes, Release { slot: None, fd: credit_fd, bytes: len as u32 }, self.releases.clone())
     }
 
     /// Applies one message; `slot` is reposted unless a payload keeps it. True when the

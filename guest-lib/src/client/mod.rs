@@ -77,6 +77,13 @@ impl GuestSockets {
         self.0.link().version
     }
 
+    /// Received payloads copied out of their receive buffer so far, because three quarters of
+    /// the posted buffers held payloads the application had not read (their buffers went back
+    /// at once, so completions and other sockets' data still get through).
+    pub fn rx_payloads_copied(&self) -> u64 {
+        self.0.link().rx_copied_out
+    }
+
     /// Which queue pair this instance drives.
     pub fn queue_pair(&self) -> usize {
         self.0.link().qp.index

@@ -186,7 +186,10 @@ impl GuestLink {
     /// socket's pending credit reaches a quarter of its receive buffer).
     fn repost_and_credit(&mut self, released: &[Release]) -> Result<(), SocketError> {
         for r in released {
-            self.rx_to_post.push(r.slot);
+            if let Some(slot) = r.slot {
+                self.rx_to_post.push(slot);
+                self.rx_held = self.rx_held.saturating_sub(1);
+            }
             let Some(fd) = r.fd else { continue };
             let Some(s) = self.socks.get_mut(&fd) else { continue };
             s.credit_pending = s.credit_pending.saturating_add(r.bytes);
