@@ -234,26 +234,34 @@ fn a_nonblocking_send_into_a_full_ring_is_eagain_and_epollout_waits_for_room() {
 /// Credit that is due while the transmit ring is full goes out once the ring has room again,
 /// to an application that only polls (non-blocking calls, never an idle wait): otherwise the
 /// backend's window for the socket stays closed by the credit it never gets, and a stream that
-/// needs it (its end, for one) never comes.
+/// needs it (its end, for one) never comes. The device holds every credit chain, so the ring
+/// fills with credits.
 #[test]
 fn credit_due_while_the_ring_is_full_goes_out_when_room_returns_without_an_idle_wait() {
-    let (mut api, dev) = start();
+    let (qp, dev) = fake::start(
+        64,
+        Box::new(|req: &Request, payload: &[u8]| Answer {
+            hold: matches!(req.body, RequestBody::Credit { .. }),
+            ..echo_backend(req, payload)
+        }),
+    );
+    let cfg = GuestConfig { queue_size: 64, rx_buffer_size: 2048, ..GuestConfig::default() };
+    let mut api = GuestSockets::new(qp, &cfg).expect("hello");
     let fd = api.socket(Proto::Tcp).expect("socket");
     api.connect(fd, PEER).expect("connect");
+    // A quarter of 2048 bytes: every 600-byte message read makes its credit due.
+    api.setsockopt(fd, SockOpt::RecvBuffer(2048)).expect("SO_RCVBUF");
     api.setsockopt(fd, SockOpt::NonBlocking(true)).expect("nonblocking");
-    // Sends until the ring is full (the device holds every send chain and echoes the bytes).
-    let mut sent = 0usize;
-    while let Ok(n) = api.send(fd, &[3u8; 100]) {
-        sent += n;
-        assert!(sent < 8192, "the ring (64 descriptors) fills before the 8 KiB credit");
-    }
-    // The echoes read while the ring is still full: their credit is due (>= a quarter of the
-    // 4096-byte window) and cannot go out.
-    let mut buf = [0u8; 512];
+    const MESSAGES: usize = 100;
+    dev.inject
+        .lock()
+        .expect("inject")
+        .extend((0..MESSAGES).map(|_| (RxMessage::Data { socket: SID, len: 600 }, vec![9u8; 600])));
+    let mut buf = [0u8; 600];
     let mut read = 0usize;
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    while read < sent {
-        assert!(std::time::Instant::now() < deadline, "{read} of {sent} echoed bytes read");
+    while read < MESSAGES * 600 {
+        assert!(std::time::Instant::now() < deadline, "{read} bytes read");
         match api.recv(fd, &mut buf) {
             Ok(n) => read += n,
             Err(SocketError::WouldBlock) => {}
@@ -270,7 +278,7 @@ fn credit_due_while_the_ring_is_full_goes_out_when_room_returns_without_an_idle_
             .map(|f| u32::from_le_bytes(f[32..36].try_into().expect("4 bytes")) as usize)
             .sum::<usize>()
     };
-    assert_eq!(credited(&dev), 0, "no room on the ring: the credit waits");
+    assert!(credited(&dev) < read, "the ring filled with held credits: the rest is owed");
     // The device lets the chains go; the application goes on polling only.
     dev.release.store(true, std::sync::atomic::Ordering::Relaxed);
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
@@ -279,6 +287,58 @@ fn credit_due_while_the_ring_is_full_goes_out_when_room_returns_without_an_idle_
         api.progress().expect("progress");
     }
     assert_eq!(credited(&dev), read, "every byte read credited back, with no idle wait");
+}
+
+/// One stream socket never has the device hold more than its share of the ring (an eighth):
+/// the sends of a socket whose peer does not acknowledge stop there (`EAGAIN`, not writable),
+/// and another socket's sends and calls still go.
+#[test]
+fn a_socket_whose_sends_are_held_keeps_to_its_share_of_the_ring() {
+    let mut next_sid = 42u32;
+    let (qp, dev) = fake::start(
+        64,
+        Box::new(move |req: &Request, payload: &[u8]| match req.body {
+            RequestBody::Socket { .. } => {
+                next_sid += 1;
+                Answer { messages: vec![done(req, SocketId(next_sid - 1), Done::value(0))], hold: false }
+            }
+            RequestBody::Connect { .. } => {
+                Answer { messages: vec![done(req, req.socket, Done { value: 0, addr: LOCAL })], hold: false }
+            }
+            _ => echo_backend(req, payload),
+        }),
+    );
+    let cfg = GuestConfig { queue_size: 64, rx_buffer_size: 2048, ..GuestConfig::default() };
+    let mut api = GuestSockets::new(qp, &cfg).expect("hello");
+    let mut open = || {
+        let fd = api.socket(Proto::Tcp).expect("socket");
+        api.connect(fd, PEER).expect("connect");
+        api.setsockopt(fd, SockOpt::NonBlocking(true)).expect("nonblocking");
+        fd
+    };
+    let (a, b) = (open(), open());
+    let mut chains = 0;
+    while api.send(a, &[1u8; 10]).is_ok() {
+        chains += 1;
+        assert!(chains <= 64, "more chains than the ring has");
+    }
+    assert_eq!(chains, 64 / 8, "an eighth of the 64 requests");
+    assert_eq!(api.send(a, b"x"), Err(SocketError::WouldBlock));
+    assert!(!api.readiness(a).expect("readiness").contains(Ready::OUT), "not writable at its share");
+    assert_eq!(api.send(b, b"other"), Ok(5), "another socket's send goes");
+    assert!(api.readiness(b).expect("readiness").contains(Ready::OUT));
+    let c = api.socket(Proto::Tcp).expect("a call goes");
+    api.close(c).expect("close");
+    // The device lets the chains go ("ACK"): the first socket has room again.
+    while dev.held.lock().expect("held").len() < chains + 1 {
+        api.progress().expect("progress");
+    }
+    dev.release.store(true, std::sync::atomic::Ordering::Relaxed);
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while api.send(a, b"x").is_err() {
+        assert!(std::time::Instant::now() < deadline, "room again once the chains came back");
+        api.progress().expect("progress");
+    }
 }
 
 /// Payloads the application does not read never take every posted buffer: with the device's

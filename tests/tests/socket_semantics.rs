@@ -129,6 +129,52 @@ fn semantics<A: SocketApi>(api: &mut A) {
     }
     assert!(back == small, "every small echo, in order");
     api.close(a).expect("close");
+
+    // Sends waiting for a peer that does not read never hold up the application's other
+    // sockets: while the peer serves one connection, a second one (in its backlog, never read)
+    // takes small sends until its window and send buffer are full; another socket is then
+    // made, connected and closed.
+    let e = api.socket(Proto::Tcp).expect("socket");
+    api.connect(e, peer(ECHO_PORT)).expect("connect");
+    assert_eq!(api.send(e, b"served"), Ok(6));
+    assert_eq!(read_exactly(api, e, 6), b"served", "the peer serves this connection");
+    let stuck = api.socket(Proto::Tcp).expect("socket");
+    api.connect(stuck, peer(ECHO_PORT)).expect("connect (the peer's backlog)");
+    api.setsockopt(stuck, SockOpt::NonBlocking(true)).expect("non-blocking");
+    let (mut taken, mut refused_in_a_row) = (0usize, 0);
+    while refused_in_a_row < 100 {
+        match api.send(stuck, &[7u8; 16]) {
+            Ok(n) => {
+                taken += n;
+                refused_in_a_row = 0;
+            }
+            Err(SocketError::WouldBlock) => {
+                refused_in_a_row += 1;
+                std::thread::sleep(Duration::from_millis(2));
+            }
+            Err(err) => panic!("send: {err}"),
+        }
+        assert!(taken < 64 << 20, "the unread connection took {taken} bytes");
+    }
+    let b = api.socket(Proto::Tcp).expect("a socket while another's sends wait for the peer");
+    api.connect(b, peer(ECHO_PORT)).expect("a connect while another's sends wait for the peer");
+    api.close(b).expect("close");
+    api.close(stuck).expect("close");
+    api.shutdown(e, Shutdown::Write).expect("shutdown");
+    assert_eq!(api.recv(e, &mut buf), Ok(0), "end of stream");
+    api.close(e).expect("close");
+}
+
+/// Exactly `n` bytes of `fd` (blocking reads).
+fn read_exactly<A: SocketApi>(api: &mut A, fd: slimtcp::api::Fd, n: usize) -> Vec<u8> {
+    let mut out = vec![0u8; n];
+    let mut got = 0;
+    while got < n {
+        let k = api.recv(fd, &mut out[got..]).expect("recv");
+        assert!(k > 0, "end of stream after {got} of {n} bytes");
+        got += k;
+    }
+    out
 }
 
 /// Small echoes left unread at once (a guest posts 1,024 receive buffers by default).

@@ -39,11 +39,13 @@ pub(super) struct GuestSock {
     pub credit_pending: u32,
     /// In `GuestLink::credit_owed`: its credit is due and waits for room on the ring.
     pub credit_owed: bool,
+    /// Send chains the device holds (until the peer acknowledges their bytes).
+    pub chains_held: usize,
 }
 
 impl GuestSock {
     fn new(sid: SocketId, proto: Proto, rcvbuf: usize) -> GuestSock {
-        GuestSock { sid, proto, rcvbuf, credit_pending: 0, credit_owed: false }
+        GuestSock { sid, proto, rcvbuf, credit_pending: 0, credit_owed: false, chains_held: 0 }
     }
 }
 
@@ -398,14 +400,15 @@ impl Link for GuestLink {
         }
         let payload = usize::from(matches!(req, Request::Send { .. } | Request::SendTo { .. }));
         let local = matches!(req, Request::Accept { .. } | Request::Adopt { fd: Some(_), .. });
-        if !local && !self.tx_room(payload) {
+        let over_share = matches!(req, Request::Send { fd, .. } if !self.within_chain_share(fd));
+        if over_share || (!local && !self.tx_room(payload)) {
             return Err(req);
         }
         Ok(self.submit(req).unwrap_or_else(|e| Submitted::Answered(Err(e))))
     }
 
-    fn has_send_room(&self) -> bool {
-        self.dead || self.tx_room(1)
+    fn has_send_room(&self, fd: Fd) -> bool {
+        self.dead || (self.tx_room(1) && self.within_chain_share(fd))
     }
 
     fn pump(&mut self, events: &mut Vec<Event<RxBuf>>) -> Result<bool, SocketError> {

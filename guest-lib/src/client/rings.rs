@@ -44,9 +44,26 @@ impl GuestLink {
         SocketError::StackDown
     }
 
-    /// Whether a request with `payload_segs` payload descriptors fits now.
+    /// Whether a request with `payload_segs` payload descriptors fits now. A request with a
+    /// payload (a send) leaves [`ring_share`](Self::ring_share) requests' room free: calls,
+    /// closes and credit never wait behind sends the device holds for peers that do not read.
     pub(super) fn tx_room(&self, payload_segs: usize) -> bool {
-        self.tx_outstanding < self.max_requests && usize::from(self.qp.tx.ring.num_free()) > payload_segs
+        let reserve = if payload_segs > 0 { self.ring_share() } else { 0 };
+        self.tx_outstanding + reserve < self.max_requests
+            && usize::from(self.qp.tx.ring.num_free()) > payload_segs + reserve
+    }
+
+    /// An eighth of the requests the queue takes (at least one): the room kept for requests
+    /// without payload, and the most send chains one stream socket may have the device hold
+    /// (a socket whose peer stopped reading holds its chains; many small sends would otherwise
+    /// fill the ring and stop every other socket's sends).
+    pub(super) fn ring_share(&self) -> usize {
+        (self.max_requests / 8).max(1)
+    }
+
+    /// Whether stream socket `fd` may have one more send chain held.
+    pub(super) fn within_chain_share(&self, fd: Fd) -> bool {
+        self.socks.get(&fd).is_none_or(|s| s.chains_held < self.ring_share())
     }
 
     /// Puts a request (and its payload buffer) on the transmit queue; the caller checked
@@ -85,6 +102,11 @@ impl GuestLink {
         let used = if used == 2 && chain[1].len == 0 { 1 } else { used };
         let got = self.qp.tx.ring.add(&chain[..used]).map_err(|_| SocketError::NoBuffers)?;
         debug_assert_eq!(got, head);
+        if let TxSlot::Send { fd, .. } = &slot {
+            if let Some(s) = self.socks.get_mut(fd) {
+                s.chains_held += 1;
+            }
+        }
         self.tx_slots[usize::from(head)] = slot;
         self.tx_outstanding += 1;
         self.qp.tx.flush().map_err(|_| self.down())
@@ -104,6 +126,9 @@ impl GuestLink {
                     self.tx_outstanding = self.tx_outstanding.saturating_sub(1);
                     let slot = std::mem::replace(&mut self.tx_slots[usize::from(head)], TxSlot::Free);
                     if let TxSlot::Send { fd, bytes, .. } = slot {
+                        if let Some(s) = self.socks.get_mut(&fd) {
+                            s.chains_held = s.chains_held.saturating_sub(1);
+                        }
                         events.push(Event::SendDone { fd, bytes });
                     }
                 }

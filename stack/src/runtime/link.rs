@@ -226,7 +226,7 @@ impl Link for HostLink {
         self.submit(req)
     }
 
-    fn has_send_room(&self) -> bool {
+    fn has_send_room(&self, _fd: Fd) -> bool {
         self.end.requests.slots() > 0
     }
 

@@ -282,9 +282,9 @@ pub trait Link {
     fn recycle(&mut self, buf: Self::TxBuf);
     /// Transmit buffers handed out (held by the application or in flight).
     fn tx_outstanding(&self) -> usize;
-    /// True when a send request (with its buffer) would be taken now: [`try_submit`]
-    /// would not give it back for want of room.
+    /// True when a send request of `fd` (with its buffer) would be taken now: [`try_submit`]
+    /// would not give it back for want of room (the ring's, or the socket's share of it).
     ///
     /// [`try_submit`]: Link::try_submit
-    fn has_send_room(&self) -> bool;
+    fn has_send_room(&self, fd: Fd) -> bool;
 }

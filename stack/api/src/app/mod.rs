@@ -149,15 +149,22 @@ impl<L: Link> AppSockets<L> {
             self.events = events;
         }
         let progressed = progressed? || got;
-        if !self.room_waiters.is_empty() && self.link.has_send_room() {
-            // The ring has room again: the sockets that found it full become writable (an
-            // edge for epoll); a send that finds it full again marks its socket again.
-            for fd in std::mem::take(&mut self.room_waiters) {
+        if !self.room_waiters.is_empty() {
+            // Sockets whose send found no room (the ring's, or their share of it) become
+            // writable once they have it again (an edge for epoll); a send that finds none
+            // again marks its socket again.
+            let mut waiters = std::mem::take(&mut self.room_waiters);
+            waiters.retain(|&fd| {
+                if !self.link.has_send_room(fd) {
+                    return true;
+                }
                 if let Some(s) = self.sockets.get_mut(&fd) {
                     s.no_link_room = false;
                 }
                 self.notify_grown(fd, Ready::OUT);
-            }
+                false
+            });
+            self.room_waiters = waiters;
         }
         Ok(progressed)
     }
