@@ -100,10 +100,12 @@ fn app_err(path: &'static str) -> impl FnOnce(AppError) -> BenchError {
 
 /// One bulk run over one connection on the guest path: bit/s.
 fn guest_bulk(dir: Direction, api: Api, mss: u16, window: Duration) -> Result<f64, BenchError> {
-    let (r, report) = guest::run(|g, p| apps::bulk(g, p, link::peer_ip(), dir, api, mss, window))?;
+    let ((r, copied), report) = guest::run(|g, p| {
+        (apps::bulk(g, p, link::peer_ip(), dir, api, mss, window), g.rx_payloads_copied())
+    })?;
     let b = r.map_err(app_err("guest"))?;
     eprintln!(
-        "  guest {} ({}) MSS {mss}: {} B checked; backend session: {report}",
+        "  guest {} ({}) MSS {mss}: {} B checked; payloads copied out of receive buffers {copied}; backend session: {report}",
         dir.name(),
         api.name(),
         b.checked
@@ -121,10 +123,12 @@ fn host_bulk(dir: Direction, api: Api, mss: u16, window: Duration) -> Result<f64
 
 /// One bulk run over `shape.connections` connections on the guest path: bit/s.
 fn guest_many(dir: Direction, shape: Shape, window: Duration) -> Result<f64, BenchError> {
-    let (r, report) = guest::run(|g, p| many::bulk_many(g, p, link::peer_ip(), dir, shape, window))?;
+    let ((r, copied), report) = guest::run(|g, p| {
+        (many::bulk_many(g, p, link::peer_ip(), dir, shape, window), g.rx_payloads_copied())
+    })?;
     let b = r.map_err(app_err("guest"))?;
     eprintln!(
-        "  guest {} x{} MSS {}: {} B checked; backend session: {report}",
+        "  guest {} x{} MSS {}: {} B checked; payloads copied out of receive buffers {copied}; backend session: {report}",
         dir.name(),
         shape.connections,
         shape.mss,
