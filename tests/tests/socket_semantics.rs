@@ -116,6 +116,8 @@ fn semantics<A: SocketApi>(api: &mut A) {
         // Paced: each message its own segment, and its echo too.
         std::thread::sleep(Duration::from_micros(50));
     }
+    // Time for the last echoes to arrive: not a synchronisation (nothing here waits on it to be
+    // correct); the guest's test checks afterwards that they did outnumber its buffers.
     std::thread::sleep(Duration::from_millis(300));
     let b = api.socket(Proto::Tcp).expect("a socket while another's data waits unread");
     // Accepted into the peer's backlog (it serves one connection at a time).
