@@ -63,6 +63,10 @@ pub struct TenantStats {
     pub tx_bytes_by_reference: u64,
     /// Guest payload bytes copied on transmit (the backend's and the stack's copies).
     pub tx_bytes_copied: u64,
+    /// Bytes of `COPY` sends the backend copied out of guest memory, their chains returned at
+    /// once (sockets whose peers do not read must not hold the transmit queue); the stack's
+    /// copy of them into frames is in `tx_bytes_copied`.
+    pub tx_send_bytes_copied: u64,
     /// Payload bytes copied into guest receive buffers.
     pub rx_bytes_copied: u64,
     /// Guest sockets open.
@@ -113,6 +117,7 @@ impl TenantStats {
             rx_messages: device.rx_messages,
             tx_bytes_by_reference: device.tx_payload_by_reference,
             tx_bytes_copied: device.tx_payload_copied + s.tx_payload_copied_bytes,
+            tx_send_bytes_copied: device.tx_sends_copied,
             rx_bytes_copied: device.rx_payload_copied,
             guest_sockets: g.guest_sockets,
             stack_sockets: g.stack_sockets,
@@ -151,7 +156,7 @@ const fn gauge(name: &'static str, help: &'static str, value: fn(&TenantStats) -
 }
 
 /// The per-tenant metrics (counters get `_total` in the exposition).
-const METRICS: [Metric; 25] = [
+const METRICS: [Metric; 26] = [
     gauge("slimtcp_vmm_connected", "1 while a VMM is connected", |t| u64::from(t.vmm_connected)),
     counter("slimtcp_sessions_ended", "VMM connections that ended", |t| t.sessions_ended),
     counter("slimtcp_rx_frames", "Frames received by the tenant's NIC", |t| t.rx_frames),
@@ -172,6 +177,11 @@ const METRICS: [Metric; 25] = [
         t.tx_bytes_by_reference
     }),
     counter("slimtcp_tx_bytes_copied", "Guest payload bytes copied on transmit", |t| t.tx_bytes_copied),
+    counter(
+        "slimtcp_tx_send_bytes_copied",
+        "Bytes of COPY sends the backend copied, returning their chains at once",
+        |t| t.tx_send_bytes_copied,
+    ),
     counter("slimtcp_rx_bytes_copied", "Payload bytes copied into guest receive buffers", |t| {
         t.rx_bytes_copied
     }),

@@ -109,7 +109,7 @@ fn hello_socket_connect_and_send_are_encoded_byte_for_byte() {
     let f = frames_after(&mut api, &dev, 4);
     assert_eq!(f.len(), 4, "hello, socket, connect, send");
     // The hex examples of docs/protocol.md with our cookies.
-    assert_eq!(f[0], hex_frame(req_header(Op::Hello, 0, cookie_of(&f[0]), 0), &[1, 0, 1, 0, 0, 0, 0, 0]));
+    assert_eq!(f[0], hex_frame(req_header(Op::Hello, 0, cookie_of(&f[0]), 0), &[1, 0, 2, 0, 0, 0, 0, 0]));
     assert_eq!(f[1], hex_frame(req_header(Op::Socket, 0, cookie_of(&f[1]), 0), &[1, 0, 0, 0, 0, 0, 0, 0]));
     assert_eq!(
         f[2],
@@ -289,34 +289,47 @@ fn credit_due_while_the_ring_is_full_goes_out_when_room_returns_without_an_idle_
     assert_eq!(credited(&dev), read, "every byte read credited back, with no idle wait");
 }
 
-/// One stream socket never has the device hold more than its share of the ring (an eighth):
-/// the sends of a socket whose peer does not acknowledge stop there (`EAGAIN`, not writable),
-/// and another socket's sends and calls still go.
+/// A backend answering hello with `version`, socket ids from 42 on, connects done at once, and
+/// otherwise [`echo_backend`] (every send chain held until released).
+fn backend_of_version(version: Version) -> fake::Handler {
+    let mut next_sid = 42u32;
+    Box::new(move |req: &Request, payload: &[u8]| match req.body {
+        RequestBody::Hello { .. } => Answer {
+            messages: vec![(
+                RxMessage::HelloDone { cookie: req.cookie, version, result: Ok(info()) },
+                Vec::new(),
+            )],
+            hold: false,
+        },
+        RequestBody::Socket { .. } => {
+            next_sid += 1;
+            Answer { messages: vec![done(req, SocketId(next_sid - 1), Done::value(0))], hold: false }
+        }
+        RequestBody::Connect { .. } => {
+            Answer { messages: vec![done(req, req.socket, Done { value: 0, addr: LOCAL })], hold: false }
+        }
+        _ => echo_backend(req, payload),
+    })
+}
+
+/// A connected non-blocking stream socket.
+fn open_nonblocking(api: &mut GuestSockets) -> slimtcp_api::Fd {
+    let fd = api.socket(Proto::Tcp).expect("socket");
+    api.connect(fd, PEER).expect("connect");
+    api.setsockopt(fd, SockOpt::NonBlocking(true)).expect("nonblocking");
+    fd
+}
+
+/// Against a 1.1 backend (no `COPY` sends), one stream socket never has the device hold more
+/// than its share of the ring (an eighth): the sends of a socket whose peer does not
+/// acknowledge stop there (`EAGAIN`, not writable), and another socket's sends and calls still
+/// go.
 #[test]
 fn a_socket_whose_sends_are_held_keeps_to_its_share_of_the_ring() {
-    let mut next_sid = 42u32;
-    let (qp, dev) = fake::start(
-        64,
-        Box::new(move |req: &Request, payload: &[u8]| match req.body {
-            RequestBody::Socket { .. } => {
-                next_sid += 1;
-                Answer { messages: vec![done(req, SocketId(next_sid - 1), Done::value(0))], hold: false }
-            }
-            RequestBody::Connect { .. } => {
-                Answer { messages: vec![done(req, req.socket, Done { value: 0, addr: LOCAL })], hold: false }
-            }
-            _ => echo_backend(req, payload),
-        }),
-    );
+    let (qp, dev) = fake::start(64, backend_of_version(Version { major: 1, minor: 1 }));
     let cfg = GuestConfig { queue_size: 64, rx_buffer_size: 2048, ..GuestConfig::default() };
     let mut api = GuestSockets::new(qp, &cfg).expect("hello");
-    let mut open = || {
-        let fd = api.socket(Proto::Tcp).expect("socket");
-        api.connect(fd, PEER).expect("connect");
-        api.setsockopt(fd, SockOpt::NonBlocking(true)).expect("nonblocking");
-        fd
-    };
-    let (a, b) = (open(), open());
+    let (a, b) = (open_nonblocking(&mut api), open_nonblocking(&mut api));
     let mut chains = 0;
     while api.send(a, &[1u8; 10]).is_ok() {
         chains += 1;
@@ -329,6 +342,7 @@ fn a_socket_whose_sends_are_held_keeps_to_its_share_of_the_ring() {
     assert!(api.readiness(b).expect("readiness").contains(Ready::OUT));
     let c = api.socket(Proto::Tcp).expect("a call goes");
     api.close(c).expect("close");
+    assert!(dev.frames().iter().all(|f| f[17] & 0x02 == 0), "no COPY flag on a 1.1 pair");
     // The device lets the chains go ("ACK"): the first socket has room again.
     while dev.held.lock().expect("held").len() < chains + 1 {
         api.progress().expect("progress");
@@ -339,6 +353,82 @@ fn a_socket_whose_sends_are_held_keeps_to_its_share_of_the_ring() {
         assert!(std::time::Instant::now() < deadline, "room again once the chains came back");
         api.progress().expect("progress");
     }
+}
+
+/// Against a 1.2 backend, a socket whose held chains reach its share sends with `COPY`: the
+/// backend returns those chains at once, so the socket goes on up to its send buffer (8 KiB
+/// here) in far more requests than the ring has, the ring keeps room for the other sockets,
+/// and the copied bytes stay in flight until `acked` says the peer has them (a returned `COPY`
+/// chain frees none).
+#[test]
+fn sends_beyond_the_chain_share_go_with_copy_and_only_acked_frees_their_bytes() {
+    let mut inner = backend_of_version(Version { major: 1, minor: 2 });
+    let (qp, dev) = fake::start(
+        64,
+        Box::new(move |req: &Request, payload: &[u8]| {
+            if matches!(req.body, RequestBody::Send { .. }) && req.flags.is_copy() {
+                // Copied by the backend: the chain goes back at once, nothing is echoed.
+                return Answer { messages: Vec::new(), hold: false };
+            }
+            inner(req, payload)
+        }),
+    );
+    let cfg = GuestConfig { queue_size: 64, rx_buffer_size: 2048, ..GuestConfig::default() };
+    let mut api = GuestSockets::new(qp, &cfg).expect("hello");
+    let (a, b) = (open_nonblocking(&mut api), open_nonblocking(&mut api));
+    let mut sent = 0usize;
+    let mut sends = 0usize;
+    loop {
+        match api.send(a, &[1u8; 10]) {
+            Ok(n) => {
+                sent += n;
+                sends += 1;
+            }
+            Err(SocketError::WouldBlock) => {
+                // The ring may be momentarily full of COPY chains the device has not taken yet.
+                if sent == 8192 {
+                    break;
+                }
+                api.progress().expect("progress");
+            }
+            Err(e) => panic!("send: {e}"),
+        }
+    }
+    assert!(sends > 64 * 4, "{sends} sends: far more than the 64-entry ring could hold");
+    let sends_of_a: Vec<u8> = dev
+        .frames()
+        .iter()
+        .filter(|f| f[16] == Op::Send.code() && f[28..32] == 42u32.to_le_bytes())
+        .map(|f| f[17])
+        .collect();
+    assert!(sends_of_a[..8].iter().all(|&flags| flags == 0x01), "the share (8) held, zero copy");
+    assert!(sends_of_a[8..].iter().all(|&flags| flags == 0x03), "the rest QUIET | COPY");
+    assert_eq!(dev.held.lock().expect("held").len(), 8, "the device holds the share only");
+    // Returned COPY chains free no bytes: still at the send buffer.
+    for _ in 0..100 {
+        api.progress().expect("progress");
+    }
+    assert_eq!(api.send(a, b"x"), Err(SocketError::WouldBlock), "in flight until acked");
+    assert_eq!(api.send(b, b"other"), Ok(5), "another socket's send goes");
+    let c = api.socket(Proto::Tcp).expect("a call goes");
+    api.close(c).expect("close");
+    // The backend says 100 copied bytes were acknowledged: exactly that much room.
+    dev.inject
+        .lock()
+        .expect("inject")
+        .push_back((RxMessage::Acked { socket: SocketId(42), bytes: 100 }, Vec::new()));
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let mut more = 0usize;
+    while more < 100 {
+        assert!(std::time::Instant::now() < deadline, "room after acked ({more} bytes)");
+        match api.send(a, &[2u8; 1000]) {
+            Ok(n) => more += n,
+            Err(SocketError::WouldBlock) => api.progress().map(|_| ()).expect("progress"),
+            Err(e) => panic!("send: {e}"),
+        }
+    }
+    assert_eq!(more, 100, "acked freed exactly its bytes");
+    assert_eq!(api.send(a, b"x"), Err(SocketError::WouldBlock));
 }
 
 /// Payloads the application does not read never take every posted buffer: with the device's

@@ -13,7 +13,12 @@
 //! - a connection's end of stream is `recv` = 0, every time after the data;
 //! - a connect to a port nobody listens on: `ECONNREFUSED`;
 //! - sends larger than the send buffer complete as the peer acknowledges (the loans come back
-//!   and the credit with them), and the echo returns every byte in order.
+//!   and the credit with them), and the echo returns every byte in order;
+//! - thousands of small echoes left unread on one connection never stop another socket being
+//!   made and connected, and then all read in order;
+//! - connections whose peer never reads take sends until full (10 of them, small sends on one,
+//!   1 KiB sends on the rest) and the application's other connections still send, receive,
+//!   connect and close.
 
 mod e2e;
 
@@ -132,39 +137,58 @@ fn semantics<A: SocketApi>(api: &mut A) {
     assert!(back == small, "every small echo, in order");
     api.close(a).expect("close");
 
-    // Sends waiting for a peer that does not read never hold up the application's other
-    // sockets: while the peer serves one connection, a second one (in its backlog, never read)
-    // takes small sends until its window and send buffer are full; another socket is then
-    // made, connected and closed.
+    // Sends waiting for peers that do not read never hold up the application's other sockets:
+    // while the peer serves one connection, others (in its backlog, never read) take sends
+    // until their windows and send buffers are full, small ones on the first, 1 KiB ones (long
+    // enough to be sent from the application's memory) on the rest; the served connection
+    // still echoes, and another socket is made, connected and closed.
     let e = api.socket(Proto::Tcp).expect("socket");
     api.connect(e, peer(ECHO_PORT)).expect("connect");
     assert_eq!(api.send(e, b"served"), Ok(6));
     assert_eq!(read_exactly(api, e, 6), b"served", "the peer serves this connection");
-    let stuck = api.socket(Proto::Tcp).expect("socket");
-    api.connect(stuck, peer(ECHO_PORT)).expect("connect (the peer's backlog)");
-    api.setsockopt(stuck, SockOpt::NonBlocking(true)).expect("non-blocking");
+    let mut stuck = Vec::new();
+    for i in 0..STUCK_SOCKETS {
+        let fd = api.socket(Proto::Tcp).expect("socket");
+        api.connect(fd, peer(ECHO_PORT)).expect("connect (the peer's backlog)");
+        api.setsockopt(fd, SockOpt::NonBlocking(true)).expect("non-blocking");
+        let piece = if i == 0 { 16 } else { 1024 };
+        fill_until_refused(api, fd, &vec![7u8; piece]);
+        stuck.push(fd);
+    }
+    assert_eq!(api.send(e, b"still served"), Ok(12), "a send while others' sends wait");
+    assert_eq!(read_exactly(api, e, 12), b"still served", "its echo while others' sends wait");
+    let b = api.socket(Proto::Tcp).expect("a socket while others' sends wait for the peer");
+    api.connect(b, peer(ECHO_PORT)).expect("a connect while others' sends wait for the peer");
+    api.close(b).expect("close");
+    for fd in stuck {
+        api.close(fd).expect("close");
+    }
+    api.shutdown(e, Shutdown::Write).expect("shutdown");
+    assert_eq!(api.recv(e, &mut buf), Ok(0), "end of stream");
+    api.close(e).expect("close");
+}
+
+/// Connections in the peer's backlog that take sends until full (more than a guest's transmit
+/// ring has requests for at one eighth each, its share per socket).
+const STUCK_SOCKETS: usize = 10;
+
+/// Sends `piece` on non-blocking `fd` until it is refused (`WouldBlock`) 100 times in a row.
+fn fill_until_refused<A: SocketApi>(api: &mut A, fd: slimtcp::api::Fd, piece: &[u8]) {
     let (mut taken, mut refused_in_a_row) = (0usize, 0);
     while refused_in_a_row < 100 {
-        match api.send(stuck, &[7u8; 16]) {
+        match api.send(fd, piece) {
             Ok(n) => {
                 taken += n;
                 refused_in_a_row = 0;
             }
             Err(SocketError::WouldBlock) => {
                 refused_in_a_row += 1;
-                std::thread::sleep(Duration::from_millis(2));
+                std::thread::sleep(Duration::from_millis(1));
             }
             Err(err) => panic!("send: {err}"),
         }
         assert!(taken < 64 << 20, "the unread connection took {taken} bytes");
     }
-    let b = api.socket(Proto::Tcp).expect("a socket while another's sends wait for the peer");
-    api.connect(b, peer(ECHO_PORT)).expect("a connect while another's sends wait for the peer");
-    api.close(b).expect("close");
-    api.close(stuck).expect("close");
-    api.shutdown(e, Shutdown::Write).expect("shutdown");
-    assert_eq!(api.recv(e, &mut buf), Ok(0), "end of stream");
-    api.close(e).expect("close");
 }
 
 /// Exactly `n` bytes of `fd` (blocking reads).
@@ -188,7 +212,7 @@ fn echo_peer(nic: MemwireNic, stop: Arc<AtomicBool>, listening: Arc<AtomicBool>)
         runtime::single(Interface::new(nic, InterfaceConfig::new(PEER_MAC, PEER_IP, 24)), Clock::real());
     let l = api.socket(Proto::Tcp).expect("socket");
     api.bind(l, SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, ECHO_PORT)).expect("bind");
-    api.listen(l, 8).expect("listen");
+    api.listen(l, 2 * STUCK_SOCKETS).expect("listen");
     api.setsockopt(l, SockOpt::NonBlocking(true)).expect("non-blocking accept");
     listening.store(true, Ordering::Release);
     let mut buf = [0u8; 4096];

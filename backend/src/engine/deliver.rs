@@ -53,6 +53,23 @@ impl<N: Nic> Engine<N> {
                         self.pairs[p].pending_msgs -= 1;
                         wrote += 1;
                     }
+                    Some(Out::Acked(id)) => {
+                        let id = *id;
+                        // A socket's COPY bytes in flight are at most its send buffer (64 MiB
+                        // at most), and no more are sent before this message: fits in u32.
+                        let bytes = self.pairs[p].acked.remove(&id).unwrap_or(0);
+                        let msg = RxMessage::Acked {
+                            socket: sock_id(id),
+                            bytes: u32::try_from(bytes).unwrap_or(u32::MAX),
+                        };
+                        if bytes > 0 && !self.write_message(q, mem, &msg) {
+                            self.pairs[p].acked.insert(id, bytes);
+                            break;
+                        }
+                        self.pairs[p].pending.pop_front();
+                        self.pairs[p].pending_msgs -= 1;
+                        wrote += usize::from(bytes > 0);
+                    }
                 }
             }
             while wrote < RX_PER_STEP && self.pairs[p].pending.is_empty() {

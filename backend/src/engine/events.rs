@@ -56,17 +56,41 @@ impl<N: Nic> Engine<N> {
         }
     }
 
-    /// Queues `send`'s completion with `result` (errors always, successes unless quiet) and
-    /// then its chain's return, on `pair`.
+    /// Queues `send`'s completion with `result` (errors always, successes unless quiet; a
+    /// `COPY` send's success adds to its socket's next `acked` message) and then its chain's
+    /// return, on `pair`.
     fn finish_send(&mut self, pair: usize, id: u32, send: &HeldSend, result: Result<Done, Errno>) {
+        self.copies_held = self.copies_held.saturating_sub(send.copied);
         if result.is_err() {
             self.counters.error_completions += 1;
         }
-        if result.is_err() || !send.quiet {
-            let msg =
-                RxMessage::Complete { cookie: send.cookie, socket: sock_id(id), op: Op::Send.code(), result };
-            self.push(pair, Out::Msg(msg));
+        match result {
+            Ok(done) if send.by_acked => self.add_acked(pair, id, done.value),
+            Ok(_) if send.quiet => {}
+            _ => {
+                let msg = RxMessage::Complete {
+                    cookie: send.cookie,
+                    socket: sock_id(id),
+                    op: Op::Send.code(),
+                    result,
+                };
+                self.push(pair, Out::Msg(msg));
+            }
         }
-        self.push(pair, Out::Return(send.head));
+        if let Some(head) = send.head {
+            self.push(pair, Out::Return(head));
+        }
+    }
+
+    /// Adds `bytes` acknowledged to socket `id`'s pending `acked` message (queued on `pair` if
+    /// it has none pending).
+    fn add_acked(&mut self, pair: usize, id: u32, bytes: u64) {
+        let Some(p) = self.pairs.get_mut(pair) else { return };
+        let sum = p.acked.entry(id).or_insert(0);
+        let first = *sum == 0;
+        *sum += bytes;
+        if first && bytes > 0 {
+            self.push(pair, Out::Acked(id));
+        }
     }
 }

@@ -14,9 +14,10 @@ mod limits;
 mod options;
 mod requests;
 mod restart;
+mod send_payload;
 mod stop;
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::net::Ipv4Addr;
 use std::sync::Arc;
 
@@ -27,12 +28,13 @@ use slimtcp::time::Clock;
 use slimtcp_abi::{HelloInfo, RxMessage, SocketId};
 
 use crate::guest_dma::GuestDma;
-use crate::guest_mem::{GuestMem, GuestPayload, HostSlice};
+use crate::guest_mem::{GuestMem, HostSlice};
 use crate::queues::{self, Vrings};
 
 pub use chain::{walk, ChainFault, Walked};
 pub use drain::DrainReport;
 pub use limits::{bounds, Limits, TenantLimits};
+pub use send_payload::SendPayload;
 
 /// Requests taken per transmit queue per step, so no queue or the NIC is starved.
 const REQUESTS_PER_STEP: usize = 64;
@@ -44,6 +46,10 @@ pub const CONTROL_PER_STEP: usize = 64;
 /// Unusable receive buffers (too small, faulty) returned per search for a usable one; past
 /// that, the message waits for the next step.
 pub const BAD_RX_BUFFERS_PER_SEARCH: usize = 64;
+/// Bytes of `COPY` sends a tenant's engine holds as copies at most (docs/protocol.md section
+/// 11); past it such sends are held by reference like any other, and still acknowledged by
+/// `acked` events. Bounds the host memory a guest can make the backend spend on its sends.
+pub const SEND_COPY_BUDGET: usize = 64 << 20;
 /// Connections still open at the end of a session listed at info level (the rest at debug).
 const LISTED_AT_END: usize = 8;
 /// Counters of the device (the stack's own are in [`Interface::counters`]).
@@ -66,6 +72,11 @@ pub struct DeviceCounters {
     /// Payload bytes the backend copied on transmit (TCP: never; a UDP datagram spread over
     /// several descriptors is gathered once before the stack copies it into its frame).
     pub tx_payload_copied: u64,
+    /// Bytes of `COPY` sends copied into host memory, their chains returned at once (the
+    /// guest's sockets whose peers do not read would otherwise hold the transmit queue).
+    pub tx_sends_copied: u64,
+    /// `COPY` sends held by reference because the copies reached [`SEND_COPY_BUDGET`].
+    pub tx_copies_over_budget: u64,
     /// Payload bytes copied into guest receive buffers (the one receive copy).
     pub rx_payload_copied: u64,
     /// Send chains held until their bytes are acknowledged, now.
@@ -92,6 +103,8 @@ impl DeviceCounters {
         self.rx_messages += o.rx_messages;
         self.tx_payload_by_reference += o.tx_payload_by_reference;
         self.tx_payload_copied += o.tx_payload_copied;
+        self.tx_sends_copied += o.tx_sends_copied;
+        self.tx_copies_over_budget += o.tx_copies_over_budget;
         self.rx_payload_copied += o.rx_payload_copied;
         self.sends_held = o.sends_held;
         self.ctrl_requests += o.ctrl_requests;
@@ -128,7 +141,7 @@ impl std::fmt::Display for SessionReport {
         write!(
             f,
             "requests {}, unanswerable chains {}, errors {}, rx messages {}, tx by reference {} B, \
-             tx copied by backend {} B, \
+             tx copied by backend {} B, tx sends copied {} B ({} over budget), \
              stack tx payload copied {} B, stack tx short payload copied {} B, \
              NIC copied guest payload {} B, guest regions attached {}, \
              rx copied {} B, copied at ring stops {} B, chains returned at ring stops {}, \
@@ -139,6 +152,8 @@ impl std::fmt::Display for SessionReport {
             c.rx_messages,
             c.tx_payload_by_reference,
             c.tx_payload_copied,
+            c.tx_sends_copied,
+            c.tx_copies_over_budget,
             self.stack_tx_payload_copied,
             self.stack_tx_short_payload_copied,
             self.nic_external_copied,
@@ -164,6 +179,8 @@ pub struct EngineConfig {
     pub limits: Limits,
     /// The guest's network parameters, announced in hello.
     pub hello: HelloInfo,
+    /// Bytes of `COPY` sends held as copies at most ([`SEND_COPY_BUDGET`]).
+    pub copy_budget: usize,
 }
 
 impl EngineConfig {
@@ -195,7 +212,7 @@ impl EngineConfig {
             rx_buffer: limits.rx_buffer,
             max_requests: limits.max_requests,
         };
-        EngineConfig { pairs, limits, hello }
+        EngineConfig { pairs, limits, hello, copy_budget: SEND_COPY_BUDGET }
     }
 }
 
@@ -204,11 +221,18 @@ impl EngineConfig {
 enum Out {
     Msg(RxMessage),
     Return(u16),
+    /// An `acked` message for this socket: its bytes are summed in [`Pair::acked`] until it is
+    /// written (one pending per socket).
+    Acked(u32),
 }
 
 #[derive(Debug, Default)]
 struct Pair {
     hello: bool,
+    /// The negotiated version has `COPY` sends and `acked` events (1.2).
+    copy_sends: bool,
+    /// Acknowledged bytes of `COPY` sends per socket, not yet written in an `acked` message.
+    acked: HashMap<u32, u64>,
     /// Completions, events and chain returns in the order they must reach the guest.
     pending: VecDeque<Out>,
     /// Messages in `pending`.
@@ -224,12 +248,17 @@ struct Pair {
 #[derive(Debug)]
 struct GuestTransport;
 
-/// A send request whose chain is held until the server completes it.
+/// A send request, until the server completes it.
 #[derive(Debug)]
 struct HeldSend {
-    head: u16,
+    /// Its chain, held until then; `None` when it went back at once (a copied `COPY` send).
+    head: Option<u16>,
     cookie: u64,
     quiet: bool,
+    /// A `COPY` send: its success is an `acked` message, not a completion.
+    by_acked: bool,
+    /// Bytes of it held as a copy (counted against [`SEND_COPY_BUDGET`]).
+    copied: usize,
 }
 
 /// A connect request, answered once the handshake ends.
@@ -242,7 +271,7 @@ struct ConnectCall {
 impl Transport for GuestTransport {
     type Send = HeldSend;
     type Call = ConnectCall;
-    type Payload = GuestPayload;
+    type Payload = SendPayload;
 }
 
 /// The data path of one tenant (see the module documentation).
@@ -256,6 +285,8 @@ pub struct Engine<N: Nic> {
     /// Message headers being emitted, and datagrams copied (so at most `max_datagram` bytes).
     scratch: Vec<u8>,
     dma: GuestDma,
+    /// Bytes of `COPY` sends held as copies now.
+    copies_held: usize,
 }
 
 impl<N: Nic> Engine<N> {
@@ -279,6 +310,7 @@ impl<N: Nic> Engine<N> {
             walked: Walked::default(),
             scratch: Vec::new(),
             dma: GuestDma::default(),
+            copies_held: 0,
         }
     }
 
@@ -380,7 +412,7 @@ impl<N: Nic> Engine<N> {
 
     fn push(&mut self, pair: usize, out: Out) {
         let Some(p) = self.pairs.get_mut(pair) else { return };
-        if matches!(out, Out::Msg(_)) {
+        if !matches!(out, Out::Return(_)) {
             p.pending_msgs += 1;
         }
         p.pending.push_back(out);

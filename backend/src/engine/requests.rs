@@ -12,7 +12,9 @@ use slimtcp_abi::{
 };
 
 use super::chain::{walk, Walked};
-use super::{errno_of, options, sock_id, ConnectCall, Engine, HeldSend, Out, Slices, REQUESTS_PER_STEP};
+use super::{
+    errno_of, options, sock_id, ConnectCall, Engine, HeldSend, Out, SendPayload, Slices, REQUESTS_PER_STEP,
+};
 use crate::guest_mem::{read_into, GuestMem, GuestPayload, HostSlice};
 use crate::queues;
 use crate::queues::Vrings;
@@ -156,6 +158,10 @@ impl<N: Nic> Engine<N> {
             ),
             RequestBody::Listen { backlog } => done(self.server.listen(id, backlog as usize)),
             RequestBody::Connect { remote } => self.connect(id, &req, remote),
+            RequestBody::Send { .. } if req.flags.is_copy() && !self.pairs[p].copy_sends => {
+                // A flag of protocol 1.2 on a pair that negotiated less.
+                Outcome::Now(Err(Errno::EINVAL))
+            }
             RequestBody::Send { .. } | RequestBody::SendTo { .. } => self.send(id, head, &req, walked, mem),
             RequestBody::Shutdown { how } => done(self.server.shutdown(id, how != ShutdownHow::Read)),
             RequestBody::Close { abort } => done(self.server.close(id, abort)),
@@ -203,6 +209,7 @@ impl<N: Nic> Engine<N> {
         let msg = match Version::CURRENT.negotiate(guest) {
             Some(version) => {
                 self.pairs[p].hello = true;
+                self.pairs[p].copy_sends = version.minor >= 2;
                 RxMessage::HelloDone { cookie: req.cookie, version, result: Ok(self.cfg.hello) }
             }
             None => RxMessage::HelloDone {
@@ -239,21 +246,35 @@ impl<N: Nic> Engine<N> {
     }
 
     /// A send or send_to: stream payload is loaned to the server piece by piece (sent by
-    /// reference, the chain held until the peer acknowledged it all); a datagram is loaned when
-    /// it lies in one piece of guest memory, else gathered into one copy.
+    /// reference, the chain held until the peer acknowledged it all), or copied (a `COPY` send,
+    /// [`send_copy`](Self::send_copy)); a datagram is loaned when it lies in one piece of guest
+    /// memory, else gathered into one copy.
     fn send(&mut self, id: u32, head: u16, req: &Request, walked: &Walked, mem: &Arc<GuestMem>) -> Outcome {
         let (dst, len) = match req.body {
             RequestBody::SendTo { remote, len } => (Some(remote), len as usize),
             RequestBody::Send { len } => (None, len as usize),
             _ => return Outcome::Now(Err(Errno::EINVAL)),
         };
+        let by_acked = req.flags.is_copy();
         let pieces = payload_slices(&walked.slices, req.wire_len());
-        let token = HeldSend { head, cookie: req.cookie, quiet: req.flags.is_quiet() };
-        let piece = |slice: &HostSlice| GuestPayload::new(*slice, Arc::clone(mem));
+        let token = HeldSend {
+            head: Some(head),
+            cookie: req.cookie,
+            quiet: req.flags.is_quiet(),
+            by_acked,
+            copied: 0,
+        };
+        let piece = |slice: &HostSlice| SendPayload::Guest(GuestPayload::new(*slice, Arc::clone(mem)));
         let datagram = self.server.proto_of(id) == Some(Proto::Udp);
         if !datagram {
             if dst.is_some() {
                 return Outcome::Now(Err(Errno::EOPNOTSUPP));
+            }
+            if by_acked {
+                if self.copies_held + len <= self.cfg.copy_budget {
+                    return self.send_copy(id, &pieces, token, len);
+                }
+                self.counters.tx_copies_over_budget += 1;
             }
             return match self.server.send(id, len, pieces.iter().map(piece), token) {
                 Ok(()) => {
@@ -288,6 +309,25 @@ impl<N: Nic> Engine<N> {
         match r {
             Ok(DatagramSent::Held) => Outcome::Held,
             Ok(DatagramSent::Done(n)) => Outcome::Now(Ok(Done::value(n as u64))),
+            Err(e) => Outcome::Now(Err(errno_of(e))),
+        }
+    }
+
+    /// A `COPY` send within the copy budget: its payload copied into host memory, its chain
+    /// returned now; the server holds the copy until the peer acknowledged it, then its bytes
+    /// go to the guest in an `acked` message.
+    fn send_copy(&mut self, id: u32, pieces: &[HostSlice], mut token: HeldSend, len: usize) -> Outcome {
+        let mut bytes = vec![0u8; len];
+        let n = read_into(pieces, 0, &mut bytes);
+        bytes.truncate(n);
+        token.head = None;
+        token.copied = n;
+        match self.server.send(id, n, [SendPayload::Copied(bytes)], token) {
+            Ok(()) => {
+                self.copies_held += n;
+                self.counters.tx_sends_copied += n as u64;
+                Outcome::Now(Ok(Done::value(n as u64)))
+            }
             Err(e) => Outcome::Now(Err(errno_of(e))),
         }
     }

@@ -20,6 +20,7 @@ impl<N: Nic> Engine<N> {
         let Some(pair) = self.pairs.get_mut(p) else { return aborted };
         pair.pending.retain(|o| matches!(o, Out::Return(_)));
         pair.pending_msgs = 0;
+        pair.acked.clear();
         pair.readable.clear();
         log::info!("queue pair {p}: a new driver said hello; {aborted} sockets of the previous one reset");
         aborted

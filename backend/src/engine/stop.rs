@@ -99,7 +99,7 @@ impl<N: Nic> Engine<N> {
                 heads.push(*h);
                 false
             }
-            Out::Msg(_) => true,
+            Out::Msg(_) | Out::Acked(_) => true,
         });
         pair.taken = pair.taken.saturating_sub(heads.len());
         if heads.is_empty() {

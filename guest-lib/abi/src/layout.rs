@@ -291,6 +291,15 @@ layout!(
 });
 
 layout!(
+    /// Body of an `acked` event (kind 0x17, protocol 1.2).
+    acked, size 8, {
+    /// Bytes of the socket's `COPY` sends the peer acknowledged since the last `acked`.
+    BYTES: 4,
+    /// Zero.
+    RESERVED: 4,
+});
+
+layout!(
     /// Body of a `peer_closed` event (kind 0x14): empty.
     peer_closed, size 0, {});
 

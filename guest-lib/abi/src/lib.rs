@@ -1,4 +1,4 @@
-//! The SlimTCP guest protocol, version 1.1: the messages a guest library and `slimtcp-vhost`
+//! The SlimTCP guest protocol, version 1.2: the messages a guest library and `slimtcp-vhost`
 //! exchange over the virtqueues of a vhost-user **net** device, in place of Ethernet frames.
 //!
 //! `docs/protocol.md` is the specification; this crate is its executable form, and its tests check
@@ -73,7 +73,7 @@ pub struct Version {
 
 impl Version {
     /// The version this crate implements.
-    pub const CURRENT: Version = Version { major: 1, minor: 1 };
+    pub const CURRENT: Version = Version { major: 1, minor: 2 };
 
     /// What a host implementing `self` answers to a guest's hello announcing `guest`: the same
     /// major and the smaller minor, or `None` (EPROTONOSUPPORT) when the majors differ.

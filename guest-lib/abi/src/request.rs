@@ -111,7 +111,11 @@ pub struct RequestFlags(u8);
 impl RequestFlags {
     /// Bit 0: no completion on success (errors are still reported). Not allowed on hello.
     pub const QUIET: RequestFlags = RequestFlags(0x01);
-    const DEFINED: u8 = 0x01;
+    /// Bit 1, `send` only (protocol 1.2): the host may copy the payload and return the chain
+    /// at once; the send's bytes are then counted as acknowledged by `acked` events, never by
+    /// the chain's return (docs/protocol.md section 5.6).
+    pub const COPY: RequestFlags = RequestFlags(0x02);
+    const DEFINED: u8 = 0x03;
 
     /// No flags.
     pub const fn empty() -> Self {
@@ -136,6 +140,10 @@ impl RequestFlags {
     /// Whether the host must not answer success.
     pub const fn is_quiet(self) -> bool {
         self.contains(Self::QUIET)
+    }
+    /// Whether a send's acknowledgement comes in `acked` events (its payload may be copied).
+    pub const fn is_copy(self) -> bool {
+        self.contains(Self::COPY)
     }
 }
 
@@ -413,6 +421,12 @@ impl Request {
         self
     }
 
+    /// This request with [`RequestFlags::COPY`] (a send, protocol 1.2).
+    pub fn copy_allowed(mut self) -> Request {
+        self.flags = self.flags | RequestFlags::COPY;
+        self
+    }
+
     /// The op.
     pub fn op(&self) -> Op {
         self.body.op()
@@ -464,7 +478,7 @@ impl Request {
         let flags = RequestFlags::from_bits(hdr.flags)
             .ok_or(AbiError::ReservedNonZero { offset: VIRTIO_NET_HDR_LEN + h::FLAGS.start })?;
         f.reserved(h::RESERVED)?;
-        if op == Op::Hello && flags.is_quiet() {
+        if (op == Op::Hello && flags.is_quiet()) || (op != Op::Send && flags.is_copy()) {
             return Err(AbiError::BadValue { field: "flags", value: u64::from(hdr.flags) });
         }
         if op.takes_no_socket() != hdr.socket.is_none() {

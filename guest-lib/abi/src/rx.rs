@@ -35,6 +35,8 @@ code_enum! {
         Reset = 0x15,
         /// A non-fatal asynchronous error on the socket.
         Error = 0x16,
+        /// Bytes of `COPY` sends acknowledged (protocol 1.2).
+        Acked = 0x17,
     }
 }
 
@@ -50,6 +52,7 @@ impl RxKind {
             RxKind::Writable => layout::writable::SIZE,
             RxKind::PeerClosed => layout::peer_closed::SIZE,
             RxKind::Reset | RxKind::Error => layout::socket_error::SIZE,
+            RxKind::Acked => layout::acked::SIZE,
         }
     }
 }
@@ -155,6 +158,14 @@ pub enum RxMessage {
         /// Bytes it may now have in flight in addition.
         available: u32,
     },
+    /// The peer acknowledged bytes of the socket's `COPY` sends (protocol 1.2): they no longer
+    /// count as in flight.
+    Acked {
+        /// The socket.
+        socket: SocketId,
+        /// Bytes acknowledged since the socket's previous `acked` (1 or more).
+        bytes: u32,
+    },
     /// The peer closed its sending side; no data follows.
     PeerClosed {
         /// The socket.
@@ -217,6 +228,7 @@ impl RxMessage {
             RxMessage::PeerClosed { .. } => RxKind::PeerClosed,
             RxMessage::Reset { .. } => RxKind::Reset,
             RxMessage::Error { .. } => RxKind::Error,
+            RxMessage::Acked { .. } => RxKind::Acked,
         }
     }
 
@@ -237,6 +249,7 @@ impl RxMessage {
             | RxMessage::Data { socket, .. }
             | RxMessage::Datagram { socket, .. }
             | RxMessage::Writable { socket, .. }
+            | RxMessage::Acked { socket, .. }
             | RxMessage::PeerClosed { socket }
             | RxMessage::Reset { socket, .. }
             | RxMessage::Error { socket, .. } => socket,
@@ -298,6 +311,15 @@ impl RxMessage {
                 use layout::writable as l;
                 b.reserved(l::RESERVED)?;
                 RxMessage::Writable { socket, available: b.u32(l::AVAILABLE) }
+            }
+            RxKind::Acked => {
+                use layout::acked as l;
+                b.reserved(l::RESERVED)?;
+                let bytes = b.u32(l::BYTES);
+                if bytes == 0 {
+                    return Err(AbiError::BadValue { field: "bytes", value: 0 });
+                }
+                RxMessage::Acked { socket, bytes }
             }
             RxKind::PeerClosed => RxMessage::PeerClosed { socket },
             RxKind::Reset | RxKind::Error => {
@@ -492,6 +514,7 @@ impl RxMessage {
                 b.ipv4(l::LOCAL_ADDR, *local.ip());
             }
             RxMessage::Writable { available, .. } => b.u32(layout::writable::AVAILABLE, available),
+            RxMessage::Acked { bytes, .. } => b.u32(layout::acked::BYTES, bytes),
             RxMessage::PeerClosed { .. } => {}
             RxMessage::Reset { errno, .. } | RxMessage::Error { errno, .. } => {
                 b.u32(layout::socket_error::ERRNO, errno_code(errno))

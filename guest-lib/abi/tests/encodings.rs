@@ -194,7 +194,7 @@ fn version_negotiation_takes_the_smaller_minor_of_the_same_major() {
     assert_eq!(host.negotiate(Version { major: 2, minor: 0 }), None);
     assert_eq!(
         Version::CURRENT,
-        Version { major: 1, minor: 1 },
-        "1.1: the keepalive and user-timeout options"
+        Version { major: 1, minor: 2 },
+        "1.1: the keepalive and user-timeout options; 1.2: COPY sends and the acked event"
     );
 }

@@ -241,6 +241,7 @@ fn reserved_fields_are_checked_and_reported_at_their_offset() {
         ("hello_done_refused", 32 + 47),
         ("datagram", 32 + 6), // undefined datagram flag bit (bit 0 is truncated: flip another)
         ("writable", 32 + 4),
+        ("acked", 32 + 4),
         ("reset", 32 + 4),
         ("error", 32 + 4),
     ];
@@ -273,6 +274,11 @@ fn bad_enum_values_and_forbidden_combinations_are_rejected() {
         set("hello", 17, RequestFlags::QUIET.bits()),
         Err(AbiError::BadValue { field: "flags", value: 1 })
     );
+    let copy = RequestFlags::COPY.bits();
+    assert_eq!(set("credit", 17, copy), Err(AbiError::BadValue { field: "flags", value: 2 }), "send only");
+    assert_eq!(set("send_to", 17, copy), Err(AbiError::BadValue { field: "flags", value: 2 }), "stream only");
+    assert!(set("send", 17, copy | RequestFlags::QUIET.bits()).is_ok_and(|r| r.flags.is_copy()));
+    assert_eq!(set("send", 17, 0x04), Err(AbiError::ReservedNonZero { offset: 17 }), "bits 2..7 reserved");
     assert_eq!(set("hello", 28, 9), Err(AbiError::BadValue { field: "socket", value: 9 }));
     assert_eq!(set("listen", 28, 0), Err(AbiError::BadValue { field: "socket", value: 0 }));
     assert_eq!(set("listen", 12, b'X'), Err(AbiError::BadMagic(*b"XTCP")));

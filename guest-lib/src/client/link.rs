@@ -24,8 +24,17 @@ use crate::{GuestConfig, GuestError};
 pub(super) enum TxSlot {
     Free,
     Control,
-    Send { fd: Fd, bytes: usize, _buf: TxBuf },
-    Datagram { _buf: TxBuf },
+    /// A stream send; `by_acked`: a `COPY` send, whose bytes the backend acknowledges in
+    /// `acked` messages (its chain's return says nothing about them).
+    Send {
+        fd: Fd,
+        bytes: usize,
+        by_acked: bool,
+        _buf: TxBuf,
+    },
+    Datagram {
+        _buf: TxBuf,
+    },
 }
 
 /// What the link keeps per socket.
@@ -39,7 +48,7 @@ pub(super) struct GuestSock {
     pub credit_pending: u32,
     /// In `GuestLink::credit_owed`: its credit is due and waits for room on the ring.
     pub credit_owed: bool,
-    /// Send chains the device holds (until the peer acknowledges their bytes).
+    /// Send chains (not `COPY`) the device holds (until the peer acknowledges their bytes).
     pub chains_held: usize,
 }
 
@@ -86,6 +95,8 @@ pub struct GuestLink {
     pub(super) hdr_area: DmaRegion,
     pub(super) tx_slots: Vec<TxSlot>,
     pub(super) tx_outstanding: usize,
+    /// Send chains (not `COPY`) the device holds, all sockets together.
+    pub(super) sends_held: usize,
     pub(super) max_requests: usize,
     pub(super) pool: Arc<TxPool>,
     pub(super) socks: HashMap<Fd, GuestSock>,
@@ -152,6 +163,7 @@ impl GuestLink {
             hdr_area,
             tx_slots: (0..txq).map(|_| TxSlot::Free).collect(),
             tx_outstanding: 0,
+            sends_held: 0,
             max_requests: txq,
             pool: TxPool::new(pool_area),
             socks: HashMap::new(),
@@ -272,7 +284,9 @@ impl GuestLink {
             Request::Send { fd, buf } => {
                 let cookie = (u64::from(fd.0) << 8) | TAG_QUIET_SEND;
                 let body = RequestBody::Send { len: buf.len() as u32 };
-                self.post(Wire::new(cookie, sid_of(self, fd)?, body).quiet(), Some(buf), Some(fd))
+                let req = Wire::new(cookie, sid_of(self, fd)?, body).quiet();
+                let req = if self.send_copied(fd) { req.copy_allowed() } else { req };
+                self.post(req, Some(buf), Some(fd))
             }
             Request::SendTo { fd, dst, buf } => {
                 let cookie = (u64::from(fd.0) << 8) | TAG_QUIET_SEND;
@@ -400,7 +414,7 @@ impl Link for GuestLink {
         }
         let payload = usize::from(matches!(req, Request::Send { .. } | Request::SendTo { .. }));
         let local = matches!(req, Request::Accept { .. } | Request::Adopt { fd: Some(_), .. });
-        let over_share = matches!(req, Request::Send { fd, .. } if !self.within_chain_share(fd));
+        let over_share = matches!(req, Request::Send { fd, .. } if !self.can_hold_send(fd));
         if over_share || (!local && !self.tx_room(payload)) {
             return Err(req);
         }
@@ -408,7 +422,7 @@ impl Link for GuestLink {
     }
 
     fn has_send_room(&self, fd: Fd) -> bool {
-        self.dead || (self.tx_room(1) && self.within_chain_share(fd))
+        self.dead || (self.tx_room(1) && self.can_hold_send(fd))
     }
 
     fn pump(&mut self, events: &mut Vec<Event<RxBuf>>) -> Result<bool, SocketError> {

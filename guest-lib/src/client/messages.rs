@@ -75,6 +75,10 @@ impl GuestLink {
             RxMessage::Writable { socket, .. } => {
                 events.extend(fd_of(self, &socket).map(|fd| Event::Writable { fd }))
             }
+            RxMessage::Acked { socket, bytes } => {
+                let bytes = bytes as usize;
+                events.extend(fd_of(self, &socket).map(|fd| Event::SendDone { fd, bytes }));
+            }
             RxMessage::PeerClosed { socket } => {
                 events.extend(fd_of(self, &socket).map(|fd| Event::Eof { fd }))
             }

@@ -10,7 +10,9 @@
 //!   completion or an event. Data payloads stay where they landed, become [`RxBuf`]s, and are
 //!   reposted (and their bytes credited, in batches of a quarter window) when dropped.
 //! - Send flow control is counted here: a socket's bytes in flight are the lengths of its send
-//!   chains the device still holds; they return with the used ring, after the peer's ACK.
+//!   chains the device still holds (they return with the used ring, after the peer's ACK) and
+//!   of its `COPY` sends (protocol 1.2: past its share of held chains, the backend copies them
+//!   and returns the chain at once) until an `acked` message reports them.
 //! - Waiting spins, yields, then sleeps on the receive queue's interrupt with EVENT_IDX armed;
 //!   a dead backend turns every call into `ENETDOWN` (`SocketError::StackDown`).
 

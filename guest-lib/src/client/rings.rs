@@ -66,6 +66,27 @@ impl GuestLink {
         self.socks.get(&fd).is_none_or(|s| s.chains_held < self.ring_share())
     }
 
+    /// Whether a send of `fd` may go now as far as held chains are concerned: always with a
+    /// backend that copies (protocol 1.2, [`send_copied`](Self::send_copied)), else only
+    /// within the socket's share.
+    pub(super) fn can_hold_send(&self, fd: Fd) -> bool {
+        self.copy_sends() || self.within_chain_share(fd)
+    }
+
+    /// Whether the negotiated protocol has `COPY` sends (1.2).
+    fn copy_sends(&self) -> bool {
+        self.version.minor >= 2
+    }
+
+    /// Whether the next send of stream socket `fd` goes with `COPY` (the backend copies it and
+    /// returns its chain at once): the socket has its share of held chains, or held send
+    /// chains (two descriptors each) take half the queue's descriptors. Below that, sends stay
+    /// zero copy; above it, no number of sockets whose peers stop reading can fill the queue.
+    pub(super) fn send_copied(&self, fd: Fd) -> bool {
+        let half_the_descriptors = 2 * self.sends_held >= usize::from(self.qp.tx.ring.size()) / 2;
+        self.copy_sends() && (!self.within_chain_share(fd) || half_the_descriptors)
+    }
+
     /// Puts a request (and its payload buffer) on the transmit queue; the caller checked
     /// [`tx_room`](Self::tx_room). `fd` names the socket a stream send counts against.
     pub(super) fn put(
@@ -89,7 +110,8 @@ impl GuestLink {
         let slot = match (payload, req.body) {
             (Some(buf), RequestBody::Send { .. }) => {
                 chain[1] = Segment { gpa: buf.gpa(), len: buf.len() as u32, writable: false };
-                TxSlot::Send { fd: fd.unwrap_or(Fd(0)), bytes: buf.len(), _buf: buf }
+                let by_acked = req.flags.is_copy();
+                TxSlot::Send { fd: fd.unwrap_or(Fd(0)), bytes: buf.len(), by_acked, _buf: buf }
             }
             (Some(buf), _) => {
                 chain[1] = Segment { gpa: buf.gpa(), len: buf.len() as u32, writable: false };
@@ -102,7 +124,8 @@ impl GuestLink {
         let used = if used == 2 && chain[1].len == 0 { 1 } else { used };
         let got = self.qp.tx.ring.add(&chain[..used]).map_err(|_| SocketError::NoBuffers)?;
         debug_assert_eq!(got, head);
-        if let TxSlot::Send { fd, .. } = &slot {
+        if let TxSlot::Send { fd, by_acked: false, .. } = &slot {
+            self.sends_held += 1;
             if let Some(s) = self.socks.get_mut(fd) {
                 s.chains_held += 1;
             }
@@ -125,7 +148,9 @@ impl GuestLink {
                     progressed = true;
                     self.tx_outstanding = self.tx_outstanding.saturating_sub(1);
                     let slot = std::mem::replace(&mut self.tx_slots[usize::from(head)], TxSlot::Free);
-                    if let TxSlot::Send { fd, bytes, .. } = slot {
+                    // A COPY send's bytes are acknowledged by `acked` messages instead.
+                    if let TxSlot::Send { fd, bytes, by_acked: false, .. } = slot {
+                        self.sends_held = self.sends_held.saturating_sub(1);
                         if let Some(s) = self.socks.get_mut(&fd) {
                             s.chains_held = s.chains_held.saturating_sub(1);
                         }

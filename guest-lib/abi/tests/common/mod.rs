@@ -138,6 +138,7 @@ pub fn example_rx() -> Vec<(&'static str, RxMessage)> {
             RxMessage::Accepted { listener: SOCK, socket: SocketId(0x2b), remote: peer(), local: local() },
         ),
         ("writable", RxMessage::Writable { socket: SOCK, available: 65536 }),
+        ("acked", RxMessage::Acked { socket: SOCK, bytes: 1024 }),
         ("peer_closed", RxMessage::PeerClosed { socket: SOCK }),
         ("reset", RxMessage::Reset { socket: SOCK, errno: Errno::ECONNRESET }),
         ("error", RxMessage::Error { socket: SOCK, errno: Errno::EHOSTUNREACH }),
@@ -196,14 +197,17 @@ pub fn random_request(rng: &mut Rng) -> Request {
     };
     let socket = if body.op().takes_no_socket() { SocketId::NONE } else { nonzero(rng) };
     let quiet = body.op() != slimtcp_abi::Op::Hello && rng.below(2) == 1;
-    let flags = if quiet { RequestFlags::QUIET } else { RequestFlags::empty() };
+    let mut flags = if quiet { RequestFlags::QUIET } else { RequestFlags::empty() };
+    if body.op() == slimtcp_abi::Op::Send && rng.below(2) == 1 {
+        flags = flags | RequestFlags::COPY;
+    }
     Request { cookie: rng.next_u64(), socket, flags, body }
 }
 
 pub fn random_rx(rng: &mut Rng) -> RxMessage {
     let socket = SocketId(rng.u32().max(1));
     let errno = rng.pick(Errno::ALL);
-    match rng.below(9) {
+    match rng.below(10) {
         0 => RxMessage::Complete {
             cookie: rng.next_u64(),
             socket: SocketId(rng.u32()),
@@ -251,6 +255,7 @@ pub fn random_rx(rng: &mut Rng) -> RxMessage {
         5 => RxMessage::Writable { socket, available: rng.u32() },
         6 => RxMessage::PeerClosed { socket },
         7 => RxMessage::Reset { socket, errno },
+        8 => RxMessage::Acked { socket, bytes: rng.u32().max(1) },
         _ => RxMessage::Error { socket, errno },
     }
 }
