@@ -292,11 +292,16 @@ fn credit_due_while_the_ring_is_full_goes_out_when_room_returns_without_an_idle_
 /// A backend answering hello with `version`, socket ids from 42 on, connects done at once, and
 /// otherwise [`echo_backend`] (every send chain held until released).
 fn backend_of_version(version: Version) -> fake::Handler {
+    backend_of(version, info())
+}
+
+/// [`backend_of_version`] with its hello's `info`.
+fn backend_of(version: Version, info: HelloInfo) -> fake::Handler {
     let mut next_sid = 42u32;
     Box::new(move |req: &Request, payload: &[u8]| match req.body {
         RequestBody::Hello { .. } => Answer {
             messages: vec![(
-                RxMessage::HelloDone { cookie: req.cookie, version, result: Ok(info()) },
+                RxMessage::HelloDone { cookie: req.cookie, version, result: Ok(info) },
                 Vec::new(),
             )],
             hold: false,
@@ -355,7 +360,8 @@ fn a_socket_whose_sends_are_held_keeps_to_its_share_of_the_ring() {
     }
 }
 
-/// Against a 1.2 backend, a socket whose held chains reach its share sends with `COPY`: the
+/// Against a 1.2 backend, a socket of small sends whose held chains reach its share sends with
+/// `COPY` (they carry far less than 64 KiB): the
 /// backend returns those chains at once, so the socket goes on up to its send buffer (8 KiB
 /// here) in far more requests than the ring has, the ring keeps room for the other sockets,
 /// and the copied bytes stay in flight until `acked` says the peer has them (a returned `COPY`
@@ -429,6 +435,38 @@ fn sends_beyond_the_chain_share_go_with_copy_and_only_acked_frees_their_bytes() 
     }
     assert_eq!(more, 100, "acked freed exactly its bytes");
     assert_eq!(api.send(a, b"x"), Err(SocketError::WouldBlock));
+}
+
+/// Against a 1.2 backend, a bulk socket (whose share of chains already carries 64 KiB or
+/// more) does not copy past its share: it waits for its chains to come back, zero copy, while
+/// another socket's sends still go.
+#[test]
+fn a_bulk_socket_at_its_share_waits_and_stays_zero_copy() {
+    let info = HelloInfo { max_send_in_flight: 1 << 20, ..info() };
+    let (qp, dev) = fake::start(64, backend_of(Version { major: 1, minor: 2 }, info));
+    let cfg = GuestConfig { queue_size: 64, rx_buffer_size: 2048, ..GuestConfig::default() };
+    let mut api = GuestSockets::new(qp, &cfg).expect("hello");
+    let (a, b) = (open_nonblocking(&mut api), open_nonblocking(&mut api));
+    let mut chains = 0;
+    while api.send(a, &[1u8; 9000]).is_ok() {
+        chains += 1;
+        assert!(chains <= 64, "more chains than the ring has");
+    }
+    assert_eq!(chains, 64 / 8, "the share (8 chains of 9000 B: past 64 KiB)");
+    assert_eq!(api.send(a, b"x"), Err(SocketError::WouldBlock), "small sends wait too");
+    assert!(!api.readiness(a).expect("readiness").contains(Ready::OUT), "not writable at its share");
+    assert_eq!(api.send(b, b"other"), Ok(5), "another socket's send goes");
+    assert!(dev.frames().iter().all(|f| f[17] & 0x02 == 0), "no COPY send");
+    while dev.held.lock().expect("held").len() < chains + 1 {
+        api.progress().expect("progress");
+    }
+    dev.release.store(true, std::sync::atomic::Ordering::Relaxed);
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while api.send(a, &[1u8; 9000]).is_err() {
+        assert!(std::time::Instant::now() < deadline, "room again once the chains came back");
+        api.progress().expect("progress");
+    }
+    assert!(dev.frames().iter().all(|f| f[17] & 0x02 == 0), "still no COPY send");
 }
 
 /// Payloads the application does not read never take every posted buffer: with the device's

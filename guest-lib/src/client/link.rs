@@ -50,11 +50,13 @@ pub(super) struct GuestSock {
     pub credit_owed: bool,
     /// Send chains (not `COPY`) the device holds (until the peer acknowledges their bytes).
     pub chains_held: usize,
+    /// The payload bytes of those chains.
+    pub bytes_held: usize,
 }
 
 impl GuestSock {
     fn new(sid: SocketId, proto: Proto, rcvbuf: usize) -> GuestSock {
-        GuestSock { sid, proto, rcvbuf, credit_pending: 0, credit_owed: false, chains_held: 0 }
+        GuestSock { sid, proto, rcvbuf, credit_pending: 0, credit_owed: false, chains_held: 0, bytes_held: 0 }
     }
 }
 

@@ -15,6 +15,10 @@ use crate::ring::Segment;
 /// Empty pumps between two link probes (one `poll` syscall each).
 const EMPTY_PUMPS_PER_PROBE: u32 = 1024;
 
+/// A stream socket past its share of held chains sends with `COPY` while those chains carry
+/// fewer bytes than this (a TCP window without scaling); with more it waits for them.
+pub(super) const COPY_PAST_SHARE_BELOW: usize = 64 * 1024;
+
 impl GuestLink {
     /// Posts the receive buffers waiting in `rx_to_post`.
     pub(super) fn post_rx(&mut self) -> Result<(), SocketError> {
@@ -62,15 +66,22 @@ impl GuestLink {
     }
 
     /// Whether stream socket `fd` may have one more send chain held.
-    pub(super) fn within_chain_share(&self, fd: Fd) -> bool {
+    fn within_chain_share(&self, fd: Fd) -> bool {
         self.socks.get(&fd).is_none_or(|s| s.chains_held < self.ring_share())
     }
 
-    /// Whether a send of `fd` may go now as far as held chains are concerned: always with a
-    /// backend that copies (protocol 1.2, [`send_copied`](Self::send_copied)), else only
-    /// within the socket's share.
+    /// Whether a send of `fd` may go now as far as held chains are concerned: within the
+    /// socket's share; past it only with a backend that copies (protocol 1.2,
+    /// [`send_copied`](Self::send_copied)) and only while the socket's held chains carry less
+    /// than [`COPY_PAST_SHARE_BELOW`]: a stream of small sends is not held to a few kilobytes
+    /// in flight, and a bulk stream (whose share already holds plenty) waits for its chains
+    /// and stays zero copy.
     pub(super) fn can_hold_send(&self, fd: Fd) -> bool {
-        self.copy_sends() || self.within_chain_share(fd)
+        match self.socks.get(&fd) {
+            None => true,
+            Some(s) if s.chains_held < self.ring_share() => true,
+            Some(s) => self.copy_sends() && s.bytes_held < COPY_PAST_SHARE_BELOW,
+        }
     }
 
     /// Whether the negotiated protocol has `COPY` sends (1.2).
@@ -124,10 +135,11 @@ impl GuestLink {
         let used = if used == 2 && chain[1].len == 0 { 1 } else { used };
         let got = self.qp.tx.ring.add(&chain[..used]).map_err(|_| SocketError::NoBuffers)?;
         debug_assert_eq!(got, head);
-        if let TxSlot::Send { fd, by_acked: false, .. } = &slot {
+        if let TxSlot::Send { fd, bytes, by_acked: false, .. } = &slot {
             self.sends_held += 1;
             if let Some(s) = self.socks.get_mut(fd) {
                 s.chains_held += 1;
+                s.bytes_held += bytes;
             }
         }
         self.tx_slots[usize::from(head)] = slot;
@@ -153,6 +165,7 @@ impl GuestLink {
                         self.sends_held = self.sends_held.saturating_sub(1);
                         if let Some(s) = self.socks.get_mut(&fd) {
                             s.chains_held = s.chains_held.saturating_sub(1);
+                            s.bytes_held = s.bytes_held.saturating_sub(bytes);
                         }
                         events.push(Event::SendDone { fd, bytes });
                     }
