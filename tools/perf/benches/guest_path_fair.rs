@@ -34,8 +34,9 @@
 //!   `FAIR_CONN_MSS`, default 1400; buffers `FAIR_CONN_BUFFER`, default slimtcp-perf's split of
 //!   64 MiB, 16..=256 KiB per socket), epoll-driven, after `FAIR_CONN_WARMUP` s (default 2), with
 //!   goodput at N over goodput at 1 connection per path (`guest_path_fair/many.rs`) (the guest
-//!   library's one queue pair holds at most 511 sends in flight: a non-blocking send beyond
-//!   that is `EAGAIN` until chains come back);
+//!   library's one queue pair lets the backend hold send chains for up to half its
+//!   descriptors; beyond that sends go with `COPY`, protocol 1.2, and the backend session line
+//!   counts them as `tx sends copied`);
 //! - 64-byte round trips (the stack under test sends, the peer echoes), `FAIR_ROUND_TRIPS`
 //!   (default 20,000, after 1,000 warm-up), p50 and p99.
 //!
