@@ -469,6 +469,74 @@ fn a_bulk_socket_at_its_share_waits_and_stays_zero_copy() {
     assert!(dev.frames().iter().all(|f| f[17] & 0x02 == 0), "still no COPY send");
 }
 
+/// Against a 1.2 backend, once held send chains take half the queue's descriptors (16 of 64),
+/// a send waits for chains to come back, zero copy (a busy pair's do); once those chains have
+/// been held for 100 ms or more (peers that do not read), sends go with `COPY` instead, so the
+/// other sockets go on.
+#[test]
+fn at_half_the_ring_sends_wait_unless_the_held_chains_are_stuck_then_they_copy() {
+    let info = HelloInfo { max_send_in_flight: 1 << 20, ..info() };
+    let mut inner = backend_of(Version { major: 1, minor: 2 }, info);
+    let (qp, dev) = fake::start(
+        64,
+        Box::new(move |req: &Request, payload: &[u8]| {
+            if matches!(req.body, RequestBody::Send { .. }) && req.flags.is_copy() {
+                return Answer { messages: Vec::new(), hold: false };
+            }
+            inner(req, payload)
+        }),
+    );
+    let cfg = GuestConfig { queue_size: 64, rx_buffer_size: 2048, ..GuestConfig::default() };
+    let mut api = GuestSockets::new(qp, &cfg).expect("hello");
+    let (a, b, c) = (open_nonblocking(&mut api), open_nonblocking(&mut api), open_nonblocking(&mut api));
+    for fd in [a, b] {
+        let mut chains = 0;
+        while api.send(fd, &[1u8; 9000]).is_ok() {
+            chains += 1;
+        }
+        assert_eq!(chains, 8, "each bulk socket its share");
+    }
+    while dev.held.lock().expect("held").len() < 16 {
+        api.progress().expect("progress");
+    }
+    assert_eq!(api.send(c, &[3u8; 9000]), Err(SocketError::WouldBlock), "at the mark: wait");
+    assert!(!api.readiness(c).expect("readiness").contains(Ready::OUT));
+    assert!(dev.frames().iter().all(|f| f[17] & 0x02 == 0), "no COPY send yet");
+    let c_sid = {
+        let sends: Vec<[u8; 4]> = dev
+            .frames()
+            .iter()
+            .filter(|f| f[16] == Op::Send.code())
+            .map(|f| [f[28], f[29], f[30], f[31]])
+            .collect();
+        assert_eq!(sends.len(), 16);
+        u32::from_le_bytes(sends[0]) + 2
+    };
+    // Held for two epochs: stuck. The waiting socket becomes writable and sends copied.
+    std::thread::sleep(Duration::from_millis(110));
+    api.progress().expect("progress");
+    assert!(api.readiness(c).expect("readiness").contains(Ready::OUT), "writable once stuck");
+    assert_eq!(api.send(c, &[3u8; 9000]), Ok(9000));
+    let copied = || -> Vec<(u8, u32)> {
+        dev.frames()
+            .iter()
+            .filter(|f| f[16] == Op::Send.code() && f[17] & 0x02 != 0)
+            .map(|f| (f[17], u32::from_le_bytes([f[28], f[29], f[30], f[31]])))
+            .collect()
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while copied().is_empty() {
+        assert!(std::time::Instant::now() < deadline, "the device takes the send");
+        api.progress().expect("progress");
+    }
+    assert_eq!(copied(), vec![(0x03, c_sid)], "c's send, QUIET | COPY");
+    assert_eq!(
+        api.send(a, &[1u8; 9000]),
+        Err(SocketError::WouldBlock),
+        "a bulk socket at its share still waits"
+    );
+}
+
 /// Payloads the application does not read never take every posted buffer: with the device's
 /// 64 buffers full of unread data, a blocking call's completion still gets one (later payloads
 /// are copied out and their buffers reposted), and every byte then reads in order.

@@ -14,6 +14,7 @@ use slimtcp_api::app::{Event, Limits, Link, Reply, Request, Submitted};
 use slimtcp_api::{Fd, Proto, SockOpt, SockOptName, SocketError};
 
 use super::buffers::{Release, ReleaseQueue, RxBuf, TxBuf, TxPool, LARGE_TX};
+use super::held_age::HeldAges;
 use super::{HDR_SLOT, TAG_CALL, TAG_CLOSE, TAG_CONNECT, TAG_HELLO, TAG_QUIET_SEND};
 use crate::mem::{BumpAllocator, DmaRegion};
 use crate::transport::QueuePair;
@@ -30,6 +31,8 @@ pub(super) enum TxSlot {
         fd: Fd,
         bytes: usize,
         by_acked: bool,
+        /// Its [`HeldAges`] stamp (held chains only).
+        stamp: u32,
         _buf: TxBuf,
     },
     Datagram {
@@ -99,6 +102,8 @@ pub struct GuestLink {
     pub(super) tx_outstanding: usize,
     /// Send chains (not `COPY`) the device holds, all sockets together.
     pub(super) sends_held: usize,
+    /// How long it has held them.
+    pub(super) held_ages: HeldAges,
     pub(super) max_requests: usize,
     pub(super) pool: Arc<TxPool>,
     pub(super) socks: HashMap<Fd, GuestSock>,
@@ -166,6 +171,7 @@ impl GuestLink {
             tx_slots: (0..txq).map(|_| TxSlot::Free).collect(),
             tx_outstanding: 0,
             sends_held: 0,
+            held_ages: HeldAges::new(Instant::now()),
             max_requests: txq,
             pool: TxPool::new(pool_area),
             socks: HashMap::new(),

@@ -18,6 +18,7 @@
 
 mod buffers;
 mod errno;
+mod held_age;
 mod link;
 mod messages;
 mod rings;

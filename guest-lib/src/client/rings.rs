@@ -1,7 +1,7 @@
 //! The queue pair's mechanics: putting requests on the transmit queue, posting receive
 //! buffers, taking back used chains, returning receive credit, and idling.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use slimtcp_abi::{Request, RequestBody, RxMessage};
 use slimtcp_api::app::Event;
@@ -65,23 +65,29 @@ impl GuestLink {
         (self.max_requests / 8).max(1)
     }
 
-    /// Whether stream socket `fd` may have one more send chain held.
-    fn within_chain_share(&self, fd: Fd) -> bool {
-        self.socks.get(&fd).is_none_or(|s| s.chains_held < self.ring_share())
-    }
-
-    /// Whether a send of `fd` may go now as far as held chains are concerned: within the
-    /// socket's share; past it only with a backend that copies (protocol 1.2,
-    /// [`send_copied`](Self::send_copied)) and only while the socket's held chains carry less
-    /// than [`COPY_PAST_SHARE_BELOW`]: a stream of small sends is not held to a few kilobytes
-    /// in flight, and a bulk stream (whose share already holds plenty) waits for its chains
-    /// and stays zero copy.
+    /// Whether a send of stream socket `fd` may go now as far as held chains are concerned.
+    ///
+    /// Against a 1.0/1.1 backend: only within the socket's share. With `COPY` sends (1.2,
+    /// [`send_copied`](Self::send_copied) says which go copied):
+    /// - within its share, while held send chains take less than half the queue's
+    ///   descriptors ([`send_pressure`](Self::send_pressure)): zero copy;
+    /// - past its share, a socket whose held chains carry less than [`COPY_PAST_SHARE_BELOW`]
+    ///   goes on copied (a stream of small sends is not held to a few kilobytes in flight); a
+    ///   bulk one waits for its chains (its share keeps plenty in flight), zero copy;
+    /// - at the pressure mark, sends wait for chains to come back (a busy pair's do within
+    ///   milliseconds) unless half the chains the mark allows are old ([`HeldAges`](super::held_age::HeldAges): held
+    ///   for peers that do not read): then they go copied, so such sockets never stop the
+    ///   others, however many.
     pub(super) fn can_hold_send(&self, fd: Fd) -> bool {
-        match self.socks.get(&fd) {
-            None => true,
-            Some(s) if s.chains_held < self.ring_share() => true,
-            Some(s) => self.copy_sends() && s.bytes_held < COPY_PAST_SHARE_BELOW,
+        let Some(s) = self.socks.get(&fd) else { return true };
+        let within_share = s.chains_held < self.ring_share();
+        if !self.copy_sends() {
+            return within_share;
         }
+        if !within_share {
+            return s.bytes_held < COPY_PAST_SHARE_BELOW;
+        }
+        !self.send_pressure() || self.held_chains_stuck()
     }
 
     /// Whether the negotiated protocol has `COPY` sends (1.2).
@@ -89,13 +95,28 @@ impl GuestLink {
         self.version.minor >= 2
     }
 
-    /// Whether the next send of stream socket `fd` goes with `COPY` (the backend copies it and
-    /// returns its chain at once): the socket has its share of held chains, or held send
-    /// chains (two descriptors each) take half the queue's descriptors. Below that, sends stay
-    /// zero copy; above it, no number of sockets whose peers stop reading can fill the queue.
+    /// Most send chains held before sends wait or go copied: those whose two descriptors take
+    /// half the queue's.
+    fn held_mark(&self) -> usize {
+        (usize::from(self.qp.tx.ring.size()) / 4).max(1)
+    }
+
+    /// Whether held send chains are at the mark.
+    fn send_pressure(&self) -> bool {
+        self.sends_held >= self.held_mark()
+    }
+
+    /// Whether old chains (see [`HeldAges`](super::held_age::HeldAges)) take half the mark.
+    fn held_chains_stuck(&self) -> bool {
+        2 * self.held_ages.old(self.sends_held, Instant::now()) >= self.held_mark()
+    }
+
+    /// Whether the next send of stream socket `fd`, which [`can_hold_send`](Self::can_hold_send)
+    /// lets go, goes with `COPY` (the backend copies it and returns its chain at once): past
+    /// the socket's share, or at the pressure mark.
     pub(super) fn send_copied(&self, fd: Fd) -> bool {
-        let half_the_descriptors = 2 * self.sends_held >= usize::from(self.qp.tx.ring.size()) / 2;
-        self.copy_sends() && (!self.within_chain_share(fd) || half_the_descriptors)
+        let past_share = self.socks.get(&fd).is_some_and(|s| s.chains_held >= self.ring_share());
+        self.copy_sends() && (past_share || self.send_pressure())
     }
 
     /// Puts a request (and its payload buffer) on the transmit queue; the caller checked
@@ -122,7 +143,11 @@ impl GuestLink {
             (Some(buf), RequestBody::Send { .. }) => {
                 chain[1] = Segment { gpa: buf.gpa(), len: buf.len() as u32, writable: false };
                 let by_acked = req.flags.is_copy();
-                TxSlot::Send { fd: fd.unwrap_or(Fd(0)), bytes: buf.len(), by_acked, _buf: buf }
+                // The clock is read once this chain makes half the mark: stamps below it may
+                // look older, never younger, and are always fewer than half the mark.
+                let now = (2 * (self.sends_held + 1) >= self.held_mark()).then(Instant::now);
+                let stamp = if by_acked { 0 } else { self.held_ages.stamp(now) };
+                TxSlot::Send { fd: fd.unwrap_or(Fd(0)), bytes: buf.len(), by_acked, stamp, _buf: buf }
             }
             (Some(buf), _) => {
                 chain[1] = Segment { gpa: buf.gpa(), len: buf.len() as u32, writable: false };
@@ -161,8 +186,9 @@ impl GuestLink {
                     self.tx_outstanding = self.tx_outstanding.saturating_sub(1);
                     let slot = std::mem::replace(&mut self.tx_slots[usize::from(head)], TxSlot::Free);
                     // A COPY send's bytes are acknowledged by `acked` messages instead.
-                    if let TxSlot::Send { fd, bytes, by_acked: false, .. } = slot {
+                    if let TxSlot::Send { fd, bytes, by_acked: false, stamp, .. } = slot {
                         self.sends_held = self.sends_held.saturating_sub(1);
+                        self.held_ages.returned(stamp);
                         if let Some(s) = self.socks.get_mut(&fd) {
                             s.chains_held = s.chains_held.saturating_sub(1);
                             s.bytes_held = s.bytes_held.saturating_sub(bytes);
