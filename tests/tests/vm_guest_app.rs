@@ -166,8 +166,9 @@ fn a_guest_app_in_a_vm_moves_exact_data_with_linux_over_the_pci_transport() {
     assert_eq!(counter(&counters, "tx copied by backend"), 0, "{counters:?}");
     // TCP segments and UDP datagrams go by reference from guest memory: nothing copied but
     // segments and datagrams shorter than EXTERNAL_MIN_PAYLOAD (the echoes, the small
-    // datagrams), which cost less copied, and `COPY` sends (the 256 `many` sockets' sends past
-    // half the ring's descriptors held; the bulk stream's share of chains keeps it zero copy).
+    // datagrams), which cost less copied, and `COPY` sends: only the 256 `many` sockets' may
+    // go so (past half the ring's descriptors held, if those chains grew old in the slow TCG
+    // guest); the bulk stream's share of chains keeps it zero copy.
     let udp_sent: u64 = log
         .split("udp_sent_bytes=")
         .nth(1)

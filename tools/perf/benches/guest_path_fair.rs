@@ -35,8 +35,9 @@
 //!   64 MiB, 16..=256 KiB per socket), epoll-driven, after `FAIR_CONN_WARMUP` s (default 2), with
 //!   goodput at N over goodput at 1 connection per path (`guest_path_fair/many.rs`) (the guest
 //!   library's one queue pair lets the backend hold send chains for up to half its
-//!   descriptors; beyond that sends go with `COPY`, protocol 1.2, and the backend session line
-//!   counts them as `tx sends copied`);
+//!   descriptors; beyond that sends wait for chains to come back, and only if those chains
+//!   are held 50 ms or more go with `COPY`, which the backend session line counts as
+//!   `tx sends copied`);
 //! - 64-byte round trips (the stack under test sends, the peer echoes), `FAIR_ROUND_TRIPS`
 //!   (default 20,000, after 1,000 warm-up), p50 and p99.
 //!
