@@ -317,6 +317,18 @@ fn backend_of(version: Version, info: HelloInfo) -> fake::Handler {
     })
 }
 
+/// A 1.2 backend ([`backend_of`]) that copies `COPY` sends: their chains go back at once and
+/// nothing is echoed; other send chains are held until released.
+fn copying_backend(info: HelloInfo) -> fake::Handler {
+    let mut inner = backend_of(Version { major: 1, minor: 2 }, info);
+    Box::new(move |req: &Request, payload: &[u8]| {
+        if matches!(req.body, RequestBody::Send { .. }) && req.flags.is_copy() {
+            return Answer { messages: Vec::new(), hold: false };
+        }
+        inner(req, payload)
+    })
+}
+
 /// A connected non-blocking stream socket.
 fn open_nonblocking(api: &mut GuestSockets) -> slimtcp_api::Fd {
     let fd = api.socket(Proto::Tcp).expect("socket");
@@ -368,17 +380,7 @@ fn a_socket_whose_sends_are_held_keeps_to_its_share_of_the_ring() {
 /// chain frees none).
 #[test]
 fn sends_beyond_the_chain_share_go_with_copy_and_only_acked_frees_their_bytes() {
-    let mut inner = backend_of_version(Version { major: 1, minor: 2 });
-    let (qp, dev) = fake::start(
-        64,
-        Box::new(move |req: &Request, payload: &[u8]| {
-            if matches!(req.body, RequestBody::Send { .. }) && req.flags.is_copy() {
-                // Copied by the backend: the chain goes back at once, nothing is echoed.
-                return Answer { messages: Vec::new(), hold: false };
-            }
-            inner(req, payload)
-        }),
-    );
+    let (qp, dev) = fake::start(64, copying_backend(info()));
     let cfg = GuestConfig { queue_size: 64, rx_buffer_size: 2048, ..GuestConfig::default() };
     let mut api = GuestSockets::new(qp, &cfg).expect("hello");
     let (a, b) = (open_nonblocking(&mut api), open_nonblocking(&mut api));
@@ -476,16 +478,7 @@ fn a_bulk_socket_at_its_share_waits_and_stays_zero_copy() {
 #[test]
 fn at_half_the_ring_sends_wait_unless_the_held_chains_are_stuck_then_they_copy() {
     let info = HelloInfo { max_send_in_flight: 1 << 20, ..info() };
-    let mut inner = backend_of(Version { major: 1, minor: 2 }, info);
-    let (qp, dev) = fake::start(
-        64,
-        Box::new(move |req: &Request, payload: &[u8]| {
-            if matches!(req.body, RequestBody::Send { .. }) && req.flags.is_copy() {
-                return Answer { messages: Vec::new(), hold: false };
-            }
-            inner(req, payload)
-        }),
-    );
+    let (qp, dev) = fake::start(64, copying_backend(info));
     let cfg = GuestConfig { queue_size: 64, rx_buffer_size: 2048, ..GuestConfig::default() };
     let mut api = GuestSockets::new(qp, &cfg).expect("hello");
     let (a, b, c) = (open_nonblocking(&mut api), open_nonblocking(&mut api), open_nonblocking(&mut api));

@@ -203,6 +203,14 @@ fn nonzero_errno(f: &Fields<'_>, r: Range<usize>) -> Result<Errno, AbiError> {
     errno_field(f, r)?.ok_or(AbiError::BadValue { field: "errno", value: 0 })
 }
 
+/// A count that must not be 0 (`field` names it in the error).
+fn nonzero_u32(f: &Fields<'_>, field: &'static str, r: Range<usize>) -> Result<u32, AbiError> {
+    match f.u32(r) {
+        0 => Err(AbiError::BadValue { field, value: 0 }),
+        n => Ok(n),
+    }
+}
+
 fn nonzero_socket(field: &'static str, s: SocketId) -> Result<SocketId, AbiError> {
     if s.is_none() {
         Err(AbiError::BadValue { field, value: 0 })
@@ -291,11 +299,7 @@ impl RxMessage {
             RxKind::Data => {
                 use layout::data as l;
                 b.reserved(l::RESERVED)?;
-                let len = b.u32(l::LEN);
-                if len == 0 {
-                    return Err(AbiError::BadValue { field: "len", value: 0 });
-                }
-                RxMessage::Data { socket, len }
+                RxMessage::Data { socket, len: nonzero_u32(&b, "len", l::LEN)? }
             }
             RxKind::Datagram => Self::parse_datagram(&b, socket)?,
             RxKind::Accepted => {
@@ -315,11 +319,7 @@ impl RxMessage {
             RxKind::Acked => {
                 use layout::acked as l;
                 b.reserved(l::RESERVED)?;
-                let bytes = b.u32(l::BYTES);
-                if bytes == 0 {
-                    return Err(AbiError::BadValue { field: "bytes", value: 0 });
-                }
-                RxMessage::Acked { socket, bytes }
+                RxMessage::Acked { socket, bytes: nonzero_u32(&b, "bytes", l::BYTES)? }
             }
             RxKind::PeerClosed => RxMessage::PeerClosed { socket },
             RxKind::Reset | RxKind::Error => {
