@@ -373,11 +373,10 @@ fn a_socket_whose_sends_are_held_keeps_to_its_share_of_the_ring() {
 }
 
 /// Against a 1.2 backend, a socket of small sends whose held chains reach its share sends with
-/// `COPY` (they carry far less than 64 KiB): the
-/// backend returns those chains at once, so the socket goes on up to its send buffer (8 KiB
-/// here) in far more requests than the ring has, the ring keeps room for the other sockets,
-/// and the copied bytes stay in flight until `acked` says the peer has them (a returned `COPY`
-/// chain frees none).
+/// `COPY` (they carry far less than 64 KiB): the backend returns those chains at once, so the
+/// socket goes on up to its send buffer (8 KiB here) in far more requests than the ring has,
+/// the ring keeps room for the other sockets, and the copied bytes stay in flight until
+/// `acked` says the peer has them (a returned `COPY` chain frees none).
 #[test]
 fn sends_beyond_the_chain_share_go_with_copy_and_only_acked_frees_their_bytes() {
     let (qp, dev) = fake::start(64, copying_backend(info()));
@@ -505,10 +504,13 @@ fn at_half_the_ring_sends_wait_unless_the_held_chains_are_stuck_then_they_copy()
         assert_eq!(sends.len(), 16);
         u32::from_le_bytes(sends[0]) + 2
     };
-    // Held for two epochs: stuck. The waiting socket becomes writable and sends copied.
-    std::thread::sleep(Duration::from_millis(110));
-    api.progress().expect("progress");
-    assert!(api.readiness(c).expect("readiness").contains(Ready::OUT), "writable once stuck");
+    // Held for two epochs (100 ms): stuck. The waiting socket becomes writable and sends copied.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !api.readiness(c).expect("readiness").contains(Ready::OUT) {
+        assert!(std::time::Instant::now() < deadline, "writable once stuck");
+        api.progress().expect("progress");
+        std::thread::yield_now();
+    }
     assert_eq!(api.send(c, &[3u8; 9000]), Ok(9000));
     let copied = || -> Vec<(u8, u32)> {
         dev.frames()

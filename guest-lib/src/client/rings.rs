@@ -17,7 +17,7 @@ const EMPTY_PUMPS_PER_PROBE: u32 = 1024;
 
 /// A stream socket past its share of held chains sends with `COPY` while those chains carry
 /// fewer bytes than this (a TCP window without scaling); with more it waits for them.
-pub(super) const COPY_PAST_SHARE_BELOW: usize = 64 * 1024;
+const COPY_PAST_SHARE_BELOW: usize = 64 * 1024;
 
 impl GuestLink {
     /// Posts the receive buffers waiting in `rx_to_post`.
@@ -75,9 +75,9 @@ impl GuestLink {
     ///   goes on copied (a stream of small sends is not held to a few kilobytes in flight); a
     ///   bulk one waits for its chains (its share keeps plenty in flight), zero copy;
     /// - at the pressure mark, sends wait for chains to come back (a busy pair's do within
-    ///   milliseconds) unless half the chains the mark allows are old ([`HeldAges`](super::held_age::HeldAges): held
-    ///   for peers that do not read): then they go copied, so such sockets never stop the
-    ///   others, however many.
+    ///   milliseconds) unless half the chains the mark allows are old
+    ///   ([`HeldAges`](super::held_age::HeldAges): held for peers that do not read): then they
+    ///   go copied, so such sockets never stop the others, however many.
     pub(super) fn can_hold_send(&self, fd: Fd) -> bool {
         let Some(s) = self.socks.get(&fd) else { return true };
         let within_share = s.chains_held < self.ring_share();
@@ -139,15 +139,11 @@ impl GuestLink {
         let n = req.emit(frame).map_err(|_| SocketError::InvalidInput)?;
         let gpa = self.hdr_area.gpa() + offset as u64;
         let mut chain = [Segment { gpa, len: n as u32, writable: false }; 2];
-        let slot = match (payload, req.body) {
+        let mut slot = match (payload, req.body) {
             (Some(buf), RequestBody::Send { .. }) => {
                 chain[1] = Segment { gpa: buf.gpa(), len: buf.len() as u32, writable: false };
                 let by_acked = req.flags.is_copy();
-                // The clock is read once this chain makes half the mark: stamps below it may
-                // look older, never younger, and are always fewer than half the mark.
-                let now = (2 * (self.sends_held + 1) >= self.held_mark()).then(Instant::now);
-                let stamp = if by_acked { 0 } else { self.held_ages.stamp(now) };
-                TxSlot::Send { fd: fd.unwrap_or(Fd(0)), bytes: buf.len(), by_acked, stamp, _buf: buf }
+                TxSlot::Send { fd: fd.unwrap_or(Fd(0)), bytes: buf.len(), by_acked, stamp: 0, _buf: buf }
             }
             (Some(buf), _) => {
                 chain[1] = Segment { gpa: buf.gpa(), len: buf.len() as u32, writable: false };
@@ -160,11 +156,15 @@ impl GuestLink {
         let used = if used == 2 && chain[1].len == 0 { 1 } else { used };
         let got = self.qp.tx.ring.add(&chain[..used]).map_err(|_| SocketError::NoBuffers)?;
         debug_assert_eq!(got, head);
-        if let TxSlot::Send { fd, bytes, by_acked: false, .. } = &slot {
+        if let TxSlot::Send { fd, bytes, by_acked: false, stamp, .. } = &mut slot {
+            // The clock is read once this chain makes half the mark: stamps below it may look
+            // older, never younger, and are always fewer than half the mark.
+            let now = (2 * (self.sends_held + 1) >= self.held_mark()).then(Instant::now);
+            *stamp = self.held_ages.stamp(now);
             self.sends_held += 1;
             if let Some(s) = self.socks.get_mut(fd) {
                 s.chains_held += 1;
-                s.bytes_held += bytes;
+                s.bytes_held += *bytes;
             }
         }
         self.tx_slots[usize::from(head)] = slot;
