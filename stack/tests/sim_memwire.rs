@@ -87,6 +87,13 @@ fn connections_through_a_link_shallower_than_their_windows_transfer_exactly_and_
         assert_eq!(r.verified, 300);
         assert_eq!((r.retransmits_a, r.retransmits_b), (0, 0), "a full link pushes back, it drops nothing");
         assert_eq!(s.a.counters().dropped_total() + s.b.counters().dropped_total(), 0);
+        // What each end counts as handed to the link (taken from its backlog in parts while
+        // the ring was full) is exactly what the other end received.
+        for (from, to) in [(&s.a, &s.b), (&s.b, &s.a)] {
+            let (tx, rx) = (from.counters(), to.counters());
+            assert_eq!((tx.tx_frames, tx.tx_bytes), (rx.rx_frames, rx.rx_bytes));
+            assert_eq!(tx.tx_frames, from.nic().stats().tx.sent);
+        }
     }
 }
 

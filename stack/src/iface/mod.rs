@@ -22,6 +22,7 @@ pub mod template;
 pub mod timer_wheel;
 mod tokens;
 mod tx;
+mod tx_backlog;
 mod tx_external;
 mod udp_loaned;
 mod udp_ops;
@@ -96,7 +97,8 @@ pub struct Interface<N: Nic> {
     rx_burst: Vec<PacketBuf>,
     /// The run of segments the burst's last frame belongs to (`rx_flow.rs`).
     rx_flow: rx_flow::RxFlow,
-    tx_queue: Vec<PacketBuf>,
+    /// Frames built and not yet taken by the NIC.
+    tx_queue: tx_backlog::TxBacklog<PacketBuf>,
     /// Frames with by-reference payloads, and their transmissions in flight.
     ext: ExternalTx,
     /// Sockets to dispatch at the end of this poll (input, timers, application calls).
@@ -157,8 +159,8 @@ impl<N: Nic> Interface<N> {
             counters: Counters::default(),
             rx_burst: Vec::with_capacity(cfg.burst),
             rx_flow: rx_flow::RxFlow::default(),
-            tx_queue: Vec::with_capacity(cfg.burst),
-            ext: ExternalTx::default(),
+            tx_queue: tx_backlog::TxBacklog::new(cfg.burst),
+            ext: ExternalTx::new(cfg.burst),
             dispatch_list: Vec::new(),
             tx_blocked: Vec::new(),
             tx_ring_full: false,

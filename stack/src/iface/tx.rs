@@ -6,6 +6,7 @@ use std::net::Ipv4Addr;
 use super::counters::DropReason;
 use super::socket_set::{FourTuple, SocketHandle};
 use super::template::HeaderTemplate;
+use super::tx_backlog::TxBacklog;
 use super::tx_external::ExternalTx;
 use super::{Interface, TX_BACKLOG_BURSTS};
 use crate::iface::arp_cache::Resolution;
@@ -87,7 +88,7 @@ fn build_tcp_frame(
 /// queue, which is flushed to the NIC whenever a burst is full.
 struct FrameSink<'a, N: Nic> {
     nic: &'a mut N,
-    tx_queue: &'a mut Vec<PacketBuf>,
+    tx_queue: &'a mut TxBacklog<PacketBuf>,
     /// Frames with by-reference payloads (when the NIC can send them).
     ext: &'a mut ExternalTx,
     /// Whether the NIC sends external payloads.
@@ -256,19 +257,14 @@ fn burst_due(queued: usize, burst: usize) -> bool {
 /// Hands queued frames to the NIC; returns how many it took.
 fn flush<N: Nic>(
     nic: &mut N,
-    tx_queue: &mut Vec<PacketBuf>,
+    tx_queue: &mut TxBacklog<PacketBuf>,
     counters: &mut super::Counters,
     now: Instant,
 ) -> Result<usize, NicError> {
-    if tx_queue.is_empty() {
-        return Ok(0);
-    }
-    let bytes_before: u64 = tx_queue.iter().map(|f| f.len() as u64).sum();
-    let sent = nic.transmit(now, tx_queue)?;
-    let bytes_after: u64 = tx_queue.iter().map(|f| f.len() as u64).sum();
-    counters.tx_frames += sent as u64;
-    counters.tx_bytes += bytes_before - bytes_after;
-    Ok(sent)
+    let (taken, result) = tx_queue.offer(|frames| nic.transmit(now, frames));
+    counters.tx_frames += taken.frames as u64;
+    counters.tx_bytes += taken.bytes;
+    result.map(|()| taken.frames)
 }
 
 impl<N: Nic> Interface<N> {

@@ -16,16 +16,17 @@ use slimtcp_api::id_map::IdMap;
 use super::neighbor::LoanedDatagram;
 use super::socket_set::{SocketHandle, SocketSet};
 use super::tokens::TokenSlab;
+use super::tx_backlog::TxBacklog;
 use super::Counters;
 use crate::nic::{ExternalFrame, ExternalPayload, Nic, NicError};
 use crate::tcp::{Loan, LoanId, TxPayload};
 use crate::time::Instant;
 
 /// External-payload frames queued for the NIC and the transmissions it has not completed.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(super) struct ExternalTx {
     /// Frames not yet taken by the NIC, in order.
-    pub(super) queue: Vec<ExternalFrame>,
+    pub(super) queue: TxBacklog<ExternalFrame>,
     /// Token of each transmission in flight -> what it references.
     tokens: TokenSlab<InFlight>,
     /// Loans of freed connections, kept until their transmissions complete.
@@ -44,6 +45,16 @@ enum InFlight {
 }
 
 impl ExternalTx {
+    /// Nothing queued or in flight; frames go to the NIC `burst` at a time.
+    pub(super) fn new(burst: usize) -> Self {
+        ExternalTx {
+            queue: TxBacklog::new(burst),
+            tokens: TokenSlab::default(),
+            orphans: IdMap::default(),
+            done: Vec::new(),
+        }
+    }
+
     /// A token for a new transmission referencing `loan` (at queue position `at`) of the
     /// connection `h`.
     pub(super) fn register(&mut self, h: SocketHandle, loan: LoanId, at: u64) -> u64 {
@@ -84,21 +95,12 @@ impl ExternalTx {
         counters: &mut Counters,
         now: Instant,
     ) -> Result<usize, NicError> {
-        if self.queue.is_empty() {
-            return Ok(0);
-        }
-        let bytes = |q: &[ExternalFrame]| -> (u64, u64) {
-            q.iter().fold((0, 0), |(h, p), f| (h + f.headers.len() as u64, p + f.payload.len() as u64))
-        };
-        let (h0, p0) = bytes(&self.queue);
-        let result = nic.transmit_external(now, &mut self.queue);
-        let (h1, p1) = bytes(&self.queue);
-        let sent = result?;
-        counters.tx_frames += sent as u64;
-        counters.tx_external_frames += sent as u64;
-        counters.tx_bytes += (h0 - h1) + (p0 - p1);
-        counters.tx_external_bytes += p0 - p1;
-        Ok(sent)
+        let (taken, result) = self.queue.offer(|frames| nic.transmit_external(now, frames));
+        counters.tx_frames += taken.frames as u64;
+        counters.tx_external_frames += taken.frames as u64;
+        counters.tx_bytes += taken.bytes;
+        counters.tx_external_bytes += taken.external_bytes;
+        result.map(|()| taken.frames)
     }
 
     /// Collects the NIC's completions and credits them to the loans they referenced, noting in

@@ -57,6 +57,7 @@ impl<T: AsRef<[u8]>> EthernetFrame<T> {
     }
 
     /// Wraps a buffer after checking it holds a whole header.
+    #[inline]
     pub fn new_checked(buffer: T) -> Result<Self, WireError> {
         let frame = Self::new_unchecked(buffer);
         frame.check_len()?;
@@ -64,6 +65,7 @@ impl<T: AsRef<[u8]>> EthernetFrame<T> {
     }
 
     /// `Err(Truncated)` if the buffer is shorter than [`HEADER_LEN`].
+    #[inline]
     pub fn check_len(&self) -> Result<(), WireError> {
         if self.buffer.as_ref().len() < HEADER_LEN {
             Err(WireError::Truncated)
@@ -73,26 +75,31 @@ impl<T: AsRef<[u8]>> EthernetFrame<T> {
     }
 
     /// Returns the underlying buffer.
+    #[inline]
     pub fn into_inner(self) -> T {
         self.buffer
     }
 
     /// Destination MAC address.
+    #[inline]
     pub fn dst_addr(&self) -> EthernetAddress {
         get_mac(self.buffer.as_ref(), offs::DST)
     }
 
     /// Source MAC address.
+    #[inline]
     pub fn src_addr(&self) -> EthernetAddress {
         get_mac(self.buffer.as_ref(), offs::SRC)
     }
 
     /// EtherType of the payload.
+    #[inline]
     pub fn ethertype(&self) -> EtherType {
         EtherType::from(get_u16(self.buffer.as_ref(), offs::ETHERTYPE))
     }
 
     /// Everything after the header (including any padding to the 60-byte minimum).
+    #[inline]
     pub fn payload(&self) -> &[u8] {
         sub(self.buffer.as_ref(), HEADER_LEN, usize::MAX)
     }
@@ -100,21 +107,25 @@ impl<T: AsRef<[u8]>> EthernetFrame<T> {
 
 impl<T: AsRef<[u8]> + AsMut<[u8]>> EthernetFrame<T> {
     /// Sets the destination MAC address.
+    #[inline]
     pub fn set_dst_addr(&mut self, addr: EthernetAddress) {
         set_mac(self.buffer.as_mut(), offs::DST, addr)
     }
 
     /// Sets the source MAC address.
+    #[inline]
     pub fn set_src_addr(&mut self, addr: EthernetAddress) {
         set_mac(self.buffer.as_mut(), offs::SRC, addr)
     }
 
     /// Sets the EtherType.
+    #[inline]
     pub fn set_ethertype(&mut self, ethertype: EtherType) {
         set_u16(self.buffer.as_mut(), offs::ETHERTYPE, ethertype.into())
     }
 
     /// Mutable access to everything after the header.
+    #[inline]
     pub fn payload_mut(&mut self) -> &mut [u8] {
         sub_mut(self.buffer.as_mut(), HEADER_LEN, usize::MAX)
     }
@@ -133,6 +144,7 @@ pub struct EthernetRepr {
 
 impl EthernetRepr {
     /// Parses the header of a frame (checking its length first).
+    #[inline]
     pub fn parse<T: AsRef<[u8]> + ?Sized>(frame: &EthernetFrame<&T>) -> Result<Self, WireError> {
         frame.check_len()?;
         Ok(EthernetRepr {
@@ -148,6 +160,7 @@ impl EthernetRepr {
     }
 
     /// Writes the header. Panics if the buffer is shorter than [`HEADER_LEN`].
+    #[inline]
     pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(&self, frame: &mut EthernetFrame<T>) {
         frame.set_dst_addr(self.dst_addr);
         frame.set_src_addr(self.src_addr);

@@ -72,6 +72,7 @@ impl<T: AsRef<[u8]>> Ipv4Packet<T> {
     }
 
     /// Wraps a buffer after [`check_len`](Self::check_len).
+    #[inline]
     pub fn new_checked(buffer: T) -> Result<Self, WireError> {
         let packet = Self::new_unchecked(buffer);
         packet.check_len()?;
@@ -81,6 +82,7 @@ impl<T: AsRef<[u8]>> Ipv4Packet<T> {
     /// Checks the buffer holds a fixed header (`Truncated`), the IHL is at least 5 and
     /// `header_len <= total_len` (`Malformed`), and `total_len` fits in the buffer (`Truncated`).
     /// Bytes beyond `total_len` (Ethernet padding) are allowed and ignored.
+    #[inline]
     pub fn check_len(&self) -> Result<(), WireError> {
         let len = self.buffer.as_ref().len();
         if len < HEADER_LEN {
@@ -98,91 +100,109 @@ impl<T: AsRef<[u8]>> Ipv4Packet<T> {
     }
 
     /// Returns the underlying buffer.
+    #[inline]
     pub fn into_inner(self) -> T {
         self.buffer
     }
 
     /// IP version field (4 for IPv4).
+    #[inline]
     pub fn version(&self) -> u8 {
         self.buffer.as_ref()[offs::VER_IHL] >> 4
     }
 
     /// Header length in bytes (IHL * 4), options included.
+    #[inline]
     pub fn header_len(&self) -> usize {
         usize::from(self.buffer.as_ref()[offs::VER_IHL] & 0x0f) * 4
     }
 
     /// Type of service (DSCP and ECN) byte.
+    #[inline]
     pub fn tos(&self) -> u8 {
         self.buffer.as_ref()[offs::TOS]
     }
 
     /// Total length field: header plus payload, in bytes.
+    #[inline]
     pub fn total_len(&self) -> u16 {
         get_u16(self.buffer.as_ref(), offs::LENGTH)
     }
 
     /// Identification field.
+    #[inline]
     pub fn ident(&self) -> u16 {
         get_u16(self.buffer.as_ref(), offs::IDENT)
     }
 
     /// The Don't Fragment flag.
+    #[inline]
     pub fn dont_frag(&self) -> bool {
         get_u16(self.buffer.as_ref(), offs::FLG_OFF) & FLAG_DF != 0
     }
 
     /// The More Fragments flag.
+    #[inline]
     pub fn more_frags(&self) -> bool {
         get_u16(self.buffer.as_ref(), offs::FLG_OFF) & FLAG_MF != 0
     }
 
     /// Fragment offset in **bytes** (the field value times 8).
+    #[inline]
     pub fn frag_offset(&self) -> u16 {
         (get_u16(self.buffer.as_ref(), offs::FLG_OFF) & FRAG_MASK) << 3
     }
 
     /// Time to live.
+    #[inline]
     pub fn ttl(&self) -> u8 {
         self.buffer.as_ref()[offs::TTL]
     }
 
     /// Protocol of the payload (same as [`protocol`](Self::protocol)).
+    #[inline]
     pub fn next_header(&self) -> IpProtocol {
         IpProtocol::from(self.buffer.as_ref()[offs::PROTOCOL])
     }
 
     /// Protocol of the payload.
+    #[inline]
     pub fn protocol(&self) -> IpProtocol {
         self.next_header()
     }
 
     /// Header checksum field.
+    #[inline]
     pub fn checksum(&self) -> u16 {
         get_u16(self.buffer.as_ref(), offs::CHECKSUM)
     }
 
     /// Source address.
+    #[inline]
     pub fn src_addr(&self) -> Ipv4Addr {
         get_ipv4(self.buffer.as_ref(), offs::SRC)
     }
 
     /// Destination address.
+    #[inline]
     pub fn dst_addr(&self) -> Ipv4Addr {
         get_ipv4(self.buffer.as_ref(), offs::DST)
     }
 
     /// The header including options (`header_len` bytes).
+    #[inline]
     pub fn header(&self) -> &[u8] {
         sub(self.buffer.as_ref(), 0, self.header_len())
     }
 
     /// True if the header checksum is correct.
+    #[inline]
     pub fn verify_checksum(&self) -> bool {
         checksum::data(self.header()) == 0xffff
     }
 
     /// The payload: bytes `header_len..total_len` (options skipped, link padding dropped).
+    #[inline]
     pub fn payload(&self) -> &[u8] {
         sub(self.buffer.as_ref(), self.header_len(), usize::from(self.total_len()))
     }
@@ -190,28 +210,33 @@ impl<T: AsRef<[u8]>> Ipv4Packet<T> {
 
 impl<T: AsRef<[u8]> + AsMut<[u8]>> Ipv4Packet<T> {
     /// Sets the version field.
+    #[inline]
     pub fn set_version(&mut self, version: u8) {
         let b = &mut self.buffer.as_mut()[offs::VER_IHL];
         *b = (*b & 0x0f) | (version << 4);
     }
 
     /// Sets the header length in bytes (must be a multiple of 4, 20..=60).
+    #[inline]
     pub fn set_header_len(&mut self, len: usize) {
         let b = &mut self.buffer.as_mut()[offs::VER_IHL];
         *b = (*b & 0xf0) | (((len / 4) as u8) & 0x0f);
     }
 
     /// Sets the type of service byte.
+    #[inline]
     pub fn set_tos(&mut self, tos: u8) {
         self.buffer.as_mut()[offs::TOS] = tos;
     }
 
     /// Sets the total length field.
+    #[inline]
     pub fn set_total_len(&mut self, len: u16) {
         set_u16(self.buffer.as_mut(), offs::LENGTH, len)
     }
 
     /// Sets the identification field.
+    #[inline]
     pub fn set_ident(&mut self, ident: u16) {
         set_u16(self.buffer.as_mut(), offs::IDENT, ident)
     }
@@ -223,52 +248,62 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Ipv4Packet<T> {
     }
 
     /// Sets the Don't Fragment flag.
+    #[inline]
     pub fn set_dont_frag(&mut self, on: bool) {
         self.set_flag(FLAG_DF, on)
     }
 
     /// Sets the More Fragments flag.
+    #[inline]
     pub fn set_more_frags(&mut self, on: bool) {
         self.set_flag(FLAG_MF, on)
     }
 
     /// Sets the fragment offset, in bytes (must be a multiple of 8).
+    #[inline]
     pub fn set_frag_offset(&mut self, offset: u16) {
         let old = get_u16(self.buffer.as_ref(), offs::FLG_OFF);
         set_u16(self.buffer.as_mut(), offs::FLG_OFF, (old & !FRAG_MASK) | (offset >> 3))
     }
 
     /// Sets the time to live.
+    #[inline]
     pub fn set_ttl(&mut self, ttl: u8) {
         self.buffer.as_mut()[offs::TTL] = ttl;
     }
 
     /// Sets the payload protocol (same as [`set_protocol`](Self::set_protocol)).
+    #[inline]
     pub fn set_next_header(&mut self, protocol: IpProtocol) {
         self.buffer.as_mut()[offs::PROTOCOL] = protocol.into();
     }
 
     /// Sets the payload protocol.
+    #[inline]
     pub fn set_protocol(&mut self, protocol: IpProtocol) {
         self.set_next_header(protocol)
     }
 
     /// Sets the checksum field.
+    #[inline]
     pub fn set_checksum(&mut self, value: u16) {
         set_u16(self.buffer.as_mut(), offs::CHECKSUM, value)
     }
 
     /// Sets the source address.
+    #[inline]
     pub fn set_src_addr(&mut self, addr: Ipv4Addr) {
         set_ipv4(self.buffer.as_mut(), offs::SRC, addr)
     }
 
     /// Sets the destination address.
+    #[inline]
     pub fn set_dst_addr(&mut self, addr: Ipv4Addr) {
         set_ipv4(self.buffer.as_mut(), offs::DST, addr)
     }
 
     /// Computes and writes the header checksum (over `header_len` bytes).
+    #[inline]
     pub fn fill_checksum(&mut self) {
         self.set_checksum(0);
         let sum = checksum::data(self.header());
@@ -276,6 +311,7 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Ipv4Packet<T> {
     }
 
     /// Mutable payload: bytes `header_len..total_len`.
+    #[inline]
     pub fn payload_mut(&mut self) -> &mut [u8] {
         let (start, end) = (self.header_len(), usize::from(self.total_len()));
         sub_mut(self.buffer.as_mut(), start, end)
@@ -339,6 +375,7 @@ impl Ipv4Repr {
     /// `caps.ipv4.tx`, the device fills it). The payload is not touched.
     ///
     /// Panics if the buffer is shorter than 20 bytes. `payload_len` must be at most 65515.
+    #[inline]
     pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(
         &self,
         packet: &mut Ipv4Packet<T>,

@@ -76,11 +76,13 @@ impl TcpFlags {
     }
 
     /// Sets the flags of `other`.
+    #[inline]
     pub fn insert(&mut self, other: TcpFlags) {
         self.0 |= other.0;
     }
 
     /// Clears the flags of `other`.
+    #[inline]
     pub fn remove(&mut self, other: TcpFlags) {
         self.0 &= !other.0;
     }
@@ -141,6 +143,7 @@ impl<T: AsRef<[u8]>> TcpPacket<T> {
     }
 
     /// Wraps a buffer after [`check_len`](Self::check_len).
+    #[inline]
     pub fn new_checked(buffer: T) -> Result<Self, WireError> {
         let packet = Self::new_unchecked(buffer);
         packet.check_len()?;
@@ -149,6 +152,7 @@ impl<T: AsRef<[u8]>> TcpPacket<T> {
 
     /// Checks the buffer holds a fixed header (`Truncated`), the data offset is at least 5
     /// (`Malformed`) and the whole header with options fits (`Truncated`).
+    #[inline]
     pub fn check_len(&self) -> Result<(), WireError> {
         let len = self.buffer.as_ref().len();
         if len < HEADER_LEN {
@@ -165,96 +169,115 @@ impl<T: AsRef<[u8]>> TcpPacket<T> {
     }
 
     /// Returns the underlying buffer.
+    #[inline]
     pub fn into_inner(self) -> T {
         self.buffer
     }
 
     /// Source port.
+    #[inline]
     pub fn src_port(&self) -> u16 {
         get_u16(self.buffer.as_ref(), offs::SRC_PORT)
     }
 
     /// Destination port.
+    #[inline]
     pub fn dst_port(&self) -> u16 {
         get_u16(self.buffer.as_ref(), offs::DST_PORT)
     }
 
     /// Sequence number.
+    #[inline]
     pub fn seq_number(&self) -> SeqNumber {
         SeqNumber(get_u32(self.buffer.as_ref(), offs::SEQ))
     }
 
     /// Acknowledgment number field (meaningful only with the ACK flag).
+    #[inline]
     pub fn ack_number(&self) -> SeqNumber {
         SeqNumber(get_u32(self.buffer.as_ref(), offs::ACK))
     }
 
     /// Header length in bytes (data offset * 4), options included.
+    #[inline]
     pub fn header_len(&self) -> usize {
         usize::from(self.buffer.as_ref()[offs::DATA_OFF] >> 4) * 4
     }
 
     /// All control bits of byte 13, as sent (ACK included).
+    #[inline]
     pub fn flags(&self) -> TcpFlags {
         TcpFlags(self.buffer.as_ref()[offs::FLAGS])
     }
 
     /// The FIN flag.
+    #[inline]
     pub fn fin(&self) -> bool {
         self.flags().contains(TcpFlags::FIN)
     }
 
     /// The SYN flag.
+    #[inline]
     pub fn syn(&self) -> bool {
         self.flags().contains(TcpFlags::SYN)
     }
 
     /// The RST flag.
+    #[inline]
     pub fn rst(&self) -> bool {
         self.flags().contains(TcpFlags::RST)
     }
 
     /// The PSH flag.
+    #[inline]
     pub fn psh(&self) -> bool {
         self.flags().contains(TcpFlags::PSH)
     }
 
     /// The ACK flag.
+    #[inline]
     pub fn ack(&self) -> bool {
         self.flags().contains(TcpFlags::ACK)
     }
 
     /// Window field (unscaled).
+    #[inline]
     pub fn window_len(&self) -> u16 {
         get_u16(self.buffer.as_ref(), offs::WINDOW)
     }
 
     /// Checksum field.
+    #[inline]
     pub fn checksum(&self) -> u16 {
         get_u16(self.buffer.as_ref(), offs::CHECKSUM)
     }
 
     /// Urgent pointer field.
+    #[inline]
     pub fn urgent(&self) -> u16 {
         get_u16(self.buffer.as_ref(), offs::URGENT)
     }
 
     /// The options area: bytes `20..header_len`.
+    #[inline]
     pub fn options(&self) -> &[u8] {
         sub(self.buffer.as_ref(), HEADER_LEN, self.header_len())
     }
 
     /// Iterates over the options area.
+    #[inline]
     pub fn option_iter(&self) -> TcpOptionIter<'_> {
         TcpOptionIter::new(self.options())
     }
 
     /// The payload: bytes `header_len..` (the buffer must end where the segment ends).
+    #[inline]
     pub fn payload(&self) -> &[u8] {
         sub(self.buffer.as_ref(), self.header_len(), usize::MAX)
     }
 
     /// True if the checksum over the pseudo-header and the whole buffer is correct.
+    #[inline]
     pub fn verify_checksum(&self, src: Ipv4Addr, dst: Ipv4Addr) -> bool {
         let data = self.buffer.as_ref();
         let pseudo = checksum::pseudo_header(src, dst, IpProtocol::Tcp, data.len() as u32);
@@ -263,6 +286,7 @@ impl<T: AsRef<[u8]>> TcpPacket<T> {
 
     /// The checksum as a received segment needs it: verified unless `caps.tcp.rx` says the
     /// device did (`BadChecksum` when wrong).
+    #[inline]
     pub fn check_checksum(
         &self,
         src: Ipv4Addr,
@@ -278,57 +302,68 @@ impl<T: AsRef<[u8]>> TcpPacket<T> {
 
 impl<T: AsRef<[u8]> + AsMut<[u8]>> TcpPacket<T> {
     /// Sets the source port.
+    #[inline]
     pub fn set_src_port(&mut self, port: u16) {
         set_u16(self.buffer.as_mut(), offs::SRC_PORT, port)
     }
 
     /// Sets the destination port.
+    #[inline]
     pub fn set_dst_port(&mut self, port: u16) {
         set_u16(self.buffer.as_mut(), offs::DST_PORT, port)
     }
 
     /// Sets the sequence number.
+    #[inline]
     pub fn set_seq_number(&mut self, seq: SeqNumber) {
         set_u32(self.buffer.as_mut(), offs::SEQ, seq.0)
     }
 
     /// Sets the acknowledgment number field.
+    #[inline]
     pub fn set_ack_number(&mut self, ack: SeqNumber) {
         set_u32(self.buffer.as_mut(), offs::ACK, ack.0)
     }
 
     /// Sets the header length in bytes (a multiple of 4, 20..=60); clears the reserved bits.
+    #[inline]
     pub fn set_header_len(&mut self, len: usize) {
         self.buffer.as_mut()[offs::DATA_OFF] = (((len / 4) as u8) & 0x0f) << 4;
     }
 
     /// Sets all control bits of byte 13.
+    #[inline]
     pub fn set_flags(&mut self, flags: TcpFlags) {
         self.buffer.as_mut()[offs::FLAGS] = flags.0;
     }
 
     /// Sets the window field.
+    #[inline]
     pub fn set_window_len(&mut self, window: u16) {
         set_u16(self.buffer.as_mut(), offs::WINDOW, window)
     }
 
     /// Sets the checksum field.
+    #[inline]
     pub fn set_checksum(&mut self, value: u16) {
         set_u16(self.buffer.as_mut(), offs::CHECKSUM, value)
     }
 
     /// Sets the urgent pointer field.
+    #[inline]
     pub fn set_urgent(&mut self, value: u16) {
         set_u16(self.buffer.as_mut(), offs::URGENT, value)
     }
 
     /// Mutable options area: bytes `20..header_len`.
+    #[inline]
     pub fn options_mut(&mut self) -> &mut [u8] {
         let end = self.header_len();
         sub_mut(self.buffer.as_mut(), HEADER_LEN, end)
     }
 
     /// Mutable payload: bytes `header_len..`.
+    #[inline]
     pub fn payload_mut(&mut self) -> &mut [u8] {
         let start = self.header_len();
         sub_mut(self.buffer.as_mut(), start, usize::MAX)
@@ -336,6 +371,7 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> TcpPacket<T> {
 
     /// Computes and writes the checksum over the pseudo-header and the whole buffer (which must
     /// be exactly the segment).
+    #[inline]
     pub fn fill_checksum(&mut self, src: Ipv4Addr, dst: Ipv4Addr) {
         self.set_checksum(0);
         let data = self.buffer.as_ref();
@@ -447,6 +483,7 @@ impl TcpRepr {
     /// complete. The ACK bit is set iff `ack_number` is `Some`; urgent pointer is 0.
     ///
     /// Panics if the buffer is shorter than `header_len() + payload_len`.
+    #[inline]
     pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(
         &self,
         packet: &mut TcpPacket<T>,

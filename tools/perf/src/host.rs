@@ -15,14 +15,17 @@ use crate::config::{Config, LocalAddr, NicChoice, Role, RuntimeMode};
 use crate::meter::Interval;
 use crate::workload::{self, Measurement, Settings, WorkloadError};
 
-/// Frames in flight per direction of the memwire link: deep enough that the link, not a ring,
-/// is never what makes a sender wait (memwire pushes back when full; it never drops). A NIC's
-/// ring depth (1,024, as the DPDK port's) was measured on 2026-12-03: 4096 connections at MSS
-/// 1400 moved 1.5-1.9x more through the single runtime (their frames no longer waited behind
-/// 180 MiB of others and came back from memory), the two-core runtime the same, but one
-/// connection at MSS 64 (a 4,096-frame window) cost 169 more instructions per segment (the
-/// stack's offers of its backlog to a full ring), so the benches keep the deep link.
-pub const MEMWIRE_CAPACITY: usize = 1 << 17;
+/// Frames in flight per direction of the memwire link: as deep as the DPDK port's transmit ring
+/// (1,024 descriptors), so the benches' link pushes back where a NIC does (memwire never drops).
+/// Until 2026-12-04 it held 2^17 frames, so that the link was never what made a sender wait; but
+/// then one poll put whole windows of thousands of connections on it, each frame waited behind
+/// up to 180 MiB of others and came back from memory (4096 connections at MSS 1400: 0.40 of one
+/// connection's goodput, two-core). The ring's depth was measured then to help (thirteenth
+/// round) but a full ring cost the stack 167 instructions per segment (two passes over the
+/// transmit backlog per burst, and the move of the frames behind those the NIC took); the
+/// backlog now keeps its byte count and hands the NIC a burst at a time (`iface/tx_backlog.rs`),
+/// and a full ring costs about 36.
+pub const MEMWIRE_CAPACITY: usize = 1 << 10;
 /// After its last close, a lone role keeps its stack running until the link was quiet this long
 /// (its last FIN or ACK must leave, and be retransmitted if lost, before the process ends) ...
 const LINGER_QUIET: Duration = Duration::from_millis(300);

@@ -25,10 +25,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use slimtcp::nic::memwire::LinkConfig;
 use slimtcp::wire::ChecksumCapabilities;
 
-/// Frames in flight per direction: `slimtcp-perf`'s memwire link, deep enough that it never
-/// pushes back (one connection's 256 KiB window is at most 4,096 frames of MSS 64), so the
-/// comparison measures the stacks, not how each waits for a full ring.
-pub const LINK_CAPACITY: usize = slimtcp_perf::host::MEMWIRE_CAPACITY;
+/// Frames in flight per direction: deep enough that the link never pushes back (one
+/// connection's 256 KiB window is at most 4,096 frames of MSS 64), so the comparison measures
+/// the stacks, not how each waits for a full ring. (`slimtcp-perf`'s link is as deep as a NIC's
+/// ring instead: `slimtcp_perf::host::MEMWIRE_CAPACITY`.)
+pub const LINK_CAPACITY: usize = 1 << 17;
 /// Send and receive buffer of every connection, both stacks.
 pub const BUFFER: usize = 256 * 1024;
 /// The port B listens on.
