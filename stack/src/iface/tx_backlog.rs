@@ -76,8 +76,8 @@ pub(super) struct TxBacklog<F> {
     /// Emptied bursts' vectors, for reuse.
     spare: Vec<Vec<F>>,
     burst: usize,
-    /// Frames in `sealed`.
-    sealed_len: usize,
+    /// Frames queued (all bursts): read for every frame built, so kept, not summed.
+    len: usize,
 }
 
 impl<F: FrameBytes> TxBacklog<F> {
@@ -89,14 +89,14 @@ impl<F: FrameBytes> TxBacklog<F> {
             filling: Burst::new(Vec::with_capacity(burst)),
             spare: Vec::new(),
             burst,
-            sealed_len: 0,
+            len: 0,
         }
     }
 
     /// Frames queued.
     #[inline]
     pub(super) fn len(&self) -> usize {
-        self.sealed_len + self.filling.frames.len()
+        self.len
     }
 
     /// True when nothing is queued.
@@ -111,6 +111,7 @@ impl<F: FrameBytes> TxBacklog<F> {
         self.filling.bytes += frame.bytes();
         self.filling.external_bytes += frame.external_bytes();
         self.filling.frames.push(frame);
+        self.len += 1;
         if self.filling.frames.len() >= self.burst {
             self.seal();
         }
@@ -121,7 +122,6 @@ impl<F: FrameBytes> TxBacklog<F> {
     fn seal(&mut self) {
         let frames = self.spare.pop().unwrap_or_else(|| Vec::with_capacity(self.burst));
         let full = std::mem::replace(&mut self.filling, Burst::new(frames));
-        self.sealed_len += full.frames.len();
         self.sealed.push_back(full);
     }
 
@@ -147,22 +147,30 @@ impl<F: FrameBytes> TxBacklog<F> {
                 taken.bytes += took.bytes;
                 taken.external_bytes += took.external_bytes;
             }
-            if from_sealed {
-                self.sealed_len -= took.frames;
-                if left == 0 {
-                    if let Some(done) = self.sealed.pop_front() {
-                        self.spare.push(done.frames);
-                    }
+            self.len -= took.frames;
+            if from_sealed && left == 0 {
+                if let Some(done) = self.sealed.pop_front() {
+                    self.spare.push(done.frames);
                 }
             }
             if let Err(e) = result {
+                self.debug_check_len();
                 return (taken, Err(e));
             }
             if left > 0 || !from_sealed {
                 break;
             }
         }
+        self.debug_check_len();
         (taken, Ok(()))
+    }
+
+    /// In debug builds: `len` is the frames of every burst.
+    fn debug_check_len(&self) {
+        debug_assert_eq!(
+            self.len,
+            self.sealed.iter().map(|b| b.frames.len()).sum::<usize>() + self.filling.frames.len()
+        );
     }
 }
 
