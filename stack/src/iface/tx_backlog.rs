@@ -129,7 +129,21 @@ impl<F: FrameBytes> TxBacklog<F> {
     /// `transmit` takes frames from the front of what it is given and leaves the rest
     /// (`Nic::transmit`'s contract). Returns what it took, and the error that stopped it, if
     /// any (what that call took is not counted, as before this backlog counted).
+    #[inline]
     pub(super) fn offer(
+        &mut self,
+        transmit: impl FnMut(&mut Vec<F>) -> Result<usize, NicError>,
+    ) -> (Taken, Result<(), NicError>) {
+        // Most polls end with nothing queued: no call.
+        if self.len == 0 {
+            return (Taken::default(), Ok(()));
+        }
+        self.offer_queued(transmit)
+    }
+
+    /// [`offer`](Self::offer) of a backlog that holds frames.
+    #[inline(never)]
+    fn offer_queued(
         &mut self,
         mut transmit: impl FnMut(&mut Vec<F>) -> Result<usize, NicError>,
     ) -> (Taken, Result<(), NicError>) {
