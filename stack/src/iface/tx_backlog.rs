@@ -5,8 +5,9 @@
 //! the front of the backlog and leaves what its ring has no room for; counting what it took by
 //! summing the backlog before and after each offer was two passes over up to
 //! `burst * TX_BACKLOG_BURSTS` frames at every burst while a ring was full (the state of a NIC
-//! at line rate). Here the sum is kept as frames are queued: an offer the NIC takes whole, or
-//! refuses whole, costs no pass; one it takes a part of costs one pass over what is left.
+//! at line rate). Here the sum is kept as frames are queued, per burst of frames, and the NIC
+//! is offered a burst at a time: a burst it takes whole, or refuses whole, costs no pass; one it
+//! takes a part of costs one pass over that burst's rest (and the frames behind it do not move).
 
 use std::collections::VecDeque;
 
@@ -148,6 +149,7 @@ impl<F: FrameBytes> TxBacklog<F> {
         mut transmit: impl FnMut(&mut Vec<F>) -> Result<usize, NicError>,
     ) -> (Taken, Result<(), NicError>) {
         let mut taken = Taken::default();
+        let mut error = None;
         loop {
             let from_sealed = !self.sealed.is_empty();
             let front = match self.sealed.front_mut() {
@@ -168,15 +170,15 @@ impl<F: FrameBytes> TxBacklog<F> {
                 }
             }
             if let Err(e) = result {
-                self.debug_check_len();
-                return (taken, Err(e));
+                error = Some(e);
+                break;
             }
             if left > 0 || !from_sealed {
                 break;
             }
         }
         self.debug_check_len();
-        (taken, Ok(()))
+        (taken, error.map_or(Ok(()), Err))
     }
 
     /// In debug builds: `len` is the frames of every burst.
