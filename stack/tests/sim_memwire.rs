@@ -87,6 +87,10 @@ fn connections_through_a_link_shallower_than_their_windows_transfer_exactly_and_
         assert_eq!(r.verified, 300);
         assert_eq!((r.retransmits_a, r.retransmits_b), (0, 0), "a full link pushes back, it drops nothing");
         assert_eq!(s.a.counters().dropped_total() + s.b.counters().dropped_total(), 0);
+        // Connections the full backlog held back resume one at a time as it drains: few find it
+        // full again. (Resuming all of them at each drain: 19,774 held for 14,133 frames.)
+        let held = s.a.counters().tx_connections_held;
+        assert!(held * 10 < s.a.counters().tx_frames, "held {held} times: {:?}", s.a.counters());
         // What each end counts as handed to the link (taken from its backlog in parts while
         // the ring was full) is exactly what the other end received.
         for (from, to) in [(&s.a, &s.b), (&s.b, &s.a)] {

@@ -146,6 +146,9 @@ pub struct Counters {
     /// Window updates sent because the receive budget recovered (`rx_pressure.rs`), not
     /// because the socket's own application read.
     pub rx_memory_window_updates: u64,
+    /// Times a connection had more to send than the full transmit backlog took: it went on
+    /// the held list and resumed once the backlog drained (`Interface::resume_held`).
+    pub tx_connections_held: u64,
     /// Frames sent as headers plus an external (by-reference) payload.
     pub tx_external_frames: u64,
     /// Payload bytes of those frames, sent without a copy by the stack.

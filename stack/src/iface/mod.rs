@@ -103,8 +103,9 @@ pub struct Interface<N: Nic> {
     ext: ExternalTx,
     /// Sockets to dispatch at the end of this poll (input, timers, application calls).
     dispatch_list: Vec<SocketHandle>,
-    /// Connections stopped by a full transmit queue, dispatched again once it drains.
-    tx_blocked: Vec<SocketHandle>,
+    /// Connections stopped by a full transmit backlog, oldest first; they go on one at a time
+    /// once it has drained to half (`resume_held`). A connection is on it once (`tx_held`).
+    tx_blocked: VecDeque<SocketHandle>,
     /// The NIC refused frames during this poll's dispatching (see `FrameSink::ring_full`).
     tx_ring_full: bool,
     expired: Vec<SocketHandle>,
@@ -162,7 +163,7 @@ impl<N: Nic> Interface<N> {
             tx_queue: tx_backlog::TxBacklog::new(cfg.burst),
             ext: ExternalTx::new(cfg.burst),
             dispatch_list: Vec::new(),
-            tx_blocked: Vec::new(),
+            tx_blocked: VecDeque::new(),
             tx_ring_full: false,
             expired: Vec::new(),
             ping_replies: VecDeque::new(),
@@ -280,6 +281,8 @@ impl<N: Nic> Interface<N> {
         self.retry_neighbors(now);
         self.reopen_windows_after_pressure();
 
+        // Connections held back by a full backlog first: they have waited longest.
+        self.resume_held(now);
         let mut list = std::mem::take(&mut self.dispatch_list);
         let dispatched = !list.is_empty();
         for h in list.drain(..) {

@@ -423,6 +423,7 @@ impl<N: Nic> Interface<N> {
             queued: true,
             in_accept_queue: false,
             in_activity: false,
+            tx_held: false,
         };
         let h = self.sockets.insert(Socket::Tcp(Box::new(sock)));
         self.connections.insert(tuple, h);

@@ -108,6 +108,8 @@ pub struct TcpSocket {
     pub in_accept_queue: bool,
     /// Already on the interface's activity list.
     pub in_activity: bool,
+    /// On the interface's list of connections a full transmit backlog held back.
+    pub tx_held: bool,
 }
 
 impl TcpSocket {

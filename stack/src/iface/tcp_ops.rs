@@ -160,6 +160,7 @@ impl<N: Nic> Interface<N> {
             queued: false,
             in_accept_queue: false,
             in_activity: false,
+            tx_held: false,
         };
         let h = self.sockets.insert(Socket::Tcp(Box::new(sock)));
         self.connections.insert(tuple, h);
@@ -413,10 +414,10 @@ impl<N: Nic> Interface<N> {
             .tcp_handles()
             .into_iter()
             .filter_map(|h| match self.sockets.get(h) {
-                Some(Socket::Tcp(t)) => Some((h, t)),
+                Some(Socket::Tcp(t)) => Some(t),
                 _ => None,
             })
-            .map(|(h, t)| {
+            .map(|t| {
                 let who = if t.released {
                     "released"
                 } else if t.listener.is_some() {
@@ -428,7 +429,7 @@ impl<N: Nic> Interface<N> {
                     "{who}{}{}{}: {}",
                     if t.queued { " queued" } else { "" },
                     if t.scheduled.is_some() { " timer-filed" } else { "" },
-                    if self.tx_blocked.contains(&h) { " tx-blocked" } else { "" },
+                    if t.tx_held { " tx-blocked" } else { "" },
                     t.conn.describe(now)
                 )
             })
