@@ -12,6 +12,7 @@ use slimtcp_api::{Fd, SocketError};
 use super::buffers::{ReleaseQueue, RxBuf, TxBuf, TxPool, LARGE_TX};
 use super::driver::{self, AppEnd, IdlePolicy};
 use super::messages::{Event as WorkerEvent, Reply as WorkerReply, Request as WorkerRequest};
+use super::spare_vecs::SpareVecs;
 use crate::nic::PacketBuf;
 use crate::server::IdMap;
 
@@ -39,6 +40,8 @@ enum PendingKind {
 pub struct HostLink {
     end: AppEnd,
     releases: Arc<ReleaseQueue>,
+    /// Where a data event's vector goes back to the worker once emptied.
+    spare_vecs: Arc<SpareVecs<PacketBuf>>,
     pool: TxPool,
     limits: Limits,
     /// The server's id of each socket.
@@ -53,10 +56,17 @@ pub struct HostLink {
 
 impl HostLink {
     /// The link over the application's ends of the rings, with the server's `limits`.
-    pub(super) fn new(end: AppEnd, releases: Arc<ReleaseQueue>, limits: Limits, idle: IdlePolicy) -> Self {
+    pub(super) fn new(
+        end: AppEnd,
+        releases: Arc<ReleaseQueue>,
+        spare_vecs: Arc<SpareVecs<PacketBuf>>,
+        limits: Limits,
+        idle: IdlePolicy,
+    ) -> Self {
         HostLink {
             end,
             releases,
+            spare_vecs,
             pool: TxPool::default(),
             limits,
             ids: IdMap::default(),
@@ -167,11 +177,13 @@ impl HostLink {
         &mut self,
         id: u32,
         first: PacketBuf,
-        more: Vec<PacketBuf>,
+        mut more: Vec<PacketBuf>,
         events: &mut Vec<Event<RxBuf>>,
     ) {
         let rx = |buf| RxBuf::new(buf, id, self.releases.clone());
-        let (buf, more) = (rx(first), more.into_iter().map(rx).collect());
+        let (buf, rx_more) = (rx(first), more.drain(..).map(rx).collect());
+        self.spare_vecs.give(more);
+        let more = rx_more;
         match self.fds.get(&id) {
             Some(&fd) => events.push(Event::Data { fd, buf, more }),
             None => drop((buf, more)),

@@ -9,6 +9,7 @@
 //!  │   core) over │ ◀───────────────────── │  Interface (NIC, timers)      │
 //!  │ HostLink     │  Event ring (SPSC)     └───────────────────────────────┘
 //!  └──────────────┘ ◀── RxBuf drops (lock-free queue: window credit) ──┘
+//!                   ◀── emptied vectors of Data events (spare_vecs.rs) ──┘
 //! ```
 //!
 //! [`HostSockets`] is the shared application side ([`AppSockets`]) over [`HostLink`]: the
@@ -33,6 +34,7 @@ mod driver;
 mod external;
 mod link;
 mod messages;
+mod spare_vecs;
 mod worker;
 
 use std::sync::{Arc, Mutex};
@@ -46,6 +48,7 @@ pub use link::HostLink;
 
 use buffers::ReleaseQueue;
 use driver::{AppEnd, Driver, WorkerGroup};
+use spare_vecs::SpareVecs;
 use worker::{Step, Worker};
 
 use crate::iface::Interface;
@@ -85,11 +88,13 @@ fn pair<N: Nic + Send + 'static>(
     let (req_tx, req_rx) = rtrb::RingBuffer::new(ring);
     let (ev_tx, ev_rx) = rtrb::RingBuffer::new(ring);
     let releases = Arc::new(ReleaseQueue::default());
+    let spare_vecs = Arc::new(SpareVecs::default());
     let limits = server_limits(&iface);
     let end = AppEnd { requests: req_tx, events: ev_rx, driver: driver() };
-    let link = HostLink::new(end, releases.clone(), link::app_limits(&limits), idle);
+    let link = HostLink::new(end, releases.clone(), spare_vecs.clone(), link::app_limits(&limits), idle);
     let app = AppSockets::with_link(link);
-    let worker: Box<dyn Step> = Box::new(Worker::new(iface, clock, limits, req_rx, ev_tx, releases));
+    let worker: Box<dyn Step> =
+        Box::new(Worker::new(iface, clock, limits, (req_rx, ev_tx), releases, spare_vecs));
     (app, worker)
 }
 

@@ -10,6 +10,7 @@ use slimtcp_api::SocketError;
 
 use super::buffers::{ReleaseQueue, TxBuf};
 use super::messages::{Event, Reply, Request};
+use super::spare_vecs::SpareVecs;
 use crate::iface::{IfaceError, Interface};
 use crate::nic::{Nic, PacketBuf};
 use crate::server::{
@@ -41,6 +42,8 @@ pub struct Worker<N: Nic> {
     /// Events that did not fit the ring; sent first once it drains.
     overflow: VecDeque<Event>,
     releases: Arc<ReleaseQueue>,
+    /// Data events' vectors, back from the application (`spare_vecs.rs`).
+    spare_vecs: Arc<SpareVecs<PacketBuf>>,
     /// Scratch: the release queue's entries of one step.
     taken: Vec<(u32, usize)>,
     /// Scratch: bytes released per socket in one step.
@@ -63,9 +66,9 @@ impl<N: Nic> Worker<N> {
         iface: Interface<N>,
         clock: Clock,
         limits: ServerLimits,
-        requests: Consumer<Request>,
-        events: Producer<Event>,
+        (requests, events): (Consumer<Request>, Producer<Event>),
         releases: Arc<ReleaseQueue>,
+        spare_vecs: Arc<SpareVecs<PacketBuf>>,
     ) -> Self {
         Worker {
             server: SocketServer::new(iface, clock, limits),
@@ -73,6 +76,7 @@ impl<N: Nic> Worker<N> {
             events,
             overflow: VecDeque::new(),
             releases,
+            spare_vecs,
             taken: Vec::new(),
             released: IdMap::default(),
             segments: Vec::new(),
@@ -177,10 +181,14 @@ impl<N: Nic> Worker<N> {
                     // One event for all of it: one trip through the ring and one socket lookup
                     // on the application side, however many segments the step brought.
                     self.server.take_segments(id, &mut self.segments);
-                    let mut taken = self.segments.drain(..);
-                    if let Some(first) = taken.next() {
-                        // Allocated once, to size (not at all for a single buffer).
-                        let more = taken.collect();
+                    // Not allocated at all for a single buffer; else a vector the application
+                    // gave back.
+                    let mut more = Vec::new();
+                    if self.segments.len() > 1 {
+                        more = self.spare_vecs.take();
+                        more.extend(self.segments.drain(1..));
+                    }
+                    if let Some(first) = self.segments.pop() {
                         self.emit(Event::Data { id, first, more });
                     }
                 }
