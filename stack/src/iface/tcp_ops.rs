@@ -227,7 +227,10 @@ impl<N: Nic> Interface<N> {
         out: &mut Vec<Box<dyn TxPayload>>,
     ) -> Result<(), SocketError> {
         let sock = self.conn_mut(h)?;
-        out.extend(sock.conn.take_completed());
+        // Most calls find nothing (an ACK that completed no whole loan): no iterator then.
+        if sock.conn.has_completed() {
+            out.extend(sock.conn.take_completed());
+        }
         Ok(())
     }
 

@@ -174,11 +174,16 @@ impl<N: Nic, T: Transport> SocketServer<N, T> {
             Proto::Tcp => self.iface.tcp_take_completed(h, &mut completed),
             Proto::Udp => self.iface.udp_take_returned(h, &mut completed),
         };
+        let returned = !completed.is_empty();
         for payload in completed.drain(..) {
             self.loan_returned(id, payload);
         }
         self.completed = completed;
         self.wake_writer(id);
+        // Held sends remain unless some completed now: a zombie stays until its last one.
+        if !returned {
+            return;
+        }
         let Some(s) = self.sockets.get(&id) else { return };
         if s.sends.is_empty() && s.phase == Phase::Zombie {
             self.remove(id, false);

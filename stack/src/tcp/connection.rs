@@ -399,6 +399,11 @@ impl Connection {
         self.tx.take_completed()
     }
 
+    /// True when [`take_completed`](Self::take_completed) has buffers to give.
+    pub fn has_completed(&self) -> bool {
+        self.tx.has_completed()
+    }
+
     /// Copies every queued loan's bytes into the stack and hands the loans back (once no NIC
     /// transmission reads them any more); the stream goes on unchanged. Returns bytes copied.
     pub fn unloan_sends(&mut self) -> usize {
