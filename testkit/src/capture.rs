@@ -2,7 +2,8 @@
 //! capture engine) as classic pcap.
 //!
 //! [`Capture::start`] returns only once dumpcap reports "Capturing on" and the file header is on
-//! disk, so no packet sent afterwards is missed; [`Capture::stop`] sends SIGINT and waits, so the
+//! disk, so no packet sent afterwards is missed; [`Capture::stop`] lets the kernel hand dumpcap
+//! its last, partly filled capture block ([`BLOCK_RETIRE`]), then sends SIGINT and waits, so the
 //! file is complete. Check the result with [`crate::check::check_wellformed`].
 
 use std::io::{BufRead, BufReader};
@@ -20,6 +21,14 @@ const START_TIMEOUT: Duration = Duration::from_secs(15);
 const STOP_TIMEOUT: Duration = Duration::from_secs(10);
 /// Size of a pcap file header.
 const PCAP_HEADER_LEN: u64 = 24;
+/// libpcap hands dumpcap a block of the kernel's capture ring (TPACKET_V3) only once it is full
+/// or this long after its first packet (dumpcap's read timeout, 250 ms, plus a margin); a block
+/// still open when dumpcap stops never reaches the file. A stop waits this long first ...
+const BLOCK_RETIRE: Duration = Duration::from_millis(400);
+/// ... and then until the file has not grown for this long (dumpcap wrote what it was given) ...
+const WRITE_QUIET: Duration = Duration::from_millis(100);
+/// ... but no longer than this in all.
+const SETTLE_MAX: Duration = Duration::from_secs(3);
 
 /// Why a capture could not be started, stopped or checked.
 #[derive(Debug, thiserror::Error)]
@@ -147,6 +156,9 @@ impl Capture {
         let pid = libc::pid_t::try_from(guard.id())
             .map_err(|_| CaptureError::Control(std::io::Error::from(std::io::ErrorKind::InvalidInput)))?;
         if matches!(guard.child().try_wait(), Ok(None)) {
+            settle(&self.path);
+        }
+        if matches!(guard.child().try_wait(), Ok(None)) {
             // SAFETY: `pid` is our own child, not yet reaped (try_wait said it is running), so
             // the id cannot have been reused; kill only sends a signal.
             let rc = unsafe { libc::kill(pid, libc::SIGINT) };
@@ -173,6 +185,22 @@ impl Capture {
         }
         Ok(())
     }
+}
+
+/// Waits until what the kernel captured so far is in the file at `path` (see [`BLOCK_RETIRE`]).
+/// Without it a short exchange (a handshake and a megabyte, a few milliseconds on a veth) can
+/// lie whole in the open block and the file stays empty: seen once in a few hundred runs.
+fn settle(path: &Path) {
+    let start = Instant::now();
+    let size = || std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
+    let (mut last, mut since) = (size(), Instant::now());
+    wait_until(start + SETTLE_MAX, || {
+        let now = size();
+        if now != last {
+            (last, since) = (now, Instant::now());
+        }
+        start.elapsed() >= BLOCK_RETIRE && since.elapsed() >= WRITE_QUIET
+    });
 }
 
 impl Drop for Capture {
