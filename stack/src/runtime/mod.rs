@@ -41,7 +41,7 @@ use std::sync::{Arc, Mutex};
 
 use slimtcp_api::app::AppSockets;
 
-pub use buffers::{RxBuf, TxBuf, LARGE_TX, SMALL_TX};
+pub use buffers::{RxBuf, TxBuf, LARGE_TX, MEDIUM_TX, SMALL_TX};
 pub use driver::{IdlePolicy, RuntimeConfig, RuntimeError, WorkerThread};
 pub use external::{external_group, ExternalWorker};
 pub use link::HostLink;
