@@ -107,8 +107,6 @@ struct Class {
 #[derive(Debug, Default)]
 struct PoolShared {
     classes: [Class; CLASSES.len()],
-    /// Buffers handed out and not yet back.
-    outstanding: AtomicUsize,
 }
 
 impl PoolShared {
@@ -118,7 +116,6 @@ impl PoolShared {
     /// spare 64 KiB buffers made 4096 connections' 16 KiB sends free and allocate, and fault
     /// in, fresh memory at every send.)
     fn give_back(&self, data: Box<[u8]>) {
-        self.outstanding.fetch_sub(1, Ordering::Relaxed);
         let Some(i) = CLASSES.iter().position(|&(size, _)| size == data.len()) else { return };
         let class = &self.classes[i];
         let out = class.out.fetch_sub(1, Ordering::Relaxed).saturating_sub(1);
@@ -139,13 +136,12 @@ impl TxPool {
         let class = &self.0.classes[i];
         let data = class.spare.pop().unwrap_or_else(|| vec![0; CLASSES[i].0].into_boxed_slice());
         class.out.fetch_add(1, Ordering::Relaxed);
-        self.0.outstanding.fetch_add(1, Ordering::Relaxed);
         Some(TxBuf { data, len, pool: Arc::clone(&self.0) })
     }
 
     /// Buffers handed out (to the application or the stack) and not yet back.
     pub fn outstanding(&self) -> usize {
-        self.0.outstanding.load(Ordering::Relaxed)
+        self.0.classes.iter().map(|c| c.out.load(Ordering::Relaxed)).sum()
     }
 
     /// Spare buffers kept (all classes).

@@ -183,10 +183,9 @@ impl HostLink {
         let rx = |buf| RxBuf::new(buf, id, self.releases.clone());
         let (buf, rx_more) = (rx(first), more.drain(..).map(rx).collect());
         self.spare_vecs.give(more);
-        let more = rx_more;
         match self.fds.get(&id) {
-            Some(&fd) => events.push(Event::Data { fd, buf, more }),
-            None => drop((buf, more)),
+            Some(&fd) => events.push(Event::Data { fd, buf, more: rx_more }),
+            None => drop((buf, rx_more)),
         }
     }
 
