@@ -282,6 +282,15 @@ pub fn linux_client_to_guest_listener<A: SocketApi>(api: &mut A, ns: &Netns, len
 pub fn many_connections<A: SocketApi>(api: &mut A, ns: &Netns, conns: usize, per_conn: usize) {
     let listener = ns.run(|| TcpListener::bind((LINUX_IP, 6000))).expect("listen");
     listener.set_nonblocking(true).expect("nonblocking");
+    // std listens with a backlog of 128: the guest's 1,000 connects at once overflow it, Linux
+    // drops the SYNs it cannot queue, and those connections wait for SYN retransmissions (1, 2,
+    // 4 s ...: 8 s more in half the runs, and once past the test's limit). Room for all of
+    // them (listen again on a listening socket only changes its backlog).
+    let backlog = libc::c_int::try_from(conns).unwrap_or(libc::c_int::MAX);
+    // SAFETY: the descriptor is the listener's own, open for the whole call; listen reads no
+    // memory of ours.
+    let rc = unsafe { libc::listen(std::os::fd::AsRawFd::as_raw_fd(&listener), backlog) };
+    assert_eq!(rc, 0, "listen backlog: {}", std::io::Error::last_os_error());
     let server = ns
         .spawn("many", move || {
             let deadline = Instant::now() + LIMIT;
