@@ -17,6 +17,7 @@ pub mod app;
 mod epoll;
 mod error;
 pub mod id_map;
+pub mod prefetch;
 mod release_list;
 pub mod report;
 mod socket_api;

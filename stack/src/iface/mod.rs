@@ -124,6 +124,9 @@ pub struct Interface<N: Nic> {
     credited: Vec<SocketHandle>,
 }
 
+/// How many frames ahead of the one being processed the receive path prefetches.
+const RX_PREFETCH_AHEAD: usize = 2;
+
 impl<N: Nic> Interface<N> {
     /// An interface over `nic` with `cfg` (whose `mac` is the NIC's own when
     /// [`InterfaceConfig::mac_from_nic`] asks for it and the NIC has one).
@@ -256,14 +259,23 @@ impl<N: Nic> Interface<N> {
         let mut burst = std::mem::take(&mut self.rx_burst);
         let received = self.nic.receive(now, &mut burst, self.cfg.burst)?;
         // The burst's headers are fetched from memory while the first frames are processed
-        // (a frame received long after it was written is in no cache any more).
-        for frame in &burst {
-            frame.prefetch_headers();
+        // (a frame received long after it was written is in no cache any more), and what the
+        // receive path reads of the frame after next while this one is processed: a frame's
+        // lines are scattered over the pool, where the CPU cannot guess them.
+        for (i, frame) in burst.iter().enumerate() {
+            if i < RX_PREFETCH_AHEAD {
+                frame.prefetch_received();
+            } else {
+                frame.prefetch_headers();
+            }
         }
         // Processed in place: a payload the stack keeps is taken out of its frame (a small one
         // is copied), so a frame moves once, from the NIC into this burst.
-        for frame in &mut burst {
-            self.process_frame(now, frame);
+        for i in 0..burst.len() {
+            if let Some(ahead) = burst.get(i + RX_PREFETCH_AHEAD) {
+                ahead.prefetch_received();
+            }
+            self.process_frame(now, &mut burst[i]);
         }
         // Applications act between polls: the next burst's first segment starts afresh.
         self.rx_flow.take();

@@ -12,6 +12,9 @@ pub const DEFAULT_HEADROOM: usize = 128;
 /// Default buffer size: a 1500-byte MTU frame plus headroom, rounded up.
 pub const DEFAULT_BUF_SIZE: usize = 2048;
 
+/// Bytes of a frame's first cache lines that hold its headers (Ethernet, IPv4, TCP with options).
+const HEADER_LINES: usize = 128;
+
 /// Checksum work a transmitted frame asks the NIC to do (only set when the NIC offers it).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct TxOffload {
@@ -248,17 +251,23 @@ impl PacketBuf {
     /// it would otherwise wait for memory. A hint only: nothing is read or changed.
     #[inline]
     pub fn prefetch_headers(&self) {
-        #[cfg(target_arch = "x86_64")]
-        {
-            use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-            let first = self.storage.bytes().as_ptr().wrapping_add(self.start as usize).cast::<i8>();
-            // SAFETY: a prefetch never faults and never changes memory, whatever the address
-            // (the second line's address is computed without `add`'s in-bounds rule).
-            unsafe {
-                _mm_prefetch::<_MM_HINT_T0>(first);
-                _mm_prefetch::<_MM_HINT_T0>(first.wrapping_add(64));
-            }
-        }
+        slimtcp_api::prefetch::lines(self.data_ptr(), HEADER_LINES);
+    }
+
+    /// [`prefetch_headers`](Self::prefetch_headers) for what the receive path reads of a
+    /// received frame: all of it when its checksums are to be verified in software (no good
+    /// verdict from the NIC), else its headers (the payload is read by whoever takes it,
+    /// perhaps on another core).
+    #[inline]
+    pub fn prefetch_received(&self) {
+        let len = if self.rx_checksum_ok == Some(true) { HEADER_LINES } else { self.len() };
+        slimtcp_api::prefetch::lines(self.data_ptr(), len);
+    }
+
+    /// The address of the first data byte (for hints; never dereferenced through it).
+    #[inline]
+    fn data_ptr(&self) -> *const u8 {
+        self.storage.bytes().as_ptr().wrapping_add(self.start as usize)
     }
 
     /// Drops `n` bytes from the front (strips a header). Returns false if fewer are held.
