@@ -9,8 +9,8 @@
 //! `ENGINE_COST_DIRECTION=send` (the default): the guest sends, quiet sends of 16 KiB, 16 in
 //! flight (the socket's send credit), as the guest library sends; the peer reads. `receive`:
 //! the peer sends and the guest receives into posted 8 KiB buffers (the guest library's size),
-//! reads each data message out of guest memory and credits the bytes back a quarter of its
-//! receive buffer at a time, as the guest library does. Prints the data segments the receiving
+//! reads each data message out of guest memory and credits the bytes back half its receive
+//! buffer at a time, as the guest library does. Prints the data segments the receiving
 //! side got.
 //!
 //! ```sh
@@ -329,11 +329,11 @@ fn guest_sends(bench: &mut Bench, sock: SocketId, conn: SocketHandle, total: usi
 }
 
 /// The peer sends `total` bytes and the guest receives them: each data message read out of
-/// guest memory, its buffer posted again, the bytes credited back in batches of a quarter of
-/// the receive buffer (the guest library's rule).
+/// guest memory, its buffer posted again, the bytes credited back in batches of half the
+/// receive buffer (the guest library's rule, `CREDIT_BATCH_DIVISOR` in `client/rings.rs`).
 fn guest_receives(bench: &mut Bench, sock: SocketId, conn: SocketHandle, total: usize, info: &HelloInfo) {
     let chunk = vec![0xa5_u8; PEER_CHUNK];
-    let batch = (info.rx_buffer / 4).max(1);
+    let batch = (info.rx_buffer / 2).max(1);
     let (mut offered, mut received, mut credit) = (0usize, 0usize, 0u32);
     let mut cookie = 10u64;
     while received < total {

@@ -127,6 +127,7 @@ fn echoed_data_is_read_in_place_and_credit_is_returned_when_consumed() {
     let (mut api, dev) = start();
     let fd = api.socket(Proto::Tcp).expect("socket");
     api.connect(fd, PEER).expect("connect");
+    api.setsockopt(fd, SockOpt::RecvBuffer(3000)).expect("SO_RCVBUF");
     let payload: Vec<u8> = (0..1500u32).map(|i| i as u8).collect();
     api.send(fd, &payload).expect("send");
     let buf = api.recv_zc(fd).expect("recv_zc").expect("data");
@@ -140,10 +141,53 @@ fn echoed_data_is_read_in_place_and_credit_is_returned_when_consumed() {
     drop(buf);
     frames_after(&mut api, &dev, before + 1);
     let c = credits(&dev);
-    assert_eq!(c.len(), 1, "1500 bytes >= a quarter of the 4096-byte window: one credit");
+    assert_eq!(c.len(), 1, "1500 bytes >= half the 3000-byte window: one credit");
     assert_eq!(c[0][17], 1, "QUIET");
     assert_eq!(&c[0][28..32], &42u32.to_le_bytes());
     assert_eq!(&c[0][32..36], &1500u32.to_le_bytes());
+}
+
+/// Credit goes back in batches of half the window: a quarter consumed is kept, half is sent
+/// (one request, all of it), so thousands of sockets' reads cost few requests. (Nonblocking:
+/// a call that sleeps returns every pending credit first, a peer may be waiting for window.)
+#[test]
+fn credit_waits_for_half_the_window() {
+    let (mut api, dev) = start();
+    let fd = api.socket(Proto::Tcp).expect("socket");
+    api.connect(fd, PEER).expect("connect");
+    api.setsockopt(fd, SockOpt::RecvBuffer(4096)).expect("SO_RCVBUF");
+    api.setsockopt(fd, SockOpt::NonBlocking(true)).expect("nonblocking");
+    let credits = |dev: &FakeDevice| {
+        dev.frames().iter().filter(|f| f[16] == Op::Credit.code()).cloned().collect::<Vec<_>>()
+    };
+    api.send(fd, &[5u8; 1200]).expect("send");
+    api.send(fd, &[6u8; 1000]).expect("send");
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let next = |api: &mut GuestSockets| loop {
+        assert!(std::time::Instant::now() < deadline, "no echo");
+        match api.recv_zc(fd) {
+            Ok(Some(buf)) => return buf,
+            Err(SocketError::WouldBlock) => {
+                api.progress().expect("progress");
+            }
+            other => panic!("recv_zc: {other:?}"),
+        }
+    };
+    let first = next(&mut api);
+    assert_eq!(first.as_ref(), &[5u8; 1200][..]);
+    drop(first);
+    for _ in 0..50 {
+        api.progress().expect("progress");
+    }
+    assert!(credits(&dev).is_empty(), "1200 bytes: less than half the 4096-byte window, no credit yet");
+    let second = next(&mut api);
+    assert_eq!(second.as_ref(), &[6u8; 1000][..]);
+    let before = dev.frames().len();
+    drop(second);
+    frames_after(&mut api, &dev, before + 1);
+    let c = credits(&dev);
+    assert_eq!(c.len(), 1, "2200 bytes >= half the window: one credit");
+    assert_eq!(&c[0][32..36], &2200u32.to_le_bytes(), "both reads in it");
 }
 
 #[test]
@@ -249,8 +293,8 @@ fn credit_due_while_the_ring_is_full_goes_out_when_room_returns_without_an_idle_
     let mut api = GuestSockets::new(qp, &cfg).expect("hello");
     let fd = api.socket(Proto::Tcp).expect("socket");
     api.connect(fd, PEER).expect("connect");
-    // A quarter of 2048 bytes: every 600-byte message read makes its credit due.
-    api.setsockopt(fd, SockOpt::RecvBuffer(2048)).expect("SO_RCVBUF");
+    // Half of 1024 bytes: every 600-byte message read makes its credit due.
+    api.setsockopt(fd, SockOpt::RecvBuffer(1024)).expect("SO_RCVBUF");
     api.setsockopt(fd, SockOpt::NonBlocking(true)).expect("nonblocking");
     const MESSAGES: usize = 100;
     dev.inject

@@ -45,7 +45,7 @@ pub(super) enum TxSlot {
 pub(super) struct GuestSock {
     pub sid: SocketId,
     pub proto: Proto,
-    /// The receive window (SO_RCVBUF): credit is returned in batches of a quarter of it.
+    /// The receive window (SO_RCVBUF): credit is returned in batches of half of it.
     pub rcvbuf: usize,
     /// Consumed received bytes not yet credited back.
     pub credit_pending: u32,

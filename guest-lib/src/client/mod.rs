@@ -8,7 +8,7 @@
 //!   come back; their cookie tags the socket).
 //! - The receive queue always has `queue_size` equal buffers posted; each returned one holds a
 //!   completion or an event. Data payloads stay where they landed, become [`RxBuf`]s, and are
-//!   reposted (and their bytes credited, in batches of a quarter window) when dropped.
+//!   reposted (and their bytes credited, in batches of half a window) when dropped.
 //! - Send flow control is counted here: a socket's bytes in flight are the lengths of its send
 //!   chains the device still holds (they return with the used ring, after the peer's ACK) and
 //!   of its `COPY` sends (protocol 1.2: past its share of held chains, the backend copies them
