@@ -15,19 +15,31 @@ use crate::mem::DmaRegion;
 
 /// Transmit buffers up to this size come from the small class.
 pub const SMALL_TX: usize = 2048;
+/// Transmit buffers up to this size come from the medium class (a 16 KiB send, thousands of
+/// sockets' window each, takes 16 KiB of the region, not 64).
+pub const MEDIUM_TX: usize = 16 * 1024;
 /// The largest transmit buffer (and copy-send chunk).
 pub const LARGE_TX: usize = 64 * 1024;
 
+/// The size classes, smallest first.
+const CLASSES: [usize; 3] = [SMALL_TX, MEDIUM_TX, LARGE_TX];
+
 #[derive(Debug, Default)]
 struct PoolLists {
-    small: Vec<usize>,
-    large: Vec<usize>,
+    /// Free offsets of each class of [`CLASSES`].
+    free: [Vec<usize>; CLASSES.len()],
     /// Next uncarved offset.
     bump: usize,
     outstanding: usize,
 }
 
-/// The transmit pool of one queue pair: two size classes carved on demand from a region.
+/// The class of [`CLASSES`] whose buffers hold `len` bytes, smallest first; `None` above
+/// [`LARGE_TX`].
+fn class_of(len: usize) -> Option<usize> {
+    CLASSES.iter().position(|&cap| len <= cap)
+}
+
+/// The transmit pool of one queue pair: three size classes carved on demand from a region.
 #[derive(Debug)]
 pub(crate) struct TxPool {
     region: DmaRegion,
@@ -46,15 +58,10 @@ impl TxPool {
     /// A buffer with room for `len` bytes (and `len` set), `None` when the pool is exhausted
     /// or `len` is above [`LARGE_TX`].
     pub(crate) fn alloc(self: &Arc<Self>, len: usize) -> Option<TxBuf> {
-        let cap = if len <= SMALL_TX {
-            SMALL_TX
-        } else if len <= LARGE_TX {
-            LARGE_TX
-        } else {
-            return None;
-        };
+        let class = class_of(len)?;
+        let cap = CLASSES[class];
         let mut l = self.lists();
-        let offset = match if cap == SMALL_TX { l.small.pop() } else { l.large.pop() } {
+        let offset = match l.free[class].pop() {
             Some(o) => o,
             None => {
                 let start = l.bump;
@@ -143,10 +150,8 @@ impl Drop for TxBuf {
     fn drop(&mut self) {
         let mut l = self.pool.lists();
         l.outstanding = l.outstanding.saturating_sub(1);
-        if self.cap == SMALL_TX {
-            l.small.push(self.offset);
-        } else {
-            l.large.push(self.offset);
+        if let Some(class) = class_of(self.cap) {
+            l.free[class].push(self.offset);
         }
     }
 }
@@ -273,5 +278,51 @@ impl AsRef<[u8]> for RxBuf {
 impl Drop for RxBuf {
     fn drop(&mut self) {
         self.queue.list.push(self.release);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A pool over `len` bytes of heap memory standing in for shared memory.
+    fn pool(len: usize) -> Arc<TxPool> {
+        let memory: Arc<Mutex<Vec<u8>>> = Arc::new(Mutex::new(vec![0u8; len]));
+        let host = memory.lock().expect("memory").as_mut_ptr();
+        // SAFETY: the vector is never resized, and the keep-alive holds it as long as the region.
+        let region = unsafe { DmaRegion::new(host, 0x10_0000, len, memory) };
+        TxPool::new(region)
+    }
+
+    #[test]
+    fn each_send_takes_the_smallest_class_that_holds_it() {
+        let pool = pool(1 << 20);
+        let cases = [
+            (1, SMALL_TX),
+            (SMALL_TX, SMALL_TX),
+            (SMALL_TX + 1, MEDIUM_TX),
+            (MEDIUM_TX, MEDIUM_TX),
+            (MEDIUM_TX + 1, LARGE_TX),
+            (LARGE_TX, LARGE_TX),
+        ];
+        for (len, cap) in cases {
+            let buf = pool.alloc(len).expect("room");
+            assert_eq!((buf.len(), buf.capacity()), (len, cap), "a {len}-byte buffer");
+        }
+        assert!(pool.alloc(LARGE_TX + 1).is_none());
+    }
+
+    #[test]
+    fn a_freed_buffer_serves_its_class_again_and_the_region_bounds_the_pool() {
+        let pool = pool(4 * MEDIUM_TX);
+        let held: Vec<TxBuf> = (0..4).map(|_| pool.alloc(MEDIUM_TX).expect("room")).collect();
+        assert!(pool.alloc(MEDIUM_TX).is_none(), "the region is carved");
+        assert!(pool.alloc(1).is_none(), "no class has a free buffer");
+        let gpa = held[2].gpa();
+        drop(held);
+        assert_eq!(pool.outstanding(), 0);
+        let again: Vec<TxBuf> = (0..4).map(|_| pool.alloc(SMALL_TX + 1).expect("reused")).collect();
+        assert!(again.iter().any(|b| b.gpa() == gpa), "offsets come back to their class");
+        assert!(pool.alloc(SMALL_TX).is_none(), "medium buffers are not split into small ones");
     }
 }
