@@ -57,7 +57,7 @@ meta = {"date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d 
 json.dump({"meta": meta, "points": rows}, open(f"{out}/guest_cost.json", "w"), indent=1)
 lines = [f"Guest path, instructions per segment (callgrind), {meta['date']}: one connection, one thread "
          "(`engine_cost`); the guest sends (quiet 16 KiB sends) or receives (8 KiB receive buffers, each "
-         "data message read out of guest memory, credit returned a quarter of the receive buffer at a "
+         "data message read out of guest memory, credit returned half the receive buffer at a "
          "time); checksums in software, or filled and verified by the link (offload, as a PS225 port).", "",
          "| direction | checksums | MSS | Ir/segment |", "| --- | --- | --- | --- |"]
 lines += [f"| guest {r['direction']}s | {r['checksums']} | {r['mss']} | {r['instructions_per_segment']:.0f} |"

@@ -262,12 +262,11 @@ impl<N: Nic> Interface<N> {
         // (a frame received long after it was written is in no cache any more), and what the
         // receive path reads of the frame after next while this one is processed: a frame's
         // lines are scattered over the pool, where the CPU cannot guess them.
-        for (i, frame) in burst.iter().enumerate() {
-            if i < RX_PREFETCH_AHEAD {
-                frame.prefetch_received();
-            } else {
-                frame.prefetch_headers();
-            }
+        for frame in &burst {
+            frame.prefetch_headers();
+        }
+        for frame in burst.iter().take(RX_PREFETCH_AHEAD) {
+            frame.prefetch_received();
         }
         // Processed in place: a payload the stack keeps is taken out of its frame (a small one
         // is copied), so a frame moves once, from the NIC into this burst.

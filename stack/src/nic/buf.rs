@@ -254,14 +254,18 @@ impl PacketBuf {
         slimtcp_api::prefetch::lines(self.data_ptr(), HEADER_LINES);
     }
 
-    /// [`prefetch_headers`](Self::prefetch_headers) for what the receive path reads of a
-    /// received frame: all of it when its checksums are to be verified in software (no good
-    /// verdict from the NIC), else its headers (the payload is read by whoever takes it,
-    /// perhaps on another core).
+    /// After [`prefetch_headers`](Self::prefetch_headers), the rest of what the receive path
+    /// reads of a received frame: its lines past the headers when its checksums are to be
+    /// verified in software (no good verdict from the NIC); nothing more otherwise (the payload
+    /// is read by whoever takes it, perhaps on another core).
     #[inline]
     pub fn prefetch_received(&self) {
-        let len = if self.rx_checksum_ok == Some(true) { HEADER_LINES } else { self.len() };
-        slimtcp_api::prefetch::lines(self.data_ptr(), len);
+        if self.rx_checksum_ok != Some(true) && self.len() > HEADER_LINES {
+            slimtcp_api::prefetch::lines(
+                self.data_ptr().wrapping_add(HEADER_LINES),
+                self.len() - HEADER_LINES,
+            );
+        }
     }
 
     /// The address of the first data byte (for hints; never dereferenced through it).

@@ -168,12 +168,6 @@ impl<L: Link> AppSockets<L> {
             if !s.rxq.is_empty() {
                 let mut written = 0;
                 while written < buf.len() {
-                    // The next buffer (a frame received long ago, anywhere in memory) is fetched
-                    // while this one is copied.
-                    if let Some(next) = s.rxq.get(1) {
-                        let next = next.as_ref();
-                        crate::prefetch::lines(next.as_ptr(), next.len());
-                    }
                     let Some(front) = s.rxq.front_mut() else { break };
                     let bytes = front.as_ref();
                     let n = bytes.len().min(buf.len() - written);
