@@ -93,6 +93,11 @@ fn frames_after(api: &mut GuestSockets, dev: &FakeDevice, n: usize) -> Vec<Vec<u
     }
 }
 
+/// The credit requests the device has taken so far.
+fn credits(dev: &FakeDevice) -> Vec<Vec<u8>> {
+    dev.frames().into_iter().filter(|f| f[16] == Op::Credit.code()).collect()
+}
+
 fn cookie_of(frame: &[u8]) -> u64 {
     u64::from_le_bytes(frame[20..28].try_into().expect("8 bytes"))
 }
@@ -132,9 +137,6 @@ fn echoed_data_is_read_in_place_and_credit_is_returned_when_consumed() {
     api.send(fd, &payload).expect("send");
     let buf = api.recv_zc(fd).expect("recv_zc").expect("data");
     assert_eq!(buf.as_ref(), &payload[..]);
-    let credits = |dev: &FakeDevice| {
-        dev.frames().iter().filter(|f| f[16] == Op::Credit.code()).cloned().collect::<Vec<_>>()
-    };
     api.progress().expect("progress");
     assert!(credits(&dev).is_empty(), "no credit while the application holds the bytes");
     let before = dev.frames().len();
@@ -157,9 +159,6 @@ fn credit_waits_for_half_the_window() {
     api.connect(fd, PEER).expect("connect");
     api.setsockopt(fd, SockOpt::RecvBuffer(4096)).expect("SO_RCVBUF");
     api.setsockopt(fd, SockOpt::NonBlocking(true)).expect("nonblocking");
-    let credits = |dev: &FakeDevice| {
-        dev.frames().iter().filter(|f| f[16] == Op::Credit.code()).cloned().collect::<Vec<_>>()
-    };
     api.send(fd, &[5u8; 1200]).expect("send");
     api.send(fd, &[6u8; 1000]).expect("send");
     let deadline = std::time::Instant::now() + Duration::from_secs(10);

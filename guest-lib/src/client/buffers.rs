@@ -13,30 +13,17 @@ use slimtcp_api::{Fd, ReleaseList, ZeroCopyTx};
 
 use crate::mem::DmaRegion;
 
-/// Transmit buffers up to this size come from the small class.
-pub const SMALL_TX: usize = 2048;
-/// Transmit buffers up to this size come from the medium class (a 16 KiB send, thousands of
-/// sockets' window each, takes 16 KiB of the region, not 64).
-pub const MEDIUM_TX: usize = 16 * 1024;
 /// The largest transmit buffer (and copy-send chunk).
-pub const LARGE_TX: usize = 64 * 1024;
-
-/// The size classes, smallest first.
-const CLASSES: [usize; 3] = [SMALL_TX, MEDIUM_TX, LARGE_TX];
+pub use slimtcp_api::tx_classes::LARGE_TX;
+use slimtcp_api::tx_classes::{tx_class_of, TX_CLASSES};
 
 #[derive(Debug, Default)]
 struct PoolLists {
-    /// Free offsets of each class of [`CLASSES`].
-    free: [Vec<usize>; CLASSES.len()],
+    /// Free offsets of each class of [`TX_CLASSES`].
+    free: [Vec<usize>; TX_CLASSES.len()],
     /// Next uncarved offset.
     bump: usize,
     outstanding: usize,
-}
-
-/// The class of [`CLASSES`] whose buffers hold `len` bytes, smallest first; `None` above
-/// [`LARGE_TX`].
-fn class_of(len: usize) -> Option<usize> {
-    CLASSES.iter().position(|&cap| len <= cap)
 }
 
 /// The transmit pool of one queue pair: three size classes carved on demand from a region.
@@ -58,8 +45,8 @@ impl TxPool {
     /// A buffer with room for `len` bytes (and `len` set), `None` when the pool is exhausted
     /// or `len` is above [`LARGE_TX`].
     pub(crate) fn alloc(self: &Arc<Self>, len: usize) -> Option<TxBuf> {
-        let class = class_of(len)?;
-        let cap = CLASSES[class];
+        let class = tx_class_of(len)?;
+        let cap = TX_CLASSES[class];
         let mut l = self.lists();
         let offset = match l.free[class].pop() {
             Some(o) => o,
@@ -150,7 +137,7 @@ impl Drop for TxBuf {
     fn drop(&mut self) {
         let mut l = self.pool.lists();
         l.outstanding = l.outstanding.saturating_sub(1);
-        if let Some(class) = class_of(self.cap) {
+        if let Some(class) = tx_class_of(self.cap) {
             l.free[class].push(self.offset);
         }
     }
@@ -284,6 +271,7 @@ impl Drop for RxBuf {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use slimtcp_api::tx_classes::{MEDIUM_TX, SMALL_TX};
 
     /// A pool over `len` bytes of heap memory standing in for shared memory.
     fn pool(len: usize) -> Arc<TxPool> {

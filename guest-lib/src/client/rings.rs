@@ -23,9 +23,9 @@ const COPY_PAST_SHARE_BELOW: usize = 64 * 1024;
 /// this: half of it. Each credit is a request the device takes, validates and executes alone;
 /// with thousands of sockets of 16 KiB windows, credits at every quarter could cost a request
 /// per 4 KiB read (4096 connections, guest receives: 37% more requests per byte than at half,
-/// 10% less goodput). Half a window is
-/// the receiver's own rule for a window update (RFC 1122 4.2.3.3; Linux's `tcp_cleanup_rbuf`):
-/// the sender keeps at least the other half to send into meanwhile.
+/// 10% less goodput). Half a window is the receiver's own rule for a window update (RFC 1122
+/// 4.2.3.3; Linux's `tcp_cleanup_rbuf`): the sender keeps at least the other half to send into
+/// meanwhile.
 const CREDIT_BATCH_DIVISOR: usize = 2;
 
 impl GuestLink {

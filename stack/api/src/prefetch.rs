@@ -1,7 +1,7 @@
-//! Cache prefetch hints: the one place that issues them. A frame received or a buffer sent long
-//! after it was written (thousands of connections' windows in flight) is in no cache any more;
-//! asking for the next one's lines while the current one is processed lets the CPU fetch them
-//! meanwhile instead of waiting for each line at its first read.
+//! Cache prefetch hints: the one place that issues them. A frame received long after it was
+//! written (thousands of connections' windows in flight) is in no cache any more; asking for
+//! the next one's lines while the current one is processed lets the CPU fetch them meanwhile
+//! instead of waiting for each line at its first read.
 
 /// Bytes of a cache line.
 const LINE: usize = 64;

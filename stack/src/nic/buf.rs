@@ -13,7 +13,7 @@ pub const DEFAULT_HEADROOM: usize = 128;
 pub const DEFAULT_BUF_SIZE: usize = 2048;
 
 /// Bytes of a frame's first cache lines that hold its headers (Ethernet, IPv4, TCP with options).
-const HEADER_LINES: usize = 128;
+const HEADER_PREFETCH_BYTES: usize = 128;
 
 /// Checksum work a transmitted frame asks the NIC to do (only set when the NIC offers it).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -251,7 +251,7 @@ impl PacketBuf {
     /// it would otherwise wait for memory. A hint only: nothing is read or changed.
     #[inline]
     pub fn prefetch_headers(&self) {
-        slimtcp_api::prefetch::lines(self.data_ptr(), HEADER_LINES);
+        slimtcp_api::prefetch::lines(self.data_ptr(), HEADER_PREFETCH_BYTES);
     }
 
     /// After [`prefetch_headers`](Self::prefetch_headers), the rest of what the receive path
@@ -260,10 +260,10 @@ impl PacketBuf {
     /// is read by whoever takes it, perhaps on another core).
     #[inline]
     pub fn prefetch_received(&self) {
-        if self.rx_checksum_ok != Some(true) && self.len() > HEADER_LINES {
+        if self.rx_checksum_ok != Some(true) && self.len() > HEADER_PREFETCH_BYTES {
             slimtcp_api::prefetch::lines(
-                self.data_ptr().wrapping_add(HEADER_LINES),
-                self.len() - HEADER_LINES,
+                self.data_ptr().wrapping_add(HEADER_PREFETCH_BYTES),
+                self.len() - HEADER_PREFETCH_BYTES,
             );
         }
     }

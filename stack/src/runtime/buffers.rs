@@ -15,15 +15,11 @@ use slimtcp_api::{ReleaseList, ZeroCopyTx};
 use crate::nic::PacketBuf;
 use crate::tcp::TxPayload;
 
-/// Buffers up to this size come from the small pool.
-pub const SMALL_TX: usize = 2048;
-/// Buffers up to this size come from the middle pool (a 16 KiB socket buffer's whole window: the
-/// sends of thousands of connections with small buffers).
-pub const MEDIUM_TX: usize = 16 * 1024;
-/// Buffers up to this size come from the large pool; larger ones cannot be allocated.
-pub const LARGE_TX: usize = 64 * 1024;
-/// The size classes, smallest first, and the spare buffers each keeps at least.
-const CLASSES: [(usize, usize); 3] = [(SMALL_TX, 4096), (MEDIUM_TX, 256), (LARGE_TX, 64)];
+use slimtcp_api::tx_classes::{tx_class_of, TX_CLASSES};
+pub use slimtcp_api::tx_classes::{LARGE_TX, MEDIUM_TX, SMALL_TX};
+
+/// The spare buffers each class of [`TX_CLASSES`] keeps at least.
+const SPARES_KEPT: [usize; TX_CLASSES.len()] = [4096, 256, 64];
 
 /// A transmit buffer (see the module documentation). Dropped anywhere (by the application, the
 /// worker, the stack), it goes back to its pool.
@@ -106,7 +102,7 @@ struct Class {
 /// them).
 #[derive(Debug, Default)]
 struct PoolShared {
-    classes: [Class; CLASSES.len()],
+    classes: [Class; TX_CLASSES.len()],
 }
 
 impl PoolShared {
@@ -116,10 +112,10 @@ impl PoolShared {
     /// spare 64 KiB buffers made 4096 connections' 16 KiB sends free and allocate, and fault
     /// in, fresh memory at every send.)
     fn give_back(&self, data: Box<[u8]>) {
-        let Some(i) = CLASSES.iter().position(|&(size, _)| size == data.len()) else { return };
+        let Some(i) = tx_class_of(data.len()) else { return };
         let class = &self.classes[i];
         let out = class.out.fetch_sub(1, Ordering::Relaxed).saturating_sub(1);
-        if class.spare.len() < out.max(CLASSES[i].1) {
+        if class.spare.len() < out.max(SPARES_KEPT[i]) {
             class.spare.push(data);
         }
     }
@@ -132,9 +128,9 @@ pub struct TxPool(Arc<PoolShared>);
 impl TxPool {
     /// A buffer holding at least `len` bytes, with `len` set; `None` beyond [`LARGE_TX`].
     pub fn alloc(&self, len: usize) -> Option<TxBuf> {
-        let i = CLASSES.iter().position(|&(size, _)| len <= size)?;
+        let i = tx_class_of(len)?;
         let class = &self.0.classes[i];
-        let data = class.spare.pop().unwrap_or_else(|| vec![0; CLASSES[i].0].into_boxed_slice());
+        let data = class.spare.pop().unwrap_or_else(|| vec![0; TX_CLASSES[i]].into_boxed_slice());
         class.out.fetch_add(1, Ordering::Relaxed);
         Some(TxBuf { data, len, pool: Arc::clone(&self.0) })
     }
