@@ -102,11 +102,13 @@ fn full_link_pushes_back_like_a_tx_ring() {
     let mut burst: Vec<PacketBuf> = (0..10).map(|i| frame(&mut a, i)).collect();
     assert_eq!(a.transmit(Instant::ZERO, &mut burst).expect("transmit"), 4);
     assert_eq!(burst.len(), 6, "the rest stays with the caller");
+    assert_eq!(a.transmit(Instant::ZERO, &mut burst).expect("transmit"), 0, "a full link takes nothing");
+    assert_eq!(burst.len(), 6);
     assert_eq!(drain(&mut b, Instant::ZERO).iter().map(tag).collect::<Vec<_>>(), vec![0, 1, 2, 3]);
     assert_eq!(a.transmit(Instant::ZERO, &mut burst).expect("transmit"), 4);
     assert_eq!(drain(&mut b, Instant::ZERO).iter().map(tag).collect::<Vec<_>>(), vec![4, 5, 6, 7]);
     let s = a.stats().tx;
-    assert_eq!((s.sent, s.dropped_full), (8, 0));
+    assert_eq!((s.sent, s.received, s.dropped_full, s.faults.delivered), (8, 8, 0, 8));
 }
 
 #[test]

@@ -285,6 +285,14 @@ impl FaultInjector {
         Some(at)
     }
 
+    /// [`pass_faultless`](Self::pass_faultless) for a burst of `frames` frames sent at `now`.
+    #[inline]
+    pub fn pass_faultless_burst(&mut self, now: Instant, frames: usize) -> Option<Instant> {
+        let at = self.pass_faultless(now)?;
+        self.stats.delivered += frames.saturating_sub(1) as u64;
+        Some(at)
+    }
+
     /// Decides the fate of a frame of `frame_len` bytes sent at `now`, and counts it.
     pub fn decide(&mut self, now: Instant, frame_len: usize) -> Decision {
         let cfg = self.config;
