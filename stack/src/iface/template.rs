@@ -65,7 +65,9 @@ impl HeaderTemplate {
         EthernetAddress(mac)
     }
 
-    /// Writes a segment without TCP options into `buf` (empty, with headroom).
+    /// Writes a segment without TCP options into `buf` (empty, with headroom). With the TCP
+    /// checksum in software the payload is summed as it is copied ([`checksum::copy_summed`]),
+    /// unless it is shorter than [`checksum::COPY_SUMMED_MIN`].
     pub fn write(
         &self,
         buf: &mut PacketBuf,
@@ -76,8 +78,15 @@ impl HeaderTemplate {
         let plen = payload.len();
         let frame = buf.append(TEMPLATE_LEN + plen).ok_or(NoRoom)?;
         frame[..TEMPLATE_LEN].copy_from_slice(&self.header);
-        payload.copy_to(&mut frame[TEMPLATE_LEN..]);
-        self.patch(frame, repr, plen, None, caps);
+        if caps.tcp.tx || plen < checksum::COPY_SUMMED_MIN {
+            payload.copy_to(&mut frame[TEMPLATE_LEN..]);
+            self.patch(frame, repr, plen, None, caps);
+        } else {
+            // The checksum in software: the payload's sum is taken as it is copied, not by
+            // reading the frame back.
+            let (_, sum) = payload.copy_to_summed(&mut frame[TEMPLATE_LEN..]);
+            self.patch(frame, repr, plen, Some(sum), caps);
+        }
         buf.offload = TxOffload::ipv4(L4Proto::Tcp, caps);
         Ok(())
     }
@@ -112,8 +121,9 @@ impl HeaderTemplate {
         Ok(())
     }
 
-    /// Fills the per-segment fields of `frame` (template headers, then the payload unless
-    /// `payload_sum` gives the payload's sum because it lies elsewhere).
+    /// Fills the per-segment fields of `frame` (template headers, then the payload): the TCP
+    /// checksum sums the payload in the frame unless `payload_sum` gives its sum (taken while
+    /// it was copied in, or because it lies elsewhere).
     #[inline(always)]
     fn patch(
         &self,

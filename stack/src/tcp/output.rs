@@ -58,6 +58,18 @@ impl<'a> Payload<'a> {
         }
     }
 
+    /// [`copy_to`](Self::copy_to), also returning the ones-complement sum of the bytes written
+    /// (`checksum::data` of them), taken in the same pass.
+    pub fn copy_to_summed(&mut self, dst: &mut [u8]) -> (usize, u16) {
+        match self.tx.as_deref_mut() {
+            Some(tx) => {
+                let n = self.len.min(dst.len());
+                tx.copy_out_summed(self.offset, &mut dst[..n])
+            }
+            None => (0, 0),
+        }
+    }
+
     /// The payload as one piece of a loaned buffer that may be sent by reference (zero copy):
     /// its address, sum (when `with_sum`: a NIC that fills the checksum needs none, and then
     /// the payload is not read) and loan; `None` for copied data, an empty payload, or one

@@ -19,6 +19,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::config::MAX_TCP_BUFFER;
 use super::tx_payload::{copy_all, payload_sum, TxPayload};
+use crate::wire::checksum;
 
 /// Size of the chunks copied data is gathered into.
 const COPY_CHUNK: usize = 16 * 1024;
@@ -79,6 +80,15 @@ impl Chunk {
         match self {
             Chunk::Copied(v) => super::tx_payload::copy_from_slice_at(v, from, dst),
             Chunk::Loaned(l) => l.payload.copy_to(from, dst),
+        }
+    }
+
+    /// [`copy_to`](Self::copy_to), also returning the sum of the bytes copied
+    /// ([`TxPayload::copy_to_summed`]).
+    fn copy_to_summed(&self, from: usize, dst: &mut [u8]) -> (usize, u16) {
+        match self {
+            Chunk::Copied(v) => v.copy_to_summed(from, dst),
+            Chunk::Loaned(l) => l.payload.copy_to_summed(from, dst),
         }
     }
 
@@ -543,9 +553,36 @@ impl SendBuffer {
     /// `dst`; returns how many were copied (the range is clamped to what is queued).
     #[inline]
     pub fn copy_out(&mut self, offset: usize, dst: &mut [u8]) -> usize {
-        match self.copy_out_at_cursor(offset, dst) {
+        self.copy_pieces(offset, dst, &mut |chunk, from, piece| chunk.copy_to(from, piece))
+    }
+
+    /// [`copy_out`](Self::copy_out), also returning the ones-complement sum
+    /// ([`checksum::data`](crate::wire::checksum::data)) of the bytes copied, taken as they are
+    /// copied (a segment's checksum without reading its payload a second time).
+    #[inline]
+    pub fn copy_out_summed(&mut self, offset: usize, dst: &mut [u8]) -> (usize, u16) {
+        let mut sum = PieceSums::default();
+        let n = self.copy_pieces(offset, dst, &mut |chunk, from, piece| {
+            let (n, piece_sum) = chunk.copy_to_summed(from, piece);
+            sum.add(piece_sum, n);
+            n
+        });
+        (n, sum.total())
+    }
+
+    /// Copies bytes `offset..offset+dst.len()` (clamped to what is queued) into `dst`, a chunk's
+    /// piece at a time through `copy` (chunk, offset in it, where its bytes go; returns how many
+    /// it copied); returns how many were copied.
+    #[inline]
+    fn copy_pieces(
+        &mut self,
+        offset: usize,
+        dst: &mut [u8],
+        copy: &mut impl FnMut(&Chunk, usize, &mut [u8]) -> usize,
+    ) -> usize {
+        match self.copy_out_at_cursor(offset, dst, copy) {
             Some(n) => n,
-            None => self.copy_out_walk(offset, dst),
+            None => self.copy_out_walk(offset, dst, copy),
         }
     }
 
@@ -553,7 +590,12 @@ impl SendBuffer {
     /// the cursor to the last chunk read; out of line, so that the usual case inlines into its
     /// callers without this loop's register saves.
     #[inline(never)]
-    fn copy_out_walk(&mut self, offset: usize, dst: &mut [u8]) -> usize {
+    fn copy_out_walk(
+        &mut self,
+        offset: usize,
+        dst: &mut [u8],
+        copy: &mut impl FnMut(&Chunk, usize, &mut [u8]) -> usize,
+    ) -> usize {
         let end = (offset + dst.len()).min(self.len());
         if offset >= end {
             return 0;
@@ -572,7 +614,7 @@ impl SendBuffer {
             if pos < chunk_end {
                 self.cursor = (narrow(idx), narrow(start));
                 let want = end.min(chunk_end) - pos;
-                let got = chunk.copy_to(skip + pos - start, &mut dst[pos - offset..pos - offset + want]);
+                let got = copy(chunk, skip + pos - start, &mut dst[pos - offset..pos - offset + want]);
                 pos += got;
                 if got < want {
                     break;
@@ -590,17 +632,37 @@ impl SendBuffer {
     /// the scan cursor is on (a segment of a chunk the application wrote or lent). `None`
     /// otherwise (the general walk handles it).
     #[inline]
-    fn copy_out_at_cursor(&self, offset: usize, dst: &mut [u8]) -> Option<usize> {
+    fn copy_out_at_cursor(
+        &self,
+        offset: usize,
+        dst: &mut [u8],
+        copy: &mut impl FnMut(&Chunk, usize, &mut [u8]) -> usize,
+    ) -> Option<usize> {
         let (idx, start) = self.cursor();
         let from = offset.checked_sub(start)? + self.skip(idx);
-        match self.chunks.get(idx)? {
-            Chunk::Copied(bytes) => {
-                dst.copy_from_slice(bytes.get(from..from + dst.len())?);
-                Some(dst.len())
-            }
-            Chunk::Loaned(l) if from + dst.len() <= l.len as usize => Some(l.payload.copy_to(from, dst)),
-            Chunk::Loaned(_) => None,
-        }
+        let chunk = self.chunks.get(idx)?;
+        (from + dst.len() <= chunk.len()).then(|| copy(chunk, from, dst))
+    }
+}
+
+/// The sum of pieces copied one after another: a piece that starts at an odd byte of the whole
+/// has its words' bytes the other way round, so its sum goes in byte-swapped (RFC 1071 section
+/// 2(B)).
+#[derive(Debug, Default)]
+struct PieceSums {
+    sum: u16,
+    odd: bool,
+}
+
+impl PieceSums {
+    fn add(&mut self, piece_sum: u16, len: usize) {
+        let aligned = if self.odd { piece_sum.swap_bytes() } else { piece_sum };
+        self.sum = checksum::combine(&[self.sum, aligned]);
+        self.odd ^= len % 2 == 1;
+    }
+
+    fn total(&self) -> u16 {
+        self.sum
     }
 }
 

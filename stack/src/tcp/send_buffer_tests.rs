@@ -2,10 +2,17 @@
 
 use super::*;
 
+/// Bytes `offset..offset+len` through `copy_out`; the summing copy must give the same bytes and
+/// their sum (pieces of any length, at odd offsets too).
 fn read_all(b: &mut SendBuffer, offset: usize, len: usize) -> Vec<u8> {
     let mut out = vec![0; len];
     let n = b.copy_out(offset, &mut out);
     out.truncate(n);
+    let mut summed = vec![0; len];
+    let (m, sum) = b.copy_out_summed(offset, &mut summed);
+    summed.truncate(m);
+    assert_eq!(summed, out, "the summing copy's bytes at {offset}+{len}");
+    assert_eq!(sum, checksum::data(&out), "the summing copy's sum at {offset}+{len}");
     out
 }
 

@@ -25,6 +25,23 @@ pub trait TxPayload: std::any::Any + Send + std::fmt::Debug {
     /// Copies bytes `offset..` into `dst`, as many as both have; returns how many.
     fn copy_to(&self, offset: usize, dst: &mut [u8]) -> usize;
 
+    /// [`copy_to`](Self::copy_to), also returning the ones-complement sum
+    /// ([`checksum::data`]) of the bytes written into `dst`: in one pass over a slice
+    /// ([`checksum::copy_summed`]), else the copy and then its sum (what was written is what is
+    /// summed, whatever the owner's memory holds meanwhile).
+    fn copy_to_summed(&self, offset: usize, dst: &mut [u8]) -> (usize, u16) {
+        match self.as_slice().and_then(|s| s.get(offset..)) {
+            Some(src) => {
+                let n = src.len().min(dst.len());
+                (n, checksum::copy_summed(&src[..n], &mut dst[..n]))
+            }
+            None => {
+                let n = self.copy_to(offset, dst);
+                (n, checksum::data(&dst[..n]))
+            }
+        }
+    }
+
     /// The bytes as a slice, when nobody else reads or writes them while the stack holds the
     /// payload. Default `None` (the stack then reads through `copy_to`).
     fn as_slice(&self) -> Option<&[u8]> {
@@ -154,6 +171,21 @@ mod tests {
                 checksum::data(&bytes[offset..offset + len]),
                 "bytes {offset}+{len}"
             );
+        }
+    }
+
+    #[test]
+    fn a_summing_copy_sums_what_it_wrote_with_or_without_a_slice() {
+        let bytes: Vec<u8> = (0..5000u32).map(|i| (i * 11 + i / 7) as u8).collect();
+        let copy_only = CopyOnly(bytes.clone());
+        for (offset, dst_len) in [(0, 5000), (1, 1460), (3, 127), (4000, 2000), (5000, 10), (6000, 10)] {
+            let expect = &bytes[offset.min(5000)..(offset + dst_len).min(5000)];
+            for payload in [&bytes as &dyn TxPayload, &copy_only] {
+                let mut dst = vec![0u8; dst_len];
+                let (n, sum) = payload.copy_to_summed(offset, &mut dst);
+                assert_eq!(&dst[..n], expect, "bytes {offset}+{dst_len}");
+                assert_eq!(sum, checksum::data(expect), "sum of {offset}+{dst_len}");
+            }
         }
     }
 
