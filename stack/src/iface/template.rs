@@ -28,6 +28,9 @@ pub struct HeaderTemplate {
     ip_sum: u16,
     /// Partial sum of the TCP pseudo-header without the length.
     pseudo_sum: u16,
+    /// Partial sum of the TCP header with sequence and acknowledgement numbers, flags, window
+    /// and checksum zero (the ports and the data offset).
+    tcp_sum: u16,
 }
 
 impl HeaderTemplate {
@@ -54,8 +57,9 @@ impl HeaderTemplate {
         tcp[0..2].copy_from_slice(&src.port().to_be_bytes());
         tcp[2..4].copy_from_slice(&dst.port().to_be_bytes());
         tcp[12] = (TCP_LEN as u8 / 4) << 4;
+        let tcp_sum = checksum::data(tcp);
         let pseudo_sum = checksum::pseudo_header(*src.ip(), *dst.ip(), IpProtocol::Tcp, 0);
-        HeaderTemplate { header: h, ip_sum, pseudo_sum }
+        HeaderTemplate { header: h, ip_sum, pseudo_sum, tcp_sum }
     }
 
     /// The next hop's MAC (the Ethernet destination of every frame).
@@ -66,8 +70,7 @@ impl HeaderTemplate {
     }
 
     /// Writes a segment without TCP options into `buf` (empty, with headroom). With the TCP
-    /// checksum in software the payload is summed as it is copied ([`checksum::copy_summed`]),
-    /// unless it is shorter than [`checksum::COPY_SUMMED_MIN`].
+    /// checksum in software the payload is summed as it is copied ([`checksum::copy_summed`]).
     pub fn write(
         &self,
         buf: &mut PacketBuf,
@@ -78,14 +81,14 @@ impl HeaderTemplate {
         let plen = payload.len();
         let frame = buf.append(TEMPLATE_LEN + plen).ok_or(NoRoom)?;
         frame[..TEMPLATE_LEN].copy_from_slice(&self.header);
-        if caps.tcp.tx || plen < checksum::COPY_SUMMED_MIN {
+        if caps.tcp.tx {
             payload.copy_to(&mut frame[TEMPLATE_LEN..]);
-            self.patch(frame, repr, plen, None, caps);
+            self.patch(frame, repr, plen, 0, caps);
         } else {
             // The checksum in software: the payload's sum is taken as it is copied, not by
             // reading the frame back.
             let (_, sum) = payload.copy_to_summed(&mut frame[TEMPLATE_LEN..]);
-            self.patch(frame, repr, plen, Some(sum), caps);
+            self.patch(frame, repr, plen, sum, caps);
         }
         buf.offload = TxOffload::ipv4(L4Proto::Tcp, caps);
         Ok(())
@@ -109,28 +112,30 @@ impl HeaderTemplate {
         match payload_sum {
             // The checksums in software, over the headers and the payload's sum.
             Some(sum) => {
-                self.patch(frame, repr, payload_len, Some(sum), &ChecksumCapabilities::none());
+                self.patch(frame, repr, payload_len, sum, &ChecksumCapabilities::none());
                 buf.offload = TxOffload::default();
             }
             // No sum: the NIC fills the checksums (`caps`), as for a frame built whole.
             None => {
-                self.patch(frame, repr, payload_len, None, caps);
+                self.patch(frame, repr, payload_len, 0, caps);
                 buf.offload = TxOffload::ipv4(L4Proto::Tcp, caps);
             }
         }
         Ok(())
     }
 
-    /// Fills the per-segment fields of `frame` (template headers, then the payload): the TCP
-    /// checksum sums the payload in the frame unless `payload_sum` gives its sum (taken while
-    /// it was copied in, or because it lies elsewhere).
+    /// Fills the per-segment fields of `frame` (template headers, then the payload). Software
+    /// checksums are summed from what is written, never read back from the frame (a frame
+    /// buffer taken cold holds its bytes only once its lines arrive): the TCP header's sum from
+    /// the template's and the fields set here, the payload's from `payload_sum` (ignored when
+    /// `caps` leave the TCP checksum to the device).
     #[inline(always)]
     fn patch(
         &self,
         frame: &mut [u8],
         repr: &TcpRepr,
         plen: usize,
-        payload_sum: Option<u16>,
+        payload_sum: u16,
         caps: &ChecksumCapabilities,
     ) {
         let ip_total = (IP_LEN + TCP_LEN + plen) as u16;
@@ -139,10 +144,12 @@ impl HeaderTemplate {
         frame[ETH_LEN + 10..ETH_LEN + 12].copy_from_slice(&ip_csum.to_be_bytes());
 
         let tcp = &mut frame[ETH_LEN + IP_LEN..];
-        tcp[4..8].copy_from_slice(&repr.seq_number.0.to_be_bytes());
+        let seq = repr.seq_number.0;
+        tcp[4..8].copy_from_slice(&seq.to_be_bytes());
         let mut flags = repr.flags;
-        if let Some(ack) = repr.ack_number {
-            tcp[8..12].copy_from_slice(&ack.0.to_be_bytes());
+        let ack = repr.ack_number.map_or(0, |ack| ack.0);
+        if repr.ack_number.is_some() {
+            tcp[8..12].copy_from_slice(&ack.to_be_bytes());
             flags.insert(TcpFlags::ACK);
         }
         tcp[13] = flags.bits();
@@ -151,12 +158,19 @@ impl HeaderTemplate {
         let csum = if caps.tcp.tx {
             pseudo
         } else {
-            // The TCP header is 20 bytes (even), so sums of header and payload simply combine.
-            let segment = match payload_sum {
-                Some(p) => checksum::combine(&[checksum::data(&tcp[..TCP_LEN]), p]),
-                None => checksum::data(tcp),
-            };
-            !checksum::combine(&[pseudo, segment])
+            // The header's words that changed: sequence and acknowledgement numbers (two words
+            // each), flags (the low byte of the data offset's word) and window. The TCP header
+            // is 20 bytes (even), so its sum and the payload's simply combine.
+            let header = checksum::combine(&[
+                self.tcp_sum,
+                (seq >> 16) as u16,
+                seq as u16,
+                (ack >> 16) as u16,
+                ack as u16,
+                u16::from(flags.bits()),
+                repr.window_len,
+            ]);
+            !checksum::combine(&[pseudo, header, payload_sum])
         };
         tcp[16..18].copy_from_slice(&csum.to_be_bytes());
     }

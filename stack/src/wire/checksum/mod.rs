@@ -56,21 +56,12 @@ pub fn data(bytes: &[u8]) -> u16 {
     u16::from_be(fold(sum_native_scalar(bytes)))
 }
 
-/// The shortest copy worth summing on the way ([`copy_summed`]): a shorter payload is copied and
-/// then summed together with its header in one [`data`] pass, which costs less than two sums
-/// combined.
-#[cfg(target_arch = "x86_64")]
-pub const COPY_SUMMED_MIN: usize = WIDE_MIN;
-/// Without the vector path a copy is summed afterwards anyway.
-#[cfg(not(target_arch = "x86_64"))]
-pub const COPY_SUMMED_MIN: usize = usize::MAX;
-
 /// Copies `src` into the front of `dst` (as many bytes as both have) and returns [`data`] of
 /// the bytes copied: one pass where a copy and then a checksum of the copy would read the bytes
 /// twice (Linux's `csum_and_copy`). Reading the copy back right after writing it also waits for
 /// the writes to reach the cache, which a frame buffer taken cold makes slow; here the sum is
-/// taken from what was loaded. With AVX2, where the CPU has it and the slice is long enough,
-/// each 32-byte block is loaded once, stored and summed ([`avx2`]).
+/// taken from the source. With AVX2, where the CPU has it and the slice is long enough, each
+/// 32-byte block is loaded once, stored and summed ([`avx2`]).
 pub fn copy_summed(src: &[u8], dst: &mut [u8]) -> u16 {
     let n = src.len().min(dst.len());
     let (src, dst) = (&src[..n], &mut dst[..n]);
@@ -79,8 +70,11 @@ pub fn copy_summed(src: &[u8], dst: &mut [u8]) -> u16 {
         // SAFETY: the CPU has AVX2 (checked just above), the only requirement of the function.
         return u16::from_be(fold(unsafe { avx2::copy_sum_native(src, dst) }));
     }
+    // Short (or no AVX2): summed from the source, which the copy reads anyway, not from the
+    // copy.
+    let sum = data(src);
     dst.copy_from_slice(src);
-    data(dst)
+    sum
 }
 
 /// [`data`] of a 20-byte header (IPv4 or TCP without options): five 32-bit words, no loop and
