@@ -108,6 +108,8 @@ pub struct Interface<N: Nic> {
     tx_blocked: VecDeque<SocketHandle>,
     /// The NIC refused frames during this poll's dispatching (see `FrameSink::ring_full`).
     tx_ring_full: bool,
+    /// The next frame's buffer, taken one frame ahead (`tx.rs`).
+    tx_ahead: Option<PacketBuf>,
     expired: Vec<SocketHandle>,
     ping_replies: VecDeque<PingReply>,
     next_ephemeral: u16,
@@ -168,6 +170,7 @@ impl<N: Nic> Interface<N> {
             dispatch_list: Vec::new(),
             tx_blocked: VecDeque::new(),
             tx_ring_full: false,
+            tx_ahead: None,
             expired: Vec::new(),
             ping_replies: VecDeque::new(),
             next_ephemeral: FIRST_EPHEMERAL_PORT + (seed.0 % u32::from(EPHEMERAL_PORT_COUNT)) as u16,

@@ -106,6 +106,8 @@ struct FrameSink<'a, N: Nic> {
     /// The NIC refused frames earlier in this poll (its ring is full): not asked again until
     /// the poll's final flush; the connections after the first to find it full wait at once.
     ring_full: &'a mut bool,
+    /// The buffer of the next frame, taken (and its lines asked for) one frame ahead.
+    ahead: &'a mut Option<PacketBuf>,
 }
 
 impl<N: Nic> FrameSink<'_, N> {
@@ -216,9 +218,15 @@ impl<N: Nic> SegmentSink for FrameSink<'_, N> {
             }
         }
         self.make_room(false)?;
-        let Ok(mut buf) = self.nic.alloc_tx() else {
-            self.blocked = true;
-            return Err(SinkFull);
+        let mut buf = match self.ahead.take() {
+            Some(buf) => buf,
+            None => {
+                let Ok(buf) = self.nic.alloc_tx() else {
+                    self.blocked = true;
+                    return Err(SinkFull);
+                };
+                buf
+            }
         };
         self.counters.tx_payload_copied_bytes += payload.len() as u64;
         if !plain_header {
@@ -241,7 +249,14 @@ impl<N: Nic> SegmentSink for FrameSink<'_, N> {
         if repr.flags.contains(crate::wire::TcpFlags::RST) {
             self.counters.tcp_resets_sent += 1;
         }
+        let frame_len = buf.len();
         self.tx_queue.push(buf);
+        // The next frame's buffer, taken now and asked for as long as this frame: its lines
+        // arrive while the next segment is prepared, instead of at the copy's stores.
+        if let Ok(next) = self.nic.alloc_tx() {
+            next.prefetch_tail(frame_len);
+            *self.ahead = Some(next);
+        }
         Ok(())
     }
 }
@@ -372,6 +387,7 @@ impl<N: Nic> Interface<N> {
                 now,
                 blocked: false,
                 ring_full: &mut self.tx_ring_full,
+                ahead: &mut self.tx_ahead,
             };
             sock.conn.dispatch(now, &mut sink);
             if sink.blocked {

@@ -268,6 +268,14 @@ impl PacketBuf {
         }
     }
 
+    /// Hints that `len` bytes after the data (where the next `append`s write) are about to be
+    /// written: a buffer taken from a pool may have its lines in another core's cache (the
+    /// application's, which read the frame it last held).
+    #[inline]
+    pub fn prefetch_tail(&self, len: usize) {
+        slimtcp_api::prefetch::lines_for_write(self.data_ptr().wrapping_add(self.len()), len);
+    }
+
     /// The address of the first data byte (for hints; never dereferenced through it).
     #[inline]
     fn data_ptr(&self) -> *const u8 {
