@@ -176,6 +176,11 @@ impl<N: Nic> Engine<N> {
     /// until the guest credits them back.
     fn deliver_stream(&mut self, id: u32, q: &mut Queue, mem: &GuestMem) -> Delivery {
         let Some((head, cap)) = self.next_rx_buffer(q, mem) else { return Delivery::NoBuffer };
+        // The guest read this buffer last, on its own core: its lines are asked for, to be
+        // written, while the socket's segments are found.
+        for slice in &self.walked.slices {
+            slimtcp::api::prefetch::lines_for_write(slice.ptr, slice.len);
+        }
         let mut w = GuestWriter::new(&self.walked.slices);
         w.skip(DATA_HDR);
         let total = self.server.stream_read(id, cap - DATA_HDR, |bytes| {
