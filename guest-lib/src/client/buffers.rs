@@ -60,7 +60,13 @@ impl TxPool {
             }
         };
         l.outstanding += 1;
+        // The next send of this class takes the buffer now on top: its lines are asked for, to
+        // be written, while this one is filled (the device read it last, on its own core).
+        let next = l.free[class].last().copied();
         drop(l);
+        if let Some(next) = next {
+            slimtcp_api::prefetch::lines_for_write(self.region.host().wrapping_add(next), len);
+        }
         Some(TxBuf { pool: self.clone(), offset, cap, len })
     }
 

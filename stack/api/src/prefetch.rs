@@ -24,7 +24,15 @@ pub fn lines_for_write(start: *const u8, len: usize) {
                 std::arch::asm!("prefetchw [{0}]", in(reg) start.wrapping_add(offset), options(nostack, preserves_flags));
             }
         };
+        // Four lines a round, as `lines`.
         let mut offset = 0;
+        while offset + 4 * LINE <= len {
+            line(offset);
+            line(offset + LINE);
+            line(offset + 2 * LINE);
+            line(offset + 3 * LINE);
+            offset += 4 * LINE;
+        }
         while offset < len {
             line(offset);
             offset += LINE;

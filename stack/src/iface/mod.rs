@@ -108,7 +108,7 @@ pub struct Interface<N: Nic> {
     tx_blocked: VecDeque<SocketHandle>,
     /// The NIC refused frames during this poll's dispatching (see `FrameSink::ring_full`).
     tx_ring_full: bool,
-    /// The next frame's buffer, taken one frame ahead (`tx.rs`).
+    /// The next frame's buffer, taken one frame ahead during a poll's dispatches (`tx.rs`).
     tx_ahead: Option<PacketBuf>,
     expired: Vec<SocketHandle>,
     ping_replies: VecDeque<PingReply>,
@@ -307,6 +307,9 @@ impl<N: Nic> Interface<N> {
         // the entry would leave it never dispatched again, never reset, never freed.
         list.append(&mut self.dispatch_list);
         self.dispatch_list = list;
+        // The buffer taken for a next frame is not kept between polls: an idle interface holds
+        // no transmit buffer (a DPDK pool's mbufs all come back).
+        self.tx_ahead = None;
 
         let sent = self.flush_tx(now)?;
         Ok(received > 0 || timers_fired || dispatched || sent > 0 || completed > 0)
