@@ -5,6 +5,7 @@
 //! for the same way, to be owned ([`lines_for_write`]).
 
 /// Bytes of a cache line.
+#[cfg(target_arch = "x86_64")]
 const LINE: usize = 64;
 
 /// Asks the CPU to bring the cache lines of `len` bytes from `start` into its caches ready to be
@@ -24,22 +25,29 @@ pub fn lines_for_write(start: *const u8, len: usize) {
                 std::arch::asm!("prefetchw [{0}]", in(reg) start.wrapping_add(offset), options(nostack, preserves_flags));
             }
         };
-        // Four lines a round, as `lines`.
-        let mut offset = 0;
-        while offset + 4 * LINE <= len {
-            line(offset);
-            line(offset + LINE);
-            line(offset + 2 * LINE);
-            line(offset + 3 * LINE);
-            offset += 4 * LINE;
-        }
-        while offset < len {
-            line(offset);
-            offset += LINE;
-        }
+        each_line(len, line);
     }
     #[cfg(not(target_arch = "x86_64"))]
     let _ = (start, len);
+}
+
+/// Calls `line` with the offset of every cache line of `len` bytes, four a round: a frame's
+/// lines cost a few instructions each, not a loop's.
+#[inline(always)]
+#[cfg(target_arch = "x86_64")]
+fn each_line(len: usize, line: impl Fn(usize)) {
+    let mut offset = 0;
+    while offset + 4 * LINE <= len {
+        line(offset);
+        line(offset + LINE);
+        line(offset + 2 * LINE);
+        line(offset + 3 * LINE);
+        offset += 4 * LINE;
+    }
+    while offset < len {
+        line(offset);
+        offset += LINE;
+    }
 }
 
 /// Whether the CPU has `prefetchw` (CPUID 0x8000_0001, ECX bit 8: `PRFCHW`, AMD's
@@ -86,19 +94,7 @@ pub fn lines(start: *const u8, len: usize) {
         // SAFETY: a prefetch never faults and never changes memory, whatever the address
         // (computed without `add`'s in-bounds rule).
         let line = |offset: usize| unsafe { _mm_prefetch::<_MM_HINT_T0>(first.wrapping_add(offset)) };
-        // Four lines a round: a frame's lines cost a few instructions each, not a loop's.
-        let mut offset = 0;
-        while offset + 4 * LINE <= len {
-            line(offset);
-            line(offset + LINE);
-            line(offset + 2 * LINE);
-            line(offset + 3 * LINE);
-            offset += 4 * LINE;
-        }
-        while offset < len {
-            line(offset);
-            offset += LINE;
-        }
+        each_line(len, line);
     }
     #[cfg(not(target_arch = "x86_64"))]
     let _ = (start, len);
