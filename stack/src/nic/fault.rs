@@ -275,21 +275,20 @@ impl FaultInjector {
     /// link's per-frame fast path: no decision to build, no frame to move through a [`Fate`].
     #[inline]
     pub fn pass_faultless(&mut self, now: Instant) -> Option<Instant> {
+        self.pass_faultless_burst(now, 1)
+    }
+
+    /// [`pass_faultless`](Self::pass_faultless) for a burst of `frames` frames sent at `now`
+    /// (all delivered at the same time).
+    #[inline]
+    pub fn pass_faultless_burst(&mut self, now: Instant, frames: usize) -> Option<Instant> {
         if !self.faultless {
             return None;
         }
         // Still clamp, so a caller whose `now` goes backwards cannot reorder frames.
         let at = now.max(self.fifo_floor);
         self.fifo_floor = at;
-        self.stats.delivered += 1;
-        Some(at)
-    }
-
-    /// [`pass_faultless`](Self::pass_faultless) for a burst of `frames` frames sent at `now`.
-    #[inline]
-    pub fn pass_faultless_burst(&mut self, now: Instant, frames: usize) -> Option<Instant> {
-        let at = self.pass_faultless(now)?;
-        self.stats.delivered += frames.saturating_sub(1) as u64;
+        self.stats.delivered += frames as u64;
         Some(at)
     }
 
