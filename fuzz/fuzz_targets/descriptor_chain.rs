@@ -205,7 +205,10 @@ impl Host {
 
     fn read<const N: usize>(&self, addr: u64) -> Option<[u8; N]> {
         let &(start, _, host) =
-            self.0.iter().find(|&&(start, len, _)| addr >= start && addr - start + N as u64 <= len)?;
+            // `checked_add`: an address near 2^64 must not wrap round into the region.
+            self.0.iter().find(|&&(start, len, _)| {
+                addr >= start && (addr - start).checked_add(N as u64).is_some_and(|end| end <= len)
+            })?;
         let mut out = [0u8; N];
         // SAFETY: `addr..addr + N` lies inside the region mapped at `host` (checked above), the
         // mapping lives as long as the world's memory, and only this thread touches it.
