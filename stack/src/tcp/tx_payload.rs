@@ -27,19 +27,25 @@ pub trait TxPayload: std::any::Any + Send + std::fmt::Debug {
 
     /// [`copy_to`](Self::copy_to), also returning the ones-complement sum
     /// ([`checksum::data`]) of the bytes written into `dst`: in one pass over a slice
-    /// ([`checksum::copy_summed`]), else the copy and then its sum (what was written is what is
-    /// summed, whatever the owner's memory holds meanwhile).
+    /// ([`checksum::copy_summed`]) or over external memory, which others may write
+    /// ([`checksum::copy_summed_shared`]: what was written is what is summed, whatever the
+    /// owner's memory holds meanwhile); else the copy and then its sum.
     fn copy_to_summed(&self, offset: usize, dst: &mut [u8]) -> (usize, u16) {
-        match self.as_slice().and_then(|s| s.get(offset..)) {
-            Some(src) => {
-                let n = src.len().min(dst.len());
-                (n, checksum::copy_summed(&src[..n], &mut dst[..n]))
-            }
-            None => {
-                let n = self.copy_to(offset, dst);
-                (n, checksum::data(&dst[..n]))
-            }
+        if let Some(src) = self.as_slice() {
+            let src = src.get(offset..).unwrap_or_default();
+            let n = src.len().min(dst.len());
+            return (n, checksum::copy_summed(&src[..n], &mut dst[..n]));
         }
+        if let Some(addr) = self.external_addr() {
+            let n = self.len().saturating_sub(offset).min(dst.len());
+            // SAFETY: `len()` bytes from `external_addr()` stay mapped while the stack holds the
+            // payload (the method's promise), and `offset + n <= len()`; `dst` is the stack's
+            // own buffer, never the external memory.
+            let sum = unsafe { checksum::copy_summed_shared(addr.as_ptr().add(offset), &mut dst[..n]) };
+            return (n, sum);
+        }
+        let n = self.copy_to(offset, dst);
+        (n, checksum::data(&dst[..n]))
     }
 
     /// The bytes as a slice, when nobody else reads or writes them while the stack holds the
@@ -50,9 +56,11 @@ pub trait TxPayload: std::any::Any + Send + std::fmt::Debug {
 
     /// The address of the first byte when a NIC may transmit the bytes straight from where they
     /// are (zero copy: external memory such as a registered guest-memory region). The
-    /// implementation promises that `len()` bytes from there stay mapped while the stack holds
-    /// the payload, i.e. until it is handed back by `take_completed` (or dropped by the stack).
-    /// Default `None` (the stack copies the bytes into its frames).
+    /// implementation promises that `len()` bytes from there stay mapped (readable) while the
+    /// stack holds the payload, i.e. until it is handed back by `take_completed` (or dropped by
+    /// the stack); the stack itself also copies from there into its frames
+    /// ([`copy_to_summed`](Self::copy_to_summed)), reading each byte once. Default `None` (the
+    /// stack copies the bytes into its frames through `copy_to`).
     fn external_addr(&self) -> Option<NonNull<u8>> {
         None
     }
@@ -159,6 +167,22 @@ mod tests {
         }
     }
 
+    /// Like a guest's registered memory: no slice, an address the stack may read.
+    #[derive(Debug)]
+    struct External(Vec<u8>);
+
+    impl TxPayload for External {
+        fn len(&self) -> usize {
+            self.0.len()
+        }
+        fn copy_to(&self, offset: usize, dst: &mut [u8]) -> usize {
+            copy_from_slice_at(&self.0, offset, dst)
+        }
+        fn external_addr(&self) -> Option<NonNull<u8>> {
+            NonNull::new(self.0.as_ptr().cast_mut())
+        }
+    }
+
     #[test]
     fn sums_through_copies_match_sums_of_the_slice() {
         let bytes: Vec<u8> = (0..5000u32).map(|i| (i * 7 + i / 13) as u8).collect();
@@ -175,12 +199,15 @@ mod tests {
     }
 
     #[test]
-    fn a_summing_copy_sums_what_it_wrote_with_or_without_a_slice() {
+    fn a_summing_copy_sums_what_it_wrote_from_a_slice_an_address_or_copies() {
         let bytes: Vec<u8> = (0..5000u32).map(|i| (i * 11 + i / 7) as u8).collect();
         let copy_only = CopyOnly(bytes.clone());
-        for (offset, dst_len) in [(0, 5000), (1, 1460), (3, 127), (4000, 2000), (5000, 10), (6000, 10)] {
+        let external = External(bytes.clone());
+        for (offset, dst_len) in
+            [(0, 5000), (1, 1460), (3, 127), (7, 128), (4000, 2000), (4999, 10), (5000, 10), (6000, 10)]
+        {
             let expect = &bytes[offset.min(5000)..(offset + dst_len).min(5000)];
-            for payload in [&bytes as &dyn TxPayload, &copy_only] {
+            for payload in [&bytes as &dyn TxPayload, &copy_only, &external] {
                 let mut dst = vec![0u8; dst_len];
                 let (n, sum) = payload.copy_to_summed(offset, &mut dst);
                 assert_eq!(&dst[..n], expect, "bytes {offset}+{dst_len}");

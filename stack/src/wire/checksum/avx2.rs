@@ -5,7 +5,9 @@
 //! bit, so the signed multiply-add sees `word - 2^15` and cannot overflow; the flips are added
 //! back once per group. Three instructions per block (xor with the load folded in, multiply-add,
 //! add), four blocks per loop step. The copying variant stores each loaded block into the
-//! destination before summing it (a copy and its sum in one pass), two blocks per step.
+//! destination before summing it (a copy and its sum in one pass), two blocks per step; its
+//! source may be memory another party writes (a guest's), so it reads by raw pointer, each block
+//! by one load.
 
 use std::arch::x86_64::{
     __m256i, _mm256_add_epi32, _mm256_loadu_si256, _mm256_madd_epi16, _mm256_set1_epi16,
@@ -32,56 +34,132 @@ pub(super) unsafe fn sum_native(bytes: &[u8]) -> u64 {
     })
 }
 
-/// [`sum_native`] of `src`, copied into `dst` on the way (the same length): each block is
-/// loaded once, stored into `dst` and summed from the register.
+/// [`sum_native`] of `src`, copied into the front of `dst` on the way (as many bytes as both
+/// have): each 32-byte block is loaded once, stored into `dst` and summed from the register.
 ///
 /// # Safety
 /// The CPU must support AVX2.
 #[target_feature(enable = "avx2")]
 pub(super) unsafe fn copy_sum_native(src: &[u8], dst: &mut [u8]) -> u64 {
     let n = src.len().min(dst.len());
-    let (src, dst) = (&src[..n], &mut dst[..n]);
-    let whole = n / 32 * 32;
-    let mut sum = 0;
-    for (from, to) in src[..whole].chunks(32 * GROUP_BLOCKS).zip(dst[..whole].chunks_mut(32 * GROUP_BLOCKS)) {
-        sum = add64(sum, copy_sum_blocks(from, to));
-    }
-    let (tail_src, tail_dst) = (&src[whole..], &mut dst[whole..]);
-    tail_dst.copy_from_slice(tail_src);
-    add64(sum, sum_native_scalar(tail_src))
+    // SAFETY: `src` has `n` readable bytes and cannot overlap `dst`, borrowed exclusively; the
+    // references tell the compiler so, and it may load ahead of earlier stores.
+    unsafe { copy_sum::<false>(src.as_ptr(), &mut dst[..n]) }
 }
 
-/// [`sum_blocks`] of `src` (whole blocks, at most [`GROUP_BLOCKS`]), each block stored into
-/// `dst` (the same length) as it is summed.
+/// [`copy_sum_native`] of the `dst.len()` bytes at `src`, memory another party may write
+/// meanwhile (a guest's): each block is read by one load ([`load_once`]) and the last 0-31 bytes
+/// are copied and then summed from `dst`, so the sum is always that of the bytes written.
+///
+/// # Safety
+/// The CPU must support AVX2; `dst.len()` bytes from `src` must be readable and must not overlap
+/// `dst`.
 #[target_feature(enable = "avx2")]
-fn copy_sum_blocks(src: &[u8], dst: &mut [u8]) -> u64 {
-    let mut even = _mm256_setzero_si256();
-    let mut odd = _mm256_setzero_si256();
-    let mut steps = src.chunks_exact(64);
-    let mut steps_to = dst.chunks_exact_mut(64);
-    for (step, to) in (&mut steps).zip(&mut steps_to) {
-        let (low_to, high_to) = to.split_at_mut(32);
-        even = _mm256_add_epi32(even, copy_pair_sums(&step[..32], low_to));
-        odd = _mm256_add_epi32(odd, copy_pair_sums(&step[32..], high_to));
-    }
-    for (block, to) in steps.remainder().chunks_exact(32).zip(steps_to.into_remainder().chunks_exact_mut(32))
-    {
-        even = _mm256_add_epi32(even, copy_pair_sums(block, to));
-    }
-    exact_sum(_mm256_add_epi32(even, odd), src.len() / 32)
+pub(super) unsafe fn copy_sum_shared(src: *const u8, dst: &mut [u8]) -> u64 {
+    // SAFETY: the caller's promises are `copy_sum`'s.
+    unsafe { copy_sum::<true>(src, dst) }
 }
 
-/// [`pair_sums`] of a 32-byte block of `src`, stored into the first 32 bytes of `dst` from the
-/// same register.
+/// The copying sum of the `dst.len()` bytes at `src` into `dst`, in groups of at most
+/// [`GROUP_BLOCKS`] blocks, then the tail; `SHARED`: the source may change meanwhile (see
+/// [`copy_sum_shared`]).
+///
+/// # Safety
+/// `dst.len()` bytes from `src` must be readable and must not overlap `dst`.
 #[target_feature(enable = "avx2")]
 #[inline]
-fn copy_pair_sums(src: &[u8], dst: &mut [u8]) -> __m256i {
-    let (src, dst) = (&src[..32], &mut dst[..32]);
-    // SAFETY: `src` is 32 bytes long, the load's width; it needs no alignment.
-    let words = unsafe { _mm256_loadu_si256(src.as_ptr().cast()) };
+unsafe fn copy_sum<const SHARED: bool>(src: *const u8, dst: &mut [u8]) -> u64 {
+    let whole = dst.len() / 32 * 32;
+    let mut sum = 0;
+    for (group, to) in dst[..whole].chunks_mut(32 * GROUP_BLOCKS).enumerate() {
+        // SAFETY: the group's bytes lie inside the caller's readable `dst.len()` bytes at `src`.
+        sum = add64(sum, unsafe { copy_sum_blocks::<SHARED>(src.add(group * 32 * GROUP_BLOCKS), to) });
+    }
+    let tail = &mut dst[whole..];
+    // SAFETY: the tail's bytes lie inside the readable range at `src`, apart from `dst` (the
+    // caller's promises). Shared memory is copied like vm-memory copies guest memory (a byte
+    // written meanwhile lands as either value) and the copy is summed; the sum of a source that
+    // cannot change is taken from it, which the copy reads anyway.
+    unsafe {
+        std::ptr::copy_nonoverlapping(src.add(whole), tail.as_mut_ptr(), tail.len());
+        match SHARED {
+            true => add64(sum, sum_native_scalar(tail)),
+            false => add64(sum, sum_native_scalar(std::slice::from_raw_parts(src.add(whole), tail.len()))),
+        }
+    }
+}
+
+/// [`sum_blocks`] of the `dst.len()` bytes at `src` (whole blocks, at most [`GROUP_BLOCKS`]),
+/// each block stored into `dst` as it is summed.
+///
+/// # Safety
+/// `dst.len()` bytes from `src` must be readable.
+#[target_feature(enable = "avx2")]
+#[inline]
+unsafe fn copy_sum_blocks<const SHARED: bool>(src: *const u8, dst: &mut [u8]) -> u64 {
+    let mut even = _mm256_setzero_si256();
+    let mut odd = _mm256_setzero_si256();
+    let mut steps_to = dst.chunks_exact_mut(64);
+    let mut at = src;
+    for to in &mut steps_to {
+        let (low_to, high_to) = to.split_at_mut(32);
+        // SAFETY: the step's 64 bytes at `at` are inside the caller's readable range.
+        unsafe {
+            even = _mm256_add_epi32(even, copy_pair_sums::<SHARED>(at, low_to));
+            odd = _mm256_add_epi32(odd, copy_pair_sums::<SHARED>(at.add(32), high_to));
+            at = at.add(64);
+        }
+    }
+    if let Some(to) = steps_to.into_remainder().first_chunk_mut::<32>() {
+        // SAFETY: the last block's 32 bytes at `at` are inside the caller's readable range.
+        even = _mm256_add_epi32(even, unsafe { copy_pair_sums::<SHARED>(at, to) });
+    }
+    exact_sum(_mm256_add_epi32(even, odd), dst.len() / 32)
+}
+
+/// [`pair_sums`] of the 32-byte block at `src`, stored into the first 32 bytes of `dst` from the
+/// same register; `SHARED`: read by [`load_once`].
+///
+/// # Safety
+/// 32 bytes from `src` must be readable.
+#[target_feature(enable = "avx2")]
+#[inline]
+unsafe fn copy_pair_sums<const SHARED: bool>(src: *const u8, dst: &mut [u8]) -> __m256i {
+    let dst = &mut dst[..32];
+    // SAFETY: 32 bytes at `src` are readable (the caller's promise); neither load needs
+    // alignment.
+    let words = unsafe {
+        match SHARED {
+            true => load_once(src),
+            false => _mm256_loadu_si256(src.cast()),
+        }
+    };
     // SAFETY: `dst` is 32 writable bytes, the store's width; it needs no alignment.
     unsafe { _mm256_storeu_si256(dst.as_mut_ptr().cast(), words) };
     flipped_pair_sums(words)
+}
+
+/// The 32 bytes at `src` (any alignment), read by exactly one load instruction: the compiler may
+/// neither repeat nor split it, so the block that is stored and the block that is summed are the
+/// same even when another party (a guest) writes the source meanwhile.
+///
+/// # Safety
+/// 32 bytes from `src` must be readable.
+#[target_feature(enable = "avx2")]
+#[inline]
+unsafe fn load_once(src: *const u8) -> __m256i {
+    let words: __m256i;
+    // SAFETY: `vmovdqu` reads the 32 bytes at `src`, readable by the caller's promise, with no
+    // alignment requirement, and writes only the output register.
+    unsafe {
+        std::arch::asm!(
+            "vmovdqu {words}, ymmword ptr [{src}]",
+            words = out(ymm_reg) words,
+            src = in(reg) src,
+            options(nostack, preserves_flags, readonly),
+        );
+    }
+    words
 }
 
 /// The exact sum of the words of the whole 32-byte blocks of `group` (at most

@@ -77,6 +77,27 @@ pub fn copy_summed(src: &[u8], dst: &mut [u8]) -> u16 {
     sum
 }
 
+/// [`copy_summed`] of the `dst.len()` bytes at `src`, memory that another party may write at
+/// any moment (a guest's: never a `&[u8]`). The sum is always that of the bytes written into
+/// `dst`: with AVX2 each 32-byte block is read by one load and stored and summed from it; short
+/// copies (and CPUs without AVX2) copy first and sum the copy. A byte written meanwhile is
+/// copied as its old or its new value, as vm-memory's own copies of guest memory do.
+///
+/// # Safety
+/// `dst.len()` bytes from `src` must be readable (mapped) for the whole call and must not
+/// overlap `dst`.
+pub unsafe fn copy_summed_shared(src: *const u8, dst: &mut [u8]) -> u16 {
+    #[cfg(target_arch = "x86_64")]
+    if dst.len() >= WIDE_MIN && std::arch::is_x86_feature_detected!("avx2") {
+        // SAFETY: the CPU has AVX2 (checked just above); the range at `src` is readable and
+        // apart from `dst` (the caller's promises).
+        return u16::from_be(fold(unsafe { avx2::copy_sum_shared(src, dst) }));
+    }
+    // SAFETY: as above; the copy is vm-memory's kind (a `memcpy` of bytes that may change).
+    unsafe { std::ptr::copy_nonoverlapping(src, dst.as_mut_ptr(), dst.len()) };
+    data(dst)
+}
+
 /// [`data`] of a 20-byte header (IPv4 or TCP without options): five 32-bit words, no loop and
 /// no tail.
 #[inline]
@@ -283,6 +304,14 @@ mod tests {
                 assert_eq!(&dst[dst_start..dst_start + src.len()], src, "len {}", src.len());
                 assert!(dst[dst_start + src.len()..].iter().all(|&b| b == 0x5a), "nothing past the copy");
                 assert_eq!(sum, reference(src), "len {} dst_start {dst_start}", src.len());
+                // The same from a raw address (memory another party may write).
+                dst.fill(0x5a);
+                let to = &mut dst[dst_start..dst_start + src.len()];
+                // SAFETY: `src` is readable for `to.len()` bytes and apart from `dst`.
+                let shared = unsafe { copy_summed_shared(src.as_ptr(), to) };
+                assert_eq!(&dst[dst_start..dst_start + src.len()], src, "shared, len {}", src.len());
+                assert!(dst[dst_start + src.len()..].iter().all(|&b| b == 0x5a), "shared: nothing past");
+                assert_eq!(shared, reference(src), "shared, len {} dst_start {dst_start}", src.len());
             }
         });
         // A shorter destination takes what fits, and the sum is of that.
@@ -290,6 +319,43 @@ mod tests {
         let mut dst = [0u8; 131];
         assert_eq!(copy_summed(&src, &mut dst), reference(&src[..131]));
         assert_eq!(dst, [0xff; 131]);
+    }
+
+    #[test]
+    fn a_shared_copy_sums_what_it_wrote_while_the_source_changes() {
+        use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
+        // A guest rewriting its send buffer while the backend copies it: every byte lands as
+        // its old or new value, and the sum must be that of the copy, never of a second read.
+        let source: Vec<AtomicU8> = (0..1460).map(|i| AtomicU8::new(i as u8)).collect();
+        let (stop, rewrites) = (AtomicBool::new(false), AtomicUsize::new(0));
+        /// Stops the writer however the copies end (a failed assertion too).
+        struct StopOnDrop<'a>(&'a AtomicBool);
+        impl Drop for StopOnDrop<'_> {
+            fn drop(&mut self) {
+                self.0.store(true, Ordering::Relaxed);
+            }
+        }
+        std::thread::scope(|scope| {
+            let _stop_writer = StopOnDrop(&stop);
+            scope.spawn(|| {
+                let mut round = 0u8;
+                while !stop.load(Ordering::Relaxed) {
+                    round = round.wrapping_add(0x35);
+                    source.iter().for_each(|b| b.store(round, Ordering::Relaxed));
+                    rewrites.fetch_add(1, Ordering::Relaxed);
+                }
+            });
+            let mut dst = vec![0u8; source.len()];
+            let mut copies = 0;
+            // Copies for as long as the writer needs to rewrite the source many times over.
+            while copies < 2_000 || rewrites.load(Ordering::Relaxed) < 2_000 {
+                // SAFETY: `source` is 1460 readable bytes (`AtomicU8` has `u8`'s layout), apart
+                // from `dst`; the writer only changes their values.
+                let sum = unsafe { copy_summed_shared(source.as_ptr().cast(), &mut dst) };
+                assert_eq!(sum, data(&dst), "copy {copies}");
+                copies += 1;
+            }
+        });
     }
 
     #[test]
