@@ -20,6 +20,18 @@ use crate::mem::{BumpAllocator, DmaRegion};
 use crate::transport::QueuePair;
 use crate::{GuestConfig, GuestError};
 
+/// Receive buffers a queue pair posts, at most (a smaller ring: as many as it has entries). The
+/// device fills buffers in the order they were posted and the library reposts each as it is
+/// released, so a buffer comes round again after all the others: with the ring's 1,024 of
+/// 8 KiB, after 8 MiB of messages, out of every cache by then, and the device's copy into it
+/// and the application's read of it both wait for memory. 256 (2 MiB) come round while still
+/// cached: fair bench, guest receives, alternating runs, in one of the machine's two states
+/// (docs/benchmarks.md, "The machine's placements"): 1 connection MSS 1460 +6-7% (28.3 -> 30.1
+/// Gb/s), MSS 512 +7%, MSS 64 +1-3%, 4096 connections +6% (12.4 -> 13.2 Gb/s); in the other
+/// (30.7 Gb/s either way) no difference. At 4096 connections no payload had to be copied out of
+/// its buffer (249 with 1,024), and a pair needs 2 MiB for them instead of 8.
+const RX_BUFFERS_MAX: usize = 256;
+
 /// What the device holds for a transmit chain.
 #[derive(Debug)]
 pub(super) enum TxSlot {
@@ -79,7 +91,7 @@ pub struct GuestLink {
     pub(super) qp: QueuePair,
     pub(super) info: HelloInfo,
     pub(super) version: Version,
-    /// Receive buffers: `slot i` is at `rx_area + i * rx_size`.
+    /// Receive buffers ([`RX_BUFFERS_MAX`] at most): `slot i` is at `rx_area + i * rx_size`.
     pub(super) rx_area: DmaRegion,
     pub(super) rx_size: usize,
     /// The slot each outstanding receive head carries.
@@ -88,7 +100,7 @@ pub struct GuestLink {
     pub(super) rx_to_post: Vec<u16>,
     /// Slots holding payloads the application has not let go of.
     pub(super) rx_held: usize,
-    /// Most slots payloads may hold (three quarters of the queue); beyond, payloads are copied
+    /// Most slots payloads may hold (three quarters of the slots); beyond, payloads are copied
     /// out of their slot, which is reposted at once.
     pub(super) rx_hold_max: usize,
     /// Payloads copied out of their slot so far.
@@ -129,10 +141,11 @@ impl GuestLink {
     /// version.
     pub fn new(mut qp: QueuePair, cfg: &GuestConfig) -> Result<GuestLink, GuestError> {
         let q = usize::from(qp.rx.ring.size());
+        let rx_slots = q.min(RX_BUFFERS_MAX);
         let txq = usize::from(qp.tx.ring.size());
         let mut alloc = BumpAllocator::new(qp.memory.clone());
         let rx_area = alloc
-            .alloc(q * cfg.rx_buffer_size, 4096)
+            .alloc(rx_slots * cfg.rx_buffer_size, 4096)
             .ok_or(GuestError::Config("memory too small for receive buffers"))?;
         let hdr_area =
             alloc.alloc(txq * HDR_SLOT, 4096).ok_or(GuestError::Config("memory too small for headers"))?;
@@ -161,9 +174,9 @@ impl GuestLink {
             rx_area,
             rx_size: cfg.rx_buffer_size,
             rx_slot_of_head: vec![0; q],
-            rx_to_post: (0..q as u16).collect(),
+            rx_to_post: (0..rx_slots as u16).collect(),
             rx_held: 0,
-            rx_hold_max: q - q / 4,
+            rx_hold_max: rx_slots - rx_slots / 4,
             rx_copied_out: 0,
             releases,
             released: Vec::new(),
