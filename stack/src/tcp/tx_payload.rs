@@ -38,9 +38,12 @@ pub trait TxPayload: std::any::Any + Send + std::fmt::Debug {
         }
         if let Some(addr) = self.external_addr() {
             let n = self.len().saturating_sub(offset).min(dst.len());
+            if n == 0 {
+                return (0, 0);
+            }
             // SAFETY: `len()` bytes from `external_addr()` stay mapped while the stack holds the
-            // payload (the method's promise), and `offset + n <= len()`; `dst` is the stack's
-            // own buffer, never the external memory.
+            // payload (the method's promise), and `offset + n <= len()` (so the offset pointer
+            // is inside them); `dst` is the stack's own buffer, never the external memory.
             let sum = unsafe { checksum::copy_summed_shared(addr.as_ptr().add(offset), &mut dst[..n]) };
             return (n, sum);
         }

@@ -5,9 +5,9 @@
 //! bit, so the signed multiply-add sees `word - 2^15` and cannot overflow; the flips are added
 //! back once per group. Three instructions per block (xor with the load folded in, multiply-add,
 //! add), four blocks per loop step. The copying variant stores each loaded block into the
-//! destination before summing it (a copy and its sum in one pass), two blocks per step; its
-//! source may be memory another party writes (a guest's), so it reads by raw pointer, each block
-//! by one load.
+//! destination before summing it (a copy and its sum in one pass), two blocks per step. It reads
+//! its source by raw pointer: memory another party may write (a guest's) is never a slice, and
+//! there each block is read by exactly one load ([`load_once`]).
 
 use std::arch::x86_64::{
     __m256i, _mm256_add_epi32, _mm256_loadu_si256, _mm256_madd_epi16, _mm256_set1_epi16,
