@@ -157,39 +157,30 @@ fn sum_through_copies<const PIECE: usize>(payload: &dyn TxPayload, offset: usize
 mod tests {
     use super::*;
 
-    /// Like guest memory: no slice, bytes only through copies.
+    /// Like guest memory: no slice; bytes through copies only, or (`address`) also an address
+    /// the stack may read, like a guest's registered memory.
     #[derive(Debug)]
-    struct CopyOnly(Vec<u8>);
-
-    impl TxPayload for CopyOnly {
-        fn len(&self) -> usize {
-            self.0.len()
-        }
-        fn copy_to(&self, offset: usize, dst: &mut [u8]) -> usize {
-            copy_from_slice_at(&self.0, offset, dst)
-        }
+    struct Foreign {
+        bytes: Vec<u8>,
+        address: bool,
     }
 
-    /// Like a guest's registered memory: no slice, an address the stack may read.
-    #[derive(Debug)]
-    struct External(Vec<u8>);
-
-    impl TxPayload for External {
+    impl TxPayload for Foreign {
         fn len(&self) -> usize {
-            self.0.len()
+            self.bytes.len()
         }
         fn copy_to(&self, offset: usize, dst: &mut [u8]) -> usize {
-            copy_from_slice_at(&self.0, offset, dst)
+            copy_from_slice_at(&self.bytes, offset, dst)
         }
         fn external_addr(&self) -> Option<NonNull<u8>> {
-            NonNull::new(self.0.as_ptr().cast_mut())
+            self.address.then(|| NonNull::new(self.bytes.as_ptr().cast_mut())).flatten()
         }
     }
 
     #[test]
     fn sums_through_copies_match_sums_of_the_slice() {
         let bytes: Vec<u8> = (0..5000u32).map(|i| (i * 7 + i / 13) as u8).collect();
-        let copy_only = CopyOnly(bytes.clone());
+        let copy_only = Foreign { bytes: bytes.clone(), address: false };
         for (offset, len) in
             [(0, 5000), (1, 4999), (3, 1024), (1023, 2049), (4999, 1), (10, 0), (5, 255), (7, 256), (9, 257)]
         {
@@ -204,8 +195,8 @@ mod tests {
     #[test]
     fn a_summing_copy_sums_what_it_wrote_from_a_slice_an_address_or_copies() {
         let bytes: Vec<u8> = (0..5000u32).map(|i| (i * 11 + i / 7) as u8).collect();
-        let copy_only = CopyOnly(bytes.clone());
-        let external = External(bytes.clone());
+        let copy_only = Foreign { bytes: bytes.clone(), address: false };
+        let external = Foreign { bytes: bytes.clone(), address: true };
         for (offset, dst_len) in
             [(0, 5000), (1, 1460), (3, 127), (7, 128), (4000, 2000), (4999, 10), (5000, 10), (6000, 10)]
         {

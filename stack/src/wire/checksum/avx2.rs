@@ -82,10 +82,8 @@ unsafe fn copy_sum<const SHARED: bool>(src: *const u8, dst: &mut [u8]) -> u64 {
     // cannot change is taken from it, which the copy reads anyway.
     unsafe {
         std::ptr::copy_nonoverlapping(src.add(whole), tail.as_mut_ptr(), tail.len());
-        match SHARED {
-            true => add64(sum, sum_native_scalar(tail)),
-            false => add64(sum, sum_native_scalar(std::slice::from_raw_parts(src.add(whole), tail.len()))),
-        }
+        let summed = if SHARED { &*tail } else { std::slice::from_raw_parts(src.add(whole), tail.len()) };
+        add64(sum, sum_native_scalar(summed))
     }
 }
 
@@ -129,9 +127,10 @@ unsafe fn copy_pair_sums<const SHARED: bool>(src: *const u8, dst: &mut [u8]) -> 
     // SAFETY: 32 bytes at `src` are readable (the caller's promise); neither load needs
     // alignment.
     let words = unsafe {
-        match SHARED {
-            true => load_once(src),
-            false => _mm256_loadu_si256(src.cast()),
+        if SHARED {
+            load_once(src)
+        } else {
+            _mm256_loadu_si256(src.cast())
         }
     };
     // SAFETY: `dst` is 32 writable bytes, the store's width; it needs no alignment.
