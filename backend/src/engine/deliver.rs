@@ -15,6 +15,10 @@ use crate::queues::{self, Vrings};
 
 /// Bytes before a data payload (virtio-net header, receive header, data body).
 const DATA_HDR: usize = layout::virtio_net_hdr::SIZE + layout::rx_header::SIZE + layout::data::SIZE;
+/// How far ahead of a stream delivery's copy the guest buffer's lines are asked for: 32 lines
+/// (fair bench, guest receives at MSS 1460: +4% against the whole buffer at once; 1 and 4 KiB
+/// no better).
+const RX_WRITE_AHEAD: usize = 2048;
 /// Bytes before a datagram payload (virtio-net header, receive header, datagram body).
 const DGRAM_HDR: usize = layout::virtio_net_hdr::SIZE + layout::rx_header::SIZE + layout::datagram::SIZE;
 
@@ -177,11 +181,8 @@ impl<N: Nic> Engine<N> {
     fn deliver_stream(&mut self, id: u32, q: &mut Queue, mem: &GuestMem) -> Delivery {
         let Some((head, cap)) = self.next_rx_buffer(q, mem) else { return Delivery::NoBuffer };
         // The guest read this buffer last, on its own core: its lines are asked for, to be
-        // written, while the socket's segments are found.
-        for slice in &self.walked.slices {
-            slimtcp::api::prefetch::lines_for_write(slice.ptr, slice.len);
-        }
-        let mut w = GuestWriter::new(&self.walked.slices);
+        // written, a little ahead of the copy.
+        let mut w = GuestWriter::with_write_ahead(&self.walked.slices, RX_WRITE_AHEAD);
         w.skip(DATA_HDR);
         let total = self.server.stream_read(id, cap - DATA_HDR, |bytes| {
             w.write(bytes);
