@@ -222,6 +222,7 @@ impl TxPayload for GuestPayload {
     }
 
     fn copy_to(&self, offset: usize, dst: &mut [u8]) -> usize {
+        self.read_ahead(offset, dst.len());
         let slice = HostSlice { ptr: self.ptr.cast_mut(), len: self.len };
         // `_mem` keeps the mapping alive while `self` exists.
         slice.volatile().offset(offset).map_or(0, |v| v.copy_to(dst))
@@ -230,6 +231,11 @@ impl TxPayload for GuestPayload {
     fn external_addr(&self) -> Option<std::ptr::NonNull<u8>> {
         // `len` bytes stay mapped while the stack holds this payload: `_mem` keeps the mapping.
         std::ptr::NonNull::new(self.ptr.cast_mut())
+    }
+
+    fn read_ahead(&self, offset: usize, n: usize) {
+        // The guest wrote them, on one of its vCPUs.
+        slimtcp::tcp::ask_ahead(self.ptr, self.len, offset, n);
     }
 }
 

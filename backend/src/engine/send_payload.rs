@@ -44,4 +44,11 @@ impl TxPayload for SendPayload {
             SendPayload::Copied(_) => None,
         }
     }
+
+    fn read_ahead(&self, offset: usize, n: usize) {
+        // The backend's own copy was made on this core: nothing to ask for.
+        if let SendPayload::Guest(g) = self {
+            g.read_ahead(offset, n);
+        }
+    }
 }

@@ -77,11 +77,19 @@ impl TxPayload for TxBuf {
     }
 
     fn copy_to(&self, offset: usize, dst: &mut [u8]) -> usize {
+        self.read_ahead(offset, dst.len());
         crate::tcp::copy_from_slice_at(&self.data[..self.len], offset, dst)
     }
 
     fn as_slice(&self) -> Option<&[u8]> {
         Some(&self.data[..self.len])
+    }
+
+    #[inline]
+    fn read_ahead(&self, offset: usize, n: usize) {
+        if self.pool.filled_elsewhere {
+            crate::tcp::ask_ahead(self.data.as_ptr(), self.len, offset, n);
+        }
     }
 }
 
@@ -103,6 +111,9 @@ struct Class {
 #[derive(Debug, Default)]
 struct PoolShared {
     classes: [Class; TX_CLASSES.len()],
+    /// The application fills the buffers on another core than the worker's
+    /// ([`TxPool::filled_elsewhere`]).
+    filled_elsewhere: bool,
 }
 
 impl PoolShared {
@@ -126,6 +137,13 @@ impl PoolShared {
 pub struct TxPool(Arc<PoolShared>);
 
 impl TxPool {
+    /// A pool whose buffers the application fills on another thread than the worker's (two-core
+    /// and external modes): the stack reads their bytes ahead of its copies
+    /// ([`TxPayload::read_ahead`]). [`TxPool::default`]: the same thread (single mode).
+    pub fn filled_elsewhere() -> Self {
+        TxPool(Arc::new(PoolShared { filled_elsewhere: true, ..PoolShared::default() }))
+    }
+
     /// A buffer holding at least `len` bytes, with `len` set; `None` beyond [`LARGE_TX`].
     pub fn alloc(&self, len: usize) -> Option<TxBuf> {
         let i = tx_class_of(len)?;
@@ -150,6 +168,27 @@ impl TxPool {
 #[cfg(test)]
 mod pool_tests {
     use super::*;
+
+    #[test]
+    fn a_buffer_filled_on_another_thread_copies_the_same_bytes_at_any_offset() {
+        let (here, elsewhere) = (TxPool::default(), TxPool::filled_elsewhere());
+        let bytes: Vec<u8> = (0..10_000u32).map(|i| (i % 253) as u8).collect();
+        let fill = |pool: &TxPool| {
+            let mut buf = pool.alloc(bytes.len()).expect("medium");
+            buf.space_mut()[..bytes.len()].copy_from_slice(&bytes);
+            buf
+        };
+        let (a, b) = (fill(&here), fill(&elsewhere));
+        for offset in [0, 1, 1460, 5000, 9_000, 9_999, 10_000, 10_007] {
+            for n in [0, 1, 64, 1460, 4096] {
+                let (mut x, mut y) = (vec![0u8; n], vec![0u8; n]);
+                assert_eq!(a.copy_to(offset, &mut x), b.copy_to(offset, &mut y), "at {offset}, {n}");
+                assert_eq!(x, y);
+                assert_eq!(a.copy_to_summed(offset, &mut x), b.copy_to_summed(offset, &mut y));
+                assert_eq!(x, y, "the hint changes nothing it copies");
+            }
+        }
+    }
 
     #[test]
     fn each_size_class_hands_out_its_size_and_reuses_what_came_back() {

@@ -10,7 +10,7 @@ use slimtcp_api::app::{Event, Limits, Link, Reply, Request, Submitted};
 use slimtcp_api::{Fd, SocketError};
 
 use super::buffers::{ReleaseQueue, RxBuf, TxBuf, TxPool, LARGE_TX};
-use super::driver::{self, AppEnd, IdlePolicy};
+use super::driver::{self, AppEnd, Driver, IdlePolicy};
 use super::messages::{Event as WorkerEvent, Reply as WorkerReply, Request as WorkerRequest};
 use super::spare_vecs::SpareVecs;
 use crate::nic::PacketBuf;
@@ -63,11 +63,16 @@ impl HostLink {
         limits: Limits,
         idle: IdlePolicy,
     ) -> Self {
+        // Inline, the application's thread runs the worker too; otherwise another thread does.
+        let pool = match end.driver {
+            Driver::Inline(_) => TxPool::default(),
+            Driver::Thread => TxPool::filled_elsewhere(),
+        };
         HostLink {
             end,
             releases,
             spare_vecs,
-            pool: TxPool::default(),
+            pool,
             limits,
             ids: IdMap::default(),
             fds: IdMap::default(),

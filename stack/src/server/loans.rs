@@ -32,6 +32,11 @@ impl<P: TxPayload> TxPayload for Loan<P> {
         self.payload.external_addr()
     }
 
+    #[inline]
+    fn read_ahead(&self, offset: usize, n: usize) {
+        self.payload.read_ahead(offset, n);
+    }
+
     fn tag(&self) -> Option<LoanTag> {
         Some(LoanTag { socket: self.socket, seq: self.seq })
     }

@@ -86,4 +86,4 @@ pub use slimtcp_api::ConnError;
 pub use state::State;
 pub use stats::ConnStats;
 pub use syncookie::{cookie_syn_ack, CookieSyn, SynCookies};
-pub use tx_payload::{copy_all, copy_from_slice_at, payload_sum, LoanTag, TxPayload};
+pub use tx_payload::{ask_ahead, copy_all, copy_from_slice_at, payload_sum, LoanTag, TxPayload};
