@@ -85,6 +85,9 @@ pub fn read_into(slices: &[HostSlice], mut skip: usize, out: &mut [u8]) -> usize
     done
 }
 
+/// Bytes of a cache line (where [`GuestWriter`]'s write-ahead starts its requests).
+const CACHE_LINE: usize = 64;
+
 /// Sequential writer over the host slices of a guest-posted (device-writable) buffer.
 #[derive(Debug)]
 pub struct GuestWriter<'a> {
@@ -129,7 +132,7 @@ impl<'a> GuestWriter<'a> {
             // From the start of the first line touched: a range that starts inside a line asks
             // for that line and every one it reaches.
             let start = s.ptr.wrapping_add(self.ask_off);
-            let lead = start as usize % 64;
+            let lead = start as usize % CACHE_LINE;
             slimtcp::api::prefetch::lines_for_write(start.wrapping_sub(lead), n + lead);
             want -= n;
             self.asked += n;
