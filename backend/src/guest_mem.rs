@@ -88,26 +88,46 @@ pub fn read_into(slices: &[HostSlice], mut skip: usize, out: &mut [u8]) -> usize
 /// Bytes of a cache line (where [`GuestWriter`]'s write-ahead starts its requests).
 const CACHE_LINE: usize = 64;
 
+/// A position in a buffer's host slices: the slice, and the offset in it.
+#[derive(Debug, Clone, Copy, Default)]
+struct Cursor {
+    idx: usize,
+    off: usize,
+}
+
+impl Cursor {
+    /// The piece of at most `want` bytes at the cursor (its slice, the offset in it, its length),
+    /// the cursor moved past it; `None` at the buffer's end.
+    fn take(&mut self, slices: &[HostSlice], want: usize) -> Option<(HostSlice, usize, usize)> {
+        let s = *slices.get(self.idx)?;
+        let off = self.off;
+        let n = (s.len - off).min(want);
+        self.off += n;
+        if self.off == s.len {
+            self.idx += 1;
+            self.off = 0;
+        }
+        Some((s, off, n))
+    }
+}
+
 /// Sequential writer over the host slices of a guest-posted (device-writable) buffer.
 #[derive(Debug)]
 pub struct GuestWriter<'a> {
     slices: &'a [HostSlice],
-    idx: usize,
-    off: usize,
+    at: Cursor,
     written: usize,
     /// With [`with_write_ahead`](Self::with_write_ahead): how far past what is written the
-    /// buffer's lines are asked for, and where the asking stands (bytes from the start; slice,
-    /// offset in it).
+    /// buffer's lines are asked for, how many bytes from the start are asked for, and where.
     ahead: usize,
     asked: usize,
-    ask_idx: usize,
-    ask_off: usize,
+    ask: Cursor,
 }
 
 impl<'a> GuestWriter<'a> {
     /// A writer at the start of the buffer.
     pub fn new(slices: &'a [HostSlice]) -> Self {
-        GuestWriter { slices, idx: 0, off: 0, written: 0, ahead: 0, asked: 0, ask_idx: 0, ask_off: 0 }
+        GuestWriter { slices, at: Cursor::default(), written: 0, ahead: 0, asked: 0, ask: Cursor::default() }
     }
 
     /// A writer at the start of the buffer that asks the CPU for the buffer's lines, to be
@@ -126,21 +146,15 @@ impl<'a> GuestWriter<'a> {
     /// write-ahead).
     fn ask_ahead(&mut self) {
         let mut want = (self.written + self.ahead).saturating_sub(self.asked);
-        while want > 0 && self.ask_idx < self.slices.len() {
-            let s = self.slices[self.ask_idx];
-            let n = (s.len - self.ask_off).min(want);
+        while want > 0 {
+            let Some((s, off, n)) = self.ask.take(self.slices, want) else { break };
             // From the start of the first line touched: a range that starts inside a line asks
             // for that line and every one it reaches.
-            let start = s.ptr.wrapping_add(self.ask_off);
+            let start = s.ptr.wrapping_add(off);
             let lead = start as usize % CACHE_LINE;
             slimtcp::api::prefetch::lines_for_write(start.wrapping_sub(lead), n + lead);
             want -= n;
             self.asked += n;
-            self.ask_off += n;
-            if self.ask_off == s.len {
-                self.ask_idx += 1;
-                self.ask_off = 0;
-            }
         }
     }
 
@@ -151,36 +165,24 @@ impl<'a> GuestWriter<'a> {
 
     /// Moves `n` bytes ahead without writing.
     pub fn skip(&mut self, mut n: usize) {
-        while n > 0 && self.idx < self.slices.len() {
-            let s = self.slices[self.idx];
-            let k = (s.len - self.off).min(n);
+        while n > 0 {
+            let Some((_, _, k)) = self.at.take(self.slices, n) else { break };
             n -= k;
-            self.off += k;
             self.written += k;
-            if self.off == s.len {
-                self.idx += 1;
-                self.off = 0;
-            }
         }
     }
 
     /// Writes all of `data` or as much as fits; returns bytes written.
     pub fn write(&mut self, mut data: &[u8]) -> usize {
         let start = self.written;
-        while !data.is_empty() && self.idx < self.slices.len() {
-            let s = self.slices[self.idx];
-            let n = (s.len - self.off).min(data.len());
+        while !data.is_empty() {
+            let Some((s, off, n)) = self.at.take(self.slices, data.len()) else { break };
             // The buffer is device-writable and the device's until it is put on the used ring.
-            if let Ok(v) = s.volatile().offset(self.off) {
+            if let Ok(v) = s.volatile().offset(off) {
                 v.copy_from(&data[..n]);
             }
             data = &data[n..];
-            self.off += n;
             self.written += n;
-            if self.off == s.len {
-                self.idx += 1;
-                self.off = 0;
-            }
         }
         if self.ahead > 0 {
             self.ask_ahead();
