@@ -138,13 +138,13 @@ impl<'a> GuestWriter<'a> {
     /// (a whole buffer, 128 lines of 8 KiB) the CPU stalls on the requests it cannot yet hold.
     pub fn with_write_ahead(slices: &'a [HostSlice], ahead: usize) -> Self {
         let mut w = GuestWriter { ahead, ..GuestWriter::new(slices) };
-        w.ask_ahead();
+        w.ask_for_lines_ahead();
         w
     }
 
     /// Asks for the lines up to `ahead` bytes past what is written (nothing without
     /// write-ahead).
-    fn ask_ahead(&mut self) {
+    fn ask_for_lines_ahead(&mut self) {
         let mut want = (self.written + self.ahead).saturating_sub(self.asked);
         while want > 0 {
             let Some((s, off, n)) = self.ask.take(self.slices, want) else { break };
@@ -185,7 +185,7 @@ impl<'a> GuestWriter<'a> {
             self.written += n;
         }
         if self.ahead > 0 {
-            self.ask_ahead();
+            self.ask_for_lines_ahead();
         }
         self.written - start
     }
