@@ -5,6 +5,7 @@ use std::net::{Ipv4Addr, SocketAddrV4};
 
 use super::counters::DropReason;
 use super::martian::Martian;
+use super::rx_flow::LINK_IP_LEN;
 use super::socket_set::{FourTuple, Socket, SocketHandle, TcpSocket};
 use super::template::HeaderTemplate;
 use super::udp_ops::PingReply;
@@ -17,7 +18,7 @@ use crate::tcp::{
 use crate::time::Instant;
 use crate::udp::Delivered;
 use crate::wire::tcp::HEADER_LEN as TCP_HEADER_LEN;
-use crate::wire::ChecksumCapabilities;
+use crate::wire::{checksum, ChecksumCapabilities};
 use crate::wire::{
     ArpOperation, ArpPacket, ArpRepr, EtherType, EthernetAddress, EthernetFrame, Icmpv4Packet, Icmpv4Repr,
     IpProtocol, Ipv4Packet, Ipv4Repr, TcpFlags, TcpPacket, TcpRepr, UdpPacket, UdpRepr,
@@ -51,6 +52,9 @@ impl<N: Nic> Interface<N> {
         let run = self.rx_flow.take();
         self.counters.rx_frames += 1;
         self.counters.rx_bytes += frame.len() as u64;
+        if run && self.take_continuation(now, frame) {
+            return;
+        }
         let (src_mac, ethertype) = {
             let eth = match EthernetFrame::new_checked(frame.as_slice()) {
                 Ok(eth) => eth,
@@ -64,7 +68,7 @@ impl<N: Nic> Interface<N> {
         };
         match ethertype {
             EtherType::Arp => self.process_arp(now, &frame.as_slice()[ETH_LEN..]),
-            EtherType::Ipv4 => self.process_ipv4(now, src_mac, frame, run),
+            EtherType::Ipv4 => self.process_ipv4(now, src_mac, frame),
             EtherType::Unknown(_) => self.counters.drop(DropReason::Unsupported),
         }
     }
@@ -74,7 +78,7 @@ impl<N: Nic> Interface<N> {
         rx_checksum_caps(frame.rx_checksum_ok)
     }
 
-    fn process_ipv4(&mut self, now: Instant, src_mac: EthernetAddress, frame: &mut PacketBuf, run: bool) {
+    fn process_ipv4(&mut self, now: Instant, src_mac: EthernetAddress, frame: &mut PacketBuf) {
         if frame.rx_checksum_ok == Some(false) {
             return self.counters.drop(DropReason::BadChecksum);
         }
@@ -99,7 +103,7 @@ impl<N: Nic> Interface<N> {
         frame.advance(l4_offset);
         frame.truncate(ip_repr.payload_len);
         match ip_repr.protocol {
-            IpProtocol::Tcp => self.process_tcp(now, src_mac, ip_repr.src_addr, frame, run),
+            IpProtocol::Tcp => self.process_tcp(now, src_mac, ip_repr.src_addr, frame, l4_offset),
             IpProtocol::Udp => self.process_udp(ip_repr.src_addr, frame),
             IpProtocol::Icmp => self.process_icmp(now, src_mac, ip_repr.src_addr, frame),
             IpProtocol::Unknown(_) => self.counters.drop(DropReason::Unsupported),
@@ -185,19 +189,15 @@ impl<N: Nic> Interface<N> {
         }
     }
 
-    /// A TCP segment (`run`: the previous frame's segment started or went on with a run, which
-    /// this one may continue).
+    /// A TCP segment (`l4`: its Ethernet and IPv4 headers, `link_ip_len` bytes, stripped).
     fn process_tcp(
         &mut self,
         now: Instant,
         src_mac: EthernetAddress,
         src: Ipv4Addr,
         l4: &mut PacketBuf,
-        run: bool,
+        link_ip_len: usize,
     ) {
-        if run && self.take_continuation(now, src, l4) {
-            return;
-        }
         let (repr, header_len) = {
             let packet = match TcpPacket::new_checked(l4.as_slice()) {
                 Ok(p) => p,
@@ -225,10 +225,18 @@ impl<N: Nic> Interface<N> {
                 if !reuse {
                     self.counters.tcp_segs_in += 1;
                     let payload_len = payload.len();
+                    // The Ethernet and IPv4 headers in front, for a run this segment may start
+                    // (only behind an IPv4 header without options; before the connection takes
+                    // the frame).
+                    let link_ip: Option<[u8; LINK_IP_LEN]> = (link_ip_len == LINK_IP_LEN)
+                        .then(|| payload.stripped(header_len + LINK_IP_LEN))
+                        .flatten()
+                        .and_then(|b| b.get(..LINK_IP_LEN))
+                        .and_then(|b| b.try_into().ok());
                     sock.conn.on_segment(now, &repr, payload);
                     Self::schedule_dispatch(&mut self.dispatch_list, sock, h);
-                    if let Some(header) = &header {
-                        self.rx_flow.start(src, header, &repr, payload_len, h);
+                    if let (Some(link_ip), Some(header)) = (&link_ip, &header) {
+                        self.rx_flow.start(link_ip, header, &repr, payload_len, h);
                     }
                     return;
                 }
@@ -267,25 +275,36 @@ impl<N: Nic> Interface<N> {
         }
     }
 
-    /// The frame `l4` (from `src`) when it continues the run of segments the previous frame
-    /// went on: given to that run's connection without a parse of its header or a lookup of
-    /// its 4-tuple (`rx_flow.rs`), or dropped for a bad checksum. False when it is not such a
-    /// continuation, or its connection does not take it the short way (it is then parsed).
-    fn take_continuation(&mut self, now: Instant, src: Ipv4Addr, l4: &mut PacketBuf) -> bool {
-        let Some(next) = self.rx_flow.continued_by(src, l4.as_slice()) else { return false };
-        let caps = self.rx_checksum_caps(l4);
+    /// The received `frame` when it continues the run of segments the previous frame went on:
+    /// given to that run's connection without a parse of its headers, the checks of its
+    /// addresses or a lookup of its 4-tuple (`rx_flow.rs`), or dropped for a bad checksum.
+    /// False when it is not such a continuation, or its connection does not take it the short
+    /// way (it then takes the whole receive path).
+    fn take_continuation(&mut self, now: Instant, frame: &mut PacketBuf) -> bool {
+        let Some(next) = self.rx_flow.continued_by(frame.as_slice()) else { return false };
         let Some(sock) = self.sockets.tcp_mut(next.handle) else { return false };
         if !sock.conn.takes_continuation(next.seq, next.ack) {
             return false;
         }
-        if let Err(e) = TcpPacket::new_unchecked(l4.as_slice()).check_checksum(src, self.cfg.ip, &caps) {
+        let caps = rx_checksum_caps(frame.rx_checksum_ok);
+        let ip_ok = caps.ipv4.rx
+            || frame.as_slice().get(ETH_LEN..LINK_IP_LEN).is_some_and(|ip| checksum::data(ip) == 0xffff);
+        if frame.rx_checksum_ok == Some(false) || !ip_ok {
+            self.counters.drop(DropReason::BadChecksum);
+            return true;
+        }
+        frame.truncate(next.segment_end);
+        frame.advance(LINK_IP_LEN);
+        if let Err(e) =
+            TcpPacket::new_unchecked(frame.as_slice()).check_checksum(next.src, self.cfg.ip, &caps)
+        {
             self.counters.drop(e.into());
             return true;
         }
-        l4.advance(TCP_HEADER_LEN);
-        let payload_len = l4.len();
+        frame.advance(TCP_HEADER_LEN);
+        let payload_len = frame.len();
         self.counters.tcp_segs_in += 1;
-        sock.conn.on_continuation(now, next.seq, next.window_len, next.push, l4);
+        sock.conn.on_continuation(now, next.seq, next.window_len, next.push, frame);
         Self::schedule_dispatch(&mut self.dispatch_list, sock, next.handle);
         self.rx_flow.extend(payload_len);
         true

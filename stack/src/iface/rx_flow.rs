@@ -1,9 +1,11 @@
-//! A flow's run of segments within a received burst. A bulk sender's segments arrive back to
-//! back, and each repeats the previous one's TCP header byte for byte but for the sequence
-//! number (where the previous payload ended) and the checksum. Such a segment needs neither a
-//! parse of its header nor a lookup of its 4-tuple: it goes to the connection its predecessor
-//! went to, which takes it as header prediction would (`Connection::on_continuation`). Linux's
-//! GRO recognises its segments the same way, by comparing headers.
+//! A flow's run of segments within a received burst. A bulk sender's frames arrive back to
+//! back, and each repeats the previous one's headers byte for byte but for the IPv4 total
+//! length, identification and checksum and the TCP sequence number (where the previous payload
+//! ended) and checksum. Such a frame needs no parse of its Ethernet, IPv4 or TCP header, no
+//! address checks (the run's first frame passed them with the same bytes) and no lookup of its
+//! 4-tuple: it goes to the connection its predecessor went to, which takes it as header
+//! prediction would (`Connection::on_continuation`). Linux's GRO recognises its segments the
+//! same way, by comparing headers.
 //!
 //! Only the very next frame may continue a segment: any other frame, and the end of the burst
 //! (applications act between polls), ends the run.
@@ -15,8 +17,23 @@ use super::socket_set::SocketHandle;
 use crate::wire::tcp::{offs, TcpFlags, TcpRepr, HEADER_LEN};
 use crate::wire::SeqNumber;
 
-/// Header bytes a continuation must repeat: the ports, then the ACK number, data offset, flags
-/// and window, then the urgent pointer. Between them lie the sequence number and the checksum.
+const ETH_LEN: usize = 14;
+const IP_LEN: usize = crate::wire::ipv4::HEADER_LEN;
+/// The Ethernet and IPv4 headers (without IPv4 options) in front of a run's TCP headers.
+pub(super) const LINK_IP_LEN: usize = ETH_LEN + IP_LEN;
+
+/// Ethernet and IPv4 header bytes a continuation must repeat: the whole Ethernet header and
+/// the IPv4 version, header length and TOS; then flags, fragment offset, TTL and protocol; then
+/// the addresses. Between them lie the total length and identification, and the checksum.
+const LINK_TO_TOS: Range<usize> = 0..ETH_LEN + 2;
+const TOTAL_LEN: Range<usize> = ETH_LEN + 2..ETH_LEN + 4;
+const FLAGS_TO_PROTOCOL: Range<usize> = ETH_LEN + 6..ETH_LEN + 10;
+const ADDRESSES: Range<usize> = ETH_LEN + 12..LINK_IP_LEN;
+const SRC_ADDR: Range<usize> = ETH_LEN + 12..ETH_LEN + 16;
+
+/// TCP header bytes a continuation must repeat: the ports, then the ACK number, data offset,
+/// flags and window, then the urgent pointer. Between them lie the sequence number and the
+/// checksum.
 const PORTS: Range<usize> = offs::SRC_PORT..offs::SEQ;
 const SEQ: Range<usize> = offs::SEQ..offs::ACK;
 const ACK_TO_WINDOW: Range<usize> = offs::ACK..offs::CHECKSUM;
@@ -27,7 +44,8 @@ const URGENT: Range<usize> = offs::URGENT..HEADER_LEN;
 pub(super) struct RxFlow {
     /// False between bursts and after any frame that was not a continuable data segment.
     live: bool,
-    src: Ipv4Addr,
+    /// The run's first frame's Ethernet and IPv4 headers.
+    link_ip: [u8; LINK_IP_LEN],
     header: [u8; HEADER_LEN],
     /// Where the delivered segment's payload ended: the continuation's sequence number.
     next_seq: SeqNumber,
@@ -42,6 +60,10 @@ pub(super) struct RxFlow {
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Continuation {
     pub handle: SocketHandle,
+    /// The sender's address (the run's).
+    pub src: Ipv4Addr,
+    /// Where the frame's TCP segment ends (Ethernet padding lies beyond).
+    pub segment_end: usize,
     pub seq: SeqNumber,
     pub ack: SeqNumber,
     pub window_len: u16,
@@ -52,7 +74,7 @@ impl Default for RxFlow {
     fn default() -> Self {
         RxFlow {
             live: false,
-            src: Ipv4Addr::UNSPECIFIED,
+            link_ip: [0; LINK_IP_LEN],
             header: [0; HEADER_LEN],
             next_seq: SeqNumber(0),
             handle: SocketHandle::NONE,
@@ -69,12 +91,13 @@ impl RxFlow {
         std::mem::take(&mut self.live)
     }
 
-    /// A run goes on from the segment whose header is `header` (from `src`), parsed into
-    /// `repr`, which connection `handle` was just given: when it has an ACK, no options, SYN,
-    /// RST or FIN, and a payload (`payload_len` bytes). Anything else starts no run.
+    /// A run goes on from the segment whose header is `header` (behind the Ethernet and IPv4
+    /// headers `link_ip`, which passed every check of the receive path), parsed into `repr`,
+    /// which connection `handle` was just given: when it has an ACK, no options, SYN, RST or
+    /// FIN, and a payload (`payload_len` bytes). Anything else starts no run.
     pub(super) fn start(
         &mut self,
-        src: Ipv4Addr,
+        link_ip: &[u8; LINK_IP_LEN],
         header: &[u8; HEADER_LEN],
         repr: &TcpRepr,
         payload_len: usize,
@@ -88,7 +111,7 @@ impl RxFlow {
         }
         *self = RxFlow {
             live: true,
-            src,
+            link_ip: *link_ip,
             header: *header,
             next_seq: repr.seq_number + payload_len,
             handle,
@@ -98,21 +121,35 @@ impl RxFlow {
         };
     }
 
-    /// The frame's segment (`segment`: header and payload, from `src`) when it continues the
-    /// run that [`take`](Self::take) just ended: a payload, and a header that repeats the run's
-    /// but for the sequence number, which is where the run's payload ended, and the checksum
-    /// (the caller checks it).
+    /// What the received `frame` is when it continues the run that [`take`](Self::take) just
+    /// ended: its Ethernet and IPv4 headers repeat the run's but for the IPv4 total length
+    /// (which must hold a TCP header and a payload, within the frame), identification and
+    /// checksum; its TCP header repeats the run's but for the sequence number, which is where
+    /// the run's payload ended, and the checksum. The caller checks both checksums.
     #[inline]
-    pub(super) fn continued_by(&self, src: Ipv4Addr, segment: &[u8]) -> Option<Continuation> {
+    pub(super) fn continued_by(&self, frame: &[u8]) -> Option<Continuation> {
+        let link_ip = frame.get(..LINK_IP_LEN)?;
+        let same_link_ip = link_ip[LINK_TO_TOS] == self.link_ip[LINK_TO_TOS]
+            && link_ip[FLAGS_TO_PROTOCOL] == self.link_ip[FLAGS_TO_PROTOCOL]
+            && link_ip[ADDRESSES] == self.link_ip[ADDRESSES];
+        if !same_link_ip {
+            return None;
+        }
+        let total_len =
+            usize::from(u16::from_be_bytes([link_ip[TOTAL_LEN.start], link_ip[TOTAL_LEN.start + 1]]));
+        let segment_end = ETH_LEN + total_len;
+        let segment = frame.get(LINK_IP_LEN..segment_end)?;
         let header = segment.get(..HEADER_LEN)?;
         let continues = segment.len() > HEADER_LEN
-            && src == self.src
             && header[PORTS] == self.header[PORTS]
             && header[SEQ] == self.next_seq.0.to_be_bytes()
             && header[ACK_TO_WINDOW] == self.header[ACK_TO_WINDOW]
             && header[URGENT] == self.header[URGENT];
+        let src = &self.link_ip[SRC_ADDR];
         continues.then_some(Continuation {
             handle: self.handle,
+            src: Ipv4Addr::new(src[0], src[1], src[2], src[3]),
+            segment_end,
             seq: self.next_seq,
             ack: self.ack,
             window_len: self.window_len,
@@ -130,7 +167,10 @@ impl RxFlow {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::wire::{ChecksumCapabilities, TcpPacket, TcpSack};
+    use crate::wire::{
+        ChecksumCapabilities, EtherType, EthernetAddress, EthernetFrame, EthernetRepr, IpProtocol,
+        Ipv4Packet, Ipv4Repr, TcpPacket, TcpSack,
+    };
 
     const A: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 1);
     const B: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 2);
@@ -149,70 +189,102 @@ mod tests {
         }
     }
 
-    fn segment(repr: &TcpRepr, payload: &[u8]) -> Vec<u8> {
-        let mut bytes = vec![0u8; repr.header_len() + payload.len()];
-        bytes[repr.header_len()..].copy_from_slice(payload);
-        repr.emit(
-            &mut TcpPacket::new_unchecked(&mut bytes[..]),
-            A,
-            B,
-            payload.len(),
-            &ChecksumCapabilities::none(),
-        );
+    /// An Ethernet frame from A to B carrying `repr` and `payload`.
+    fn frame(repr: &TcpRepr, payload: &[u8]) -> Vec<u8> {
+        let caps = ChecksumCapabilities::none();
+        let tcp_len = repr.header_len() + payload.len();
+        let mut bytes = vec![0u8; LINK_IP_LEN + tcp_len];
+        EthernetRepr {
+            src_addr: EthernetAddress([2, 0, 0, 0, 0, 1]),
+            dst_addr: EthernetAddress([2, 0, 0, 0, 0, 2]),
+            ethertype: EtherType::Ipv4,
+        }
+        .emit(&mut EthernetFrame::new_unchecked(&mut bytes[..]));
+        Ipv4Repr { src_addr: A, dst_addr: B, protocol: IpProtocol::Tcp, payload_len: tcp_len, ttl: 64 }
+            .emit(&mut Ipv4Packet::new_unchecked(&mut bytes[ETH_LEN..]), &caps);
+        bytes[LINK_IP_LEN + repr.header_len()..].copy_from_slice(payload);
+        repr.emit(&mut TcpPacket::new_unchecked(&mut bytes[LINK_IP_LEN..]), A, B, payload.len(), &caps);
         bytes
     }
 
     fn run_after(first: &[u8], payload_len: usize) -> RxFlow {
-        let packet = TcpPacket::new_checked(first).expect("whole header");
+        let packet = TcpPacket::new_checked(&first[LINK_IP_LEN..]).expect("whole header");
         let repr = TcpRepr::parse(&packet, A, B, &ChecksumCapabilities::none()).expect("valid");
-        let header: [u8; HEADER_LEN] = first[..HEADER_LEN].try_into().expect("20 bytes");
+        let link_ip: [u8; LINK_IP_LEN] = first[..LINK_IP_LEN].try_into().expect("34 bytes");
+        let header: [u8; HEADER_LEN] =
+            first[LINK_IP_LEN..LINK_IP_LEN + HEADER_LEN].try_into().expect("20 bytes");
         let mut flow = RxFlow::default();
-        flow.start(A, &header, &repr, payload_len, SocketHandle::for_test(3));
+        flow.start(&link_ip, &header, &repr, payload_len, SocketHandle::for_test(3));
         flow
     }
 
     #[test]
     fn the_next_segment_continues_with_the_first_ones_fields() {
-        let flow = run_after(&segment(&repr(1000, TcpFlags::PSH), &[7; 64]), 64);
-        let next = segment(&repr(1064, TcpFlags::PSH), &[9; 100]);
-        let c = flow.continued_by(A, &next).expect("continues");
+        let flow = run_after(&frame(&repr(1000, TcpFlags::PSH), &[7; 64]), 64);
+        let next = frame(&repr(1064, TcpFlags::PSH), &[9; 100]);
+        let c = flow.continued_by(&next).expect("continues");
         assert_eq!(
-            (c.handle, c.seq, c.ack, c.window_len, c.push),
-            (SocketHandle::for_test(3), SeqNumber(1064), SeqNumber(77), 512, true)
+            (c.handle, c.src, c.segment_end, c.seq, c.ack, c.window_len, c.push),
+            (SocketHandle::for_test(3), A, next.len(), SeqNumber(1064), SeqNumber(77), 512, true)
         );
     }
 
     #[test]
-    fn any_other_header_byte_source_or_sequence_number_ends_the_run() {
-        let flow = run_after(&segment(&repr(1000, TcpFlags::empty()), &[7; 64]), 64);
-        let next = segment(&repr(1064, TcpFlags::empty()), &[9; 10]);
-        assert!(flow.continued_by(A, &next).is_some());
-        for byte in (0..HEADER_LEN).filter(|b| !(offs::CHECKSUM..offs::URGENT).contains(b)) {
+    fn any_other_header_byte_or_sequence_number_ends_the_run() {
+        let flow = run_after(&frame(&repr(1000, TcpFlags::empty()), &[7; 64]), 64);
+        let next = frame(&repr(1064, TcpFlags::empty()), &[9; 10]);
+        assert!(flow.continued_by(&next).is_some());
+        // What a continuation may change: the IPv4 total length (checked apart below),
+        // identification and checksum, the TCP sequence number (the run's next one) and checksum.
+        let free = [TOTAL_LEN, ETH_LEN + 4..ETH_LEN + 6, ETH_LEN + 10..ETH_LEN + 12];
+        let tcp_checksum = LINK_IP_LEN + offs::CHECKSUM..LINK_IP_LEN + offs::URGENT;
+        for byte in (0..LINK_IP_LEN + HEADER_LEN).filter(|b| !free.iter().any(|r| r.contains(b))) {
             let mut changed = next.clone();
             changed[byte] ^= 0x10;
-            assert!(flow.continued_by(A, &changed).is_none(), "byte {byte} changed");
+            let continues = flow.continued_by(&changed).is_some();
+            assert_eq!(continues, tcp_checksum.contains(&byte), "byte {byte} changed");
         }
-        assert!(flow.continued_by(Ipv4Addr::new(10, 0, 0, 3), &next).is_none(), "another source");
-        assert!(flow.continued_by(A, &next[..HEADER_LEN]).is_none(), "no payload");
-        let mut checksum = next.clone();
-        checksum[offs::CHECKSUM] ^= 1;
-        assert!(flow.continued_by(A, &checksum).is_some(), "the caller checks the checksum");
+        for byte in [ETH_LEN + 4, ETH_LEN + 5, ETH_LEN + 10, ETH_LEN + 11] {
+            let mut changed = next.clone();
+            changed[byte] ^= 0x10;
+            assert!(flow.continued_by(&changed).is_some(), "the caller checks the IPv4 checksum");
+        }
+        assert!(flow.continued_by(&next[..LINK_IP_LEN + HEADER_LEN]).is_none(), "no payload");
+    }
+
+    #[test]
+    fn the_total_length_bounds_the_segment_within_the_frame() {
+        let flow = run_after(&frame(&repr(1000, TcpFlags::empty()), &[7; 64]), 64);
+        let next = frame(&repr(1064, TcpFlags::empty()), &[9; 10]);
+        let with_total = |total: u16, pad: usize| {
+            let mut f = next.clone();
+            f[TOTAL_LEN].copy_from_slice(&total.to_be_bytes());
+            f.resize(f.len() + pad, 0);
+            flow.continued_by(&f).map(|c| c.segment_end)
+        };
+        let total = (next.len() - ETH_LEN) as u16;
+        assert_eq!(with_total(total, 0), Some(next.len()));
+        assert_eq!(with_total(total, 16), Some(next.len()), "Ethernet padding left out");
+        assert_eq!(with_total(total - 4, 0), Some(next.len() - 4), "a shorter segment");
+        assert_eq!(with_total(total + 1, 0), None, "beyond the frame");
+        assert_eq!(with_total((IP_LEN + HEADER_LEN) as u16, 0), None, "no payload");
+        assert_eq!(with_total(8, 0), None, "shorter than the headers");
     }
 
     #[test]
     fn only_plain_data_segments_start_a_run() {
         for flags in [TcpFlags::SYN, TcpFlags::FIN, TcpFlags::RST] {
-            let bytes = segment(&repr(1000, flags), &[1; 8]);
+            let bytes = frame(&repr(1000, flags), &[1; 8]);
             assert!(!run_after(&bytes, 8).live, "{flags:?}");
         }
         let mut no_ack = repr(1000, TcpFlags::empty());
         no_ack.ack_number = None;
-        assert!(!run_after(&segment(&no_ack, &[1; 8]), 8).live, "no ACK");
+        assert!(!run_after(&frame(&no_ack, &[1; 8]), 8).live, "no ACK");
         let mut with_mss = repr(1000, TcpFlags::empty());
         with_mss.max_seg_size = Some(1460);
-        assert!(!run_after(&segment(&with_mss, &[1; 8]), 8).live, "options");
-        assert!(!run_after(&segment(&repr(1000, TcpFlags::empty()), &[]), 0).live, "no payload");
-        let mut flow = run_after(&segment(&repr(1000, TcpFlags::empty()), &[1; 8]), 8);
+        assert!(!run_after(&frame(&with_mss, &[1; 8]), 8).live, "options");
+        assert!(!run_after(&frame(&repr(1000, TcpFlags::empty()), &[]), 0).live, "no payload");
+        let mut flow = run_after(&frame(&repr(1000, TcpFlags::empty()), &[1; 8]), 8);
         assert!(flow.take() && !flow.take(), "taken once");
     }
 }

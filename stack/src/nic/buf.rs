@@ -292,6 +292,14 @@ impl PacketBuf {
         true
     }
 
+    /// The `n` bytes just in front of the data (headers [`advance`](Self::advance) stripped),
+    /// when the buffer holds that many there.
+    #[inline]
+    pub(crate) fn stripped(&self, n: usize) -> Option<&[u8]> {
+        let start = self.start as usize;
+        self.storage.bytes().get(start.checked_sub(n)?..start)
+    }
+
     /// Keeps only the first `len` data bytes (no-op when already shorter).
     #[inline]
     pub fn truncate(&mut self, len: usize) {
