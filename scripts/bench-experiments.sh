@@ -6,7 +6,9 @@
 # Linux:   slimtcp-perf --kernel, receiver and sender in two namespaces joined by a veth pair
 #          with offloads off (tso gso gro lro tx rx) and MTU = MSS + 40.
 # Writes target/bench/experiments.md (table with SlimTCP/Linux ratios) and experiments.json.
-# Needs root (namespaces). BENCH_SECONDS (default 3) sets the measured time of each point.
+# Needs root (namespaces). BENCH_SECONDS (default 3) sets the measured time of each point;
+# BENCH_RUNS (default 3) rounds are run (every point of both stacks per round), and the tables
+# give each point's median and its range over the rounds, ratios taken within each round.
 # Before each SlimTCP point, `core-link-probe` measures how fast the two cores pass data right now
 # (the host moves the two vCPUs; docs/benchmarks.md, "The machine's placements"): its round trip
 # is in the table beside the point.
@@ -14,6 +16,7 @@ set -euo pipefail
 
 cd "$(dirname "$0")/.."
 SECONDS_PER_POINT="${BENCH_SECONDS:-3}"
+RUNS="${BENCH_RUNS:-3}"
 OUT=target/bench
 BIN=target/release/slimtcp-perf
 PROBE=target/release/core-link-probe
@@ -40,17 +43,19 @@ CARGO_BUILD_JOBS="${CARGO_BUILD_JOBS:-1}" cargo build --release -p slimtcp-perf
 # 4096 connections need more than the default 1024 descriptors on the Linux side.
 ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
 
-echo "== SlimTCP over memwire, two-core runtime, ${SECONDS_PER_POINT} s per point"
-for point in "${EXP1[@]}" "${EXP2[@]}"; do
-    read -r exp mss conns <<<"$point"
-    probe=$("$PROBE" --json 2>/dev/null) || probe='{}'
-    echo "probe $exp $mss $conns $probe" >>"$RAW"
-    json=$("$BIN" --nic memwire --runtime two-core --tcp --burst 32 --win-scale 3 --mss "$mss" \
-        --connections "$conns" --duration "$SECONDS_PER_POINT" --json 2>/dev/null)
-    echo "slimtcp $exp $mss $conns $json" | tee -a "$RAW"
-done
+# One round of SlimTCP's points (round $1).
+slimtcp_round() {
+    echo "== SlimTCP over memwire, two-core runtime, ${SECONDS_PER_POINT} s per point, round $1 of $RUNS"
+    for point in "${EXP1[@]}" "${EXP2[@]}"; do
+        read -r exp mss conns <<<"$point"
+        probe=$("$PROBE" --json 2>/dev/null) || probe='{}'
+        echo "probe $1 $exp $mss $conns $probe" >>"$RAW"
+        json=$("$BIN" --nic memwire --runtime two-core --tcp --burst 32 --win-scale 3 --mss "$mss" \
+            --connections "$conns" --duration "$SECONDS_PER_POINT" --json 2>/dev/null)
+        echo "slimtcp $1 $exp $mss $conns $json" | tee -a "$RAW"
+    done
+}
 
-echo "== Linux over veth (offloads off), ${SECONDS_PER_POINT} s per point"
 ip netns add "$NS_RX"
 ip netns add "$NS_TX"
 ip link add "$VETH_RX" netns "$NS_RX" type veth peer name "$VETH_TX" netns "$NS_TX"
@@ -65,69 +70,124 @@ for ns_dev in "$NS_RX $VETH_RX" "$NS_TX $VETH_TX"; do
 done
 
 port=6000
-for point in "${EXP1[@]}" "${EXP2[@]}"; do
-    read -r exp mss conns <<<"$point"
-    port=$((port + 1))
-    mtu=$((mss + 40))
-    ip -n "$NS_RX" link set "$VETH_RX" mtu "$mtu"
-    ip -n "$NS_TX" link set "$VETH_TX" mtu "$mtu"
-    rx_out=$(mktemp)
-    ip netns exec "$NS_RX" "$BIN" --kernel --tcp --mss "$mss" --listen --bind-port "$port" \
-        --connections "$conns" --duration "$SECONDS_PER_POINT" --json >"$rx_out" 2>/dev/null &
-    rx_pid=$!
-    # The receiver must listen before the sender connects.
-    for _ in $(seq 1 500); do
-        ip netns exec "$NS_RX" ss -ltnH "sport = :$port" | grep -q . && break
-        sleep 0.01
+# One round of Linux's points (round $1).
+linux_round() {
+    echo "== Linux over veth (offloads off), ${SECONDS_PER_POINT} s per point, round $1 of $RUNS"
+    for point in "${EXP1[@]}" "${EXP2[@]}"; do
+        read -r exp mss conns <<<"$point"
+        port=$((port + 1))
+        mtu=$((mss + 40))
+        ip -n "$NS_RX" link set "$VETH_RX" mtu "$mtu"
+        ip -n "$NS_TX" link set "$VETH_TX" mtu "$mtu"
+        rx_out=$(mktemp)
+        ip netns exec "$NS_RX" "$BIN" --kernel --tcp --mss "$mss" --listen --bind-port "$port" \
+            --connections "$conns" --duration "$SECONDS_PER_POINT" --json >"$rx_out" 2>/dev/null &
+        rx_pid=$!
+        # The receiver must listen before the sender connects.
+        for _ in $(seq 1 500); do
+            ip netns exec "$NS_RX" ss -ltnH "sport = :$port" | grep -q . && break
+            sleep 0.01
+        done
+        ip netns exec "$NS_TX" "$BIN" --kernel --tcp --mss "$mss" --connect-ip "$RX_IP" --connect-port "$port" \
+            --connections "$conns" --duration "$SECONDS_PER_POINT" --json >/dev/null 2>&1 || echo "linux sender $point failed" >&2
+        wait "$rx_pid" || echo "linux receiver $point failed" >&2
+        echo "linux $1 $exp $mss $conns $(cat "$rx_out")" | tee -a "$RAW"
+        rm -f "$rx_out"
     done
-    ip netns exec "$NS_TX" "$BIN" --kernel --tcp --mss "$mss" --connect-ip "$RX_IP" --connect-port "$port" \
-        --connections "$conns" --duration "$SECONDS_PER_POINT" --json >/dev/null 2>&1 || echo "linux sender $point failed" >&2
-    wait "$rx_pid" || echo "linux receiver $point failed" >&2
-    echo "linux $exp $mss $conns $(cat "$rx_out")" | tee -a "$RAW"
-    rm -f "$rx_out"
+}
+
+for run in $(seq 1 "$RUNS"); do
+    slimtcp_round "$run"
+    linux_round "$run"
 done
 
-python3 - "$RAW" "$OUT" "$SECONDS_PER_POINT" <<'PY'
-import json, sys, platform, datetime, os
-raw, out, secs = sys.argv[1], sys.argv[2], sys.argv[3]
-points = {}
+python3 - "$RAW" "$OUT" "$SECONDS_PER_POINT" "$RUNS" <<'PY'
+import json, sys, platform, datetime, os, statistics
+raw, out, secs, nruns = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+# runs[(exp, mss, conns)][kind][run] = data
+runs = {}
 for line in open(raw):
-    kind, exp, mss, conns, js = line.split(" ", 4)
+    kind, run, exp, mss, conns, js = line.split(" ", 5)
     try:
         data = json.loads(js)
     except ValueError:
         data = None
-    points.setdefault((int(exp), int(mss), int(conns)), {})[kind] = data
+    runs.setdefault((int(exp), int(mss), int(conns)), {}).setdefault(kind, {})[int(run)] = data
+
+def goodput(d):
+    return d.get("goodput_bps") if d else None
+
+def spread(values):
+    """Median, min and max of the values that exist (None when none does)."""
+    v = [x for x in values if x is not None]
+    return (statistics.median(v), min(v), max(v)) if v else (None, None, None)
+
+def median_run(by_run):
+    """The run whose goodput is the median (the lower one of an even count): its whole record."""
+    ok = sorted((goodput(d), r) for r, d in by_run.items() if goodput(d) is not None)
+    return by_run[ok[(len(ok) - 1) // 2][1]] if ok else None
+
 rows = []
-for key in sorted(points, key=lambda k: (k[0], k[1] if k[0] == 1 else k[2])):
+for key in sorted(runs, key=lambda k: (k[0], k[1] if k[0] == 1 else k[2])):
     exp, mss, conns = key
-    s, l = points[key].get("slimtcp"), points[key].get("linux")
-    sg = s["goodput_bps"] if s else None
-    lg = l["goodput_bps"] if l else None
-    ratio = sg / lg if sg and lg else None
+    s_runs, l_runs, probes = (runs[key].get(k, {}) for k in ("slimtcp", "linux", "probe"))
+    ratios = [goodput(s_runs.get(r)) / goodput(l_runs.get(r))
+              if goodput(s_runs.get(r)) and goodput(l_runs.get(r)) else None for r in range(1, nruns + 1)]
+    s, l = median_run(s_runs), median_run(l_runs)
+    run_of_s = next((r for r, d in s_runs.items() if d is s), None)
     rows.append({"experiment": exp, "mss": mss, "connections": conns,
-                 "slimtcp": s, "linux": l, "ratio": ratio, "core_link": points[key].get("probe")})
-meta = {"date": datetime.datetime.utcnow().strftime("%Y-%m-%d %H:%M UTC"), "host": platform.node(),
-        "cores": os.cpu_count(), "seconds_per_point": float(secs),
-        "slimtcp": "memwire, two-core runtime, copy API", "linux": "veth pair between namespaces, offloads off, MTU = MSS + 40"}
-json.dump({"meta": meta, "points": rows}, open(f"{out}/experiments.json", "w"), indent=1)
+                 "slimtcp": s, "linux": l, "ratio": spread(ratios)[0], "core_link": probes.get(run_of_s),
+                 "runs": {"slimtcp_bps": [goodput(s_runs.get(r)) for r in range(1, nruns + 1)],
+                          "linux_bps": [goodput(l_runs.get(r)) for r in range(1, nruns + 1)],
+                          "ratio": ratios}})
+# Goodput at N connections over one connection's, within each run (experiment 2).
+exp2 = {r["connections"]: r["runs"] for r in rows if r["experiment"] == 2}
+scaling = []
+for conns in sorted(c for c in exp2 if c != 1):
+    if 1 not in exp2:
+        break
+    entry = {"connections": conns}
+    for kind in ("slimtcp", "linux"):
+        per_run = [n / one if n and one else None
+                   for n, one in zip(exp2[conns][f"{kind}_bps"], exp2[1][f"{kind}_bps"])]
+        entry[kind] = {"median": spread(per_run)[0], "min": spread(per_run)[1], "max": spread(per_run)[2],
+                       "runs": per_run}
+    scaling.append(entry)
+meta = {"date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "host": platform.node(),
+        "cores": os.cpu_count(), "seconds_per_point": float(secs), "runs": nruns,
+        "slimtcp": "memwire, two-core runtime, copy API", "linux": "veth pair between namespaces, offloads off, MTU = MSS + 40",
+        "rows": "slimtcp / linux: the record of the run with the median goodput; ratio: the median of the "
+                "per-run ratios; runs: every run's goodput and ratio"}
+json.dump({"meta": meta, "points": rows, "scaling": scaling}, open(f"{out}/experiments.json", "w"), indent=1)
+
 def gb(x):
     return "-" if x is None else f"{x/1e9:.2f}"
+def ranged(values, fmt):
+    med, lo, hi = spread(values)
+    return "-" if med is None else f"{fmt(med)} ({fmt(lo)}-{fmt(hi)})"
 def mseg(d):
     return "-" if not d else f"{d['segments_per_s']/1e6:.2f}"
-lines = [f"Paper experiments, {meta['date']}, {meta['cores']} cores, {secs} s per point.",
-         f"SlimTCP: {meta['slimtcp']}. Linux: {meta['linux']}.",
-         "cores' RT: a cache line's round trip between the two vCPUs just before the SlimTCP point "
-         "(`core-link-probe`): about 100 ns where the host ran them near each other, 400-550 ns far apart.", "",
-         "| exp | MSS | conns | SlimTCP Gb/s | SlimTCP Mseg/s | cores' RT (ns) | Linux Gb/s | Linux Mseg/s | SlimTCP/Linux |",
-         "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
 def rt(d):
     return "-" if not d or "round_trip_ns" not in d else f"{d['round_trip_ns']:.0f}"
+lines = [f"Paper experiments, {meta['date']}, {meta['cores']} cores, {secs} s per point, {nruns} rounds.",
+         f"SlimTCP: {meta['slimtcp']}. Linux: {meta['linux']}.",
+         "Each cell: the median over the rounds (range); ratios are taken within each round. Mseg/s and "
+         "cores' RT are those of SlimTCP's median run; cores' RT: a cache line's round trip between the two "
+         "vCPUs just before that point (`core-link-probe`): about 100 ns where the host ran them near each "
+         "other, 400-550 ns far apart.", "",
+         "| exp | MSS | conns | SlimTCP Gb/s | SlimTCP Mseg/s | cores' RT (ns) | Linux Gb/s | Linux Mseg/s | SlimTCP/Linux |",
+         "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
 for r in rows:
-    ratio = "-" if r["ratio"] is None else f"{r['ratio']:.2f}"
-    lines.append(f"| {r['experiment']} | {r['mss']} | {r['connections']} | {gb(r['slimtcp'] and r['slimtcp']['goodput_bps'])} | "
-                 f"{mseg(r['slimtcp'])} | {rt(r['core_link'])} | {gb(r['linux'] and r['linux']['goodput_bps'])} | "
-                 f"{mseg(r['linux'])} | {ratio} |")
+    g = lambda x: gb(x)
+    lines.append(f"| {r['experiment']} | {r['mss']} | {r['connections']} | {ranged(r['runs']['slimtcp_bps'], g)} | "
+                 f"{mseg(r['slimtcp'])} | {rt(r['core_link'])} | {ranged(r['runs']['linux_bps'], g)} | "
+                 f"{mseg(r['linux'])} | {ranged(r['runs']['ratio'], lambda x: f'{x:.2f}')} |")
+if scaling:
+    lines += ["", "Experiment 2, goodput at N connections / at one connection (within each round):", "",
+              "| conns | SlimTCP N/1 | Linux N/1 |", "| --- | --- | --- |"]
+    for e in scaling:
+        f2 = lambda x: f"{x:.2f}"
+        lines.append(f"| {e['connections']} | {ranged(e['slimtcp']['runs'], f2)} | {ranged(e['linux']['runs'], f2)} |")
 open(f"{out}/experiments.md", "w").write("\n".join(lines) + "\n")
 print("\n".join(lines))
 PY

@@ -44,10 +44,14 @@ if exp or peers:
                     f"{gb(p.get('smoltcp_one_poll'))}\n")
 if exp:
     with open(f"{tmp}/conns.dat", "w") as f:
-        f.write("# connections slimtcp linux\n")
+        f.write("# connections slimtcp linux slimtcp_min slimtcp_max linux_min linux_max (over the rounds)\n")
+        def extent(p, kind):
+            v = [x for x in p.get("runs", {}).get(f"{kind}_bps", []) if x]
+            return (f"{min(v) / 1e9:.3f}", f"{max(v) / 1e9:.3f}") if v else ("-", "-")
         for p in exp["points"]:
             if p["experiment"] == 2:
-                f.write(f"{p['connections']} {gb(p.get('slimtcp'))} {gb(p.get('linux'))}\n")
+                f.write(f"{p['connections']} {gb(p.get('slimtcp'))} {gb(p.get('linux'))} "
+                        f"{' '.join(extent(p, 'slimtcp'))} {' '.join(extent(p, 'linux'))}\n")
 if cg:
     with open(f"{tmp}/cg.dat", "w") as f:
         f.write("# mss slimtcp smoltcp smoltcp_one_poll\n")
@@ -83,8 +87,8 @@ if [[ -f $tmp/conns.dat ]]; then
     gnuplot -e "$common; set output '$OUT/goodput_vs_connections.png';
         set title 'Experiment 2: MSS 1400, goodput against connections';
         set xlabel 'connections'; set ylabel 'goodput (Gb/s)'; set yrange [0:*];
-        plot '$tmp/conns.dat' using 0:2:xtic(1) with linespoints lw 2 title 'SlimTCP, memwire, two-core runtime',
-             '' using 0:3 with linespoints lw 2 title 'Linux, veth, offloads off'"
+        plot '$tmp/conns.dat' using 0:2:4:5:xtic(1) with yerrorlines lw 2 title 'SlimTCP, memwire, two-core runtime (median run, range)',
+             '' using 0:3:6:7 with yerrorlines lw 2 title 'Linux, veth, offloads off (median run, range)'"
     echo "bench-plots: $OUT/goodput_vs_connections.png"
 else
     echo "bench-plots: no experiments.json: goodput_vs_connections.png skipped" >&2
