@@ -118,8 +118,10 @@ pub struct GuestWriter<'a> {
     at: Cursor,
     written: usize,
     /// With [`with_write_ahead`](Self::with_write_ahead): how far past what is written the
-    /// buffer's lines are asked for, how many bytes from the start are asked for, and where.
+    /// buffer's lines are asked for, where the asking stops (the bytes that will be written),
+    /// how many bytes from the start are asked for, and where.
     ahead: usize,
+    ask_limit: usize,
     asked: usize,
     ask: Cursor,
 }
@@ -127,25 +129,35 @@ pub struct GuestWriter<'a> {
 impl<'a> GuestWriter<'a> {
     /// A writer at the start of the buffer.
     pub fn new(slices: &'a [HostSlice]) -> Self {
-        GuestWriter { slices, at: Cursor::default(), written: 0, ahead: 0, asked: 0, ask: Cursor::default() }
+        GuestWriter {
+            slices,
+            at: Cursor::default(),
+            written: 0,
+            ahead: 0,
+            ask_limit: 0,
+            asked: 0,
+            ask: Cursor::default(),
+        }
     }
 
     /// A writer at the start of the buffer that asks the CPU for the buffer's lines, to be
     /// written, `ahead` bytes before it writes them
-    /// ([`lines_for_write`](slimtcp::api::prefetch::lines_for_write)). The guest read the
-    /// buffer last, on its own core: each line must be taken from there, and asked for a bounded
-    /// distance ahead they come while the bytes before them are copied; asked for all at once
-    /// (a whole buffer, 128 lines of 8 KiB) the CPU stalls on the requests it cannot yet hold.
-    pub fn with_write_ahead(slices: &'a [HostSlice], ahead: usize) -> Self {
-        let mut w = GuestWriter { ahead, ..GuestWriter::new(slices) };
+    /// ([`lines_for_write`](slimtcp::api::prefetch::lines_for_write)), up to the first `limit`
+    /// bytes (what the caller will write: lines past them would be asked for and not used). The
+    /// guest read the buffer last, on its own core: each line must be taken from there, and
+    /// asked for a bounded distance ahead they come while the bytes before them are copied;
+    /// asked for all at once (a whole buffer, 128 lines of 8 KiB) the CPU stalls on the
+    /// requests it cannot yet hold.
+    pub fn with_write_ahead(slices: &'a [HostSlice], ahead: usize, limit: usize) -> Self {
+        let mut w = GuestWriter { ahead, ask_limit: limit, ..GuestWriter::new(slices) };
         w.ask_for_lines_ahead();
         w
     }
 
-    /// Asks for the lines up to `ahead` bytes past what is written (nothing without
-    /// write-ahead).
+    /// Asks for the lines up to `ahead` bytes past what is written, within the limit (nothing
+    /// without write-ahead).
     fn ask_for_lines_ahead(&mut self) {
-        let mut want = (self.written + self.ahead).saturating_sub(self.asked);
+        let mut want = (self.written + self.ahead).min(self.ask_limit).saturating_sub(self.asked);
         while want > 0 {
             let Some((s, off, n)) = self.ask.take(self.slices, want) else { break };
             // From the start of the first line touched: a range that starts inside a line asks
@@ -295,9 +307,11 @@ mod tests {
         let mut expected = vec![0u8; 0x1400];
         mem.read_slice(&mut expected, GuestAddress(0x1f83)).expect("read");
         mem.write_slice(&vec![0u8; 0x1400], GuestAddress(0x1f83)).expect("clear");
-        for ahead in [1, 64, 100, 2048, 1 << 20] {
-            let mut w = GuestWriter::with_write_ahead(&slices, ahead);
-            assert_eq!(write_all(&mut w), plain, "ahead {ahead}: as much written");
+        for (ahead, limit) in
+            [(1, usize::MAX), (64, usize::MAX), (100, 700), (2048, 3000), (1 << 20, usize::MAX)]
+        {
+            let mut w = GuestWriter::with_write_ahead(&slices, ahead, limit);
+            assert_eq!(write_all(&mut w), plain, "ahead {ahead}, limit {limit}: as much written");
             assert_eq!(w.written(), 29 + plain);
             let mut got = vec![0u8; 0x1400];
             mem.read_slice(&mut got, GuestAddress(0x1f83)).expect("read");

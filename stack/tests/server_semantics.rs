@@ -267,7 +267,8 @@ fn received_bytes_hold_the_window_until_released() {
 }
 
 /// `stream_read` hands exactly the bytes that fit, in order, whatever the room: within one
-/// segment, across several, none (room 0), the rest of a segment cut before first.
+/// segment, across several, none (room 0), the rest of a segment cut before first;
+/// `stream_readable` says how many are left to hand.
 #[test]
 fn stream_reads_take_any_room_in_order() {
     let mut w = World::new();
@@ -281,6 +282,7 @@ fn stream_reads_take_any_room_in_order() {
     assert_eq!(w.server.ready(id), StreamReady::Data);
     let mut got = Vec::new();
     for room in [0, 1, 999, 0, 1001, 2500, 7, 0, 10_000] {
+        assert_eq!(w.server.stream_readable(id), data.len() - got.len(), "before room {room}");
         let mut calls = Vec::new();
         let n = w.server.stream_read(id, room, |b| calls.push(b.to_vec()));
         assert!(n <= room, "room {room}: {n}");
@@ -292,6 +294,8 @@ fn stream_reads_take_any_room_in_order() {
         got.extend(calls.concat());
     }
     assert_eq!(got, data, "every byte once, in order");
+    assert_eq!(w.server.stream_readable(id), 0, "nothing left");
+    assert_eq!(w.server.stream_readable(id + 1000), 0, "no such socket");
     w.server.release(id, data.len()).expect("all of it was taken");
 }
 

@@ -181,8 +181,9 @@ impl<N: Nic> Engine<N> {
     fn deliver_stream(&mut self, id: u32, q: &mut Queue, mem: &GuestMem) -> Delivery {
         let Some((head, cap)) = self.next_rx_buffer(q, mem) else { return Delivery::NoBuffer };
         // The guest read this buffer last, on its own core: its lines are asked for, to be
-        // written, a little ahead of the copy.
-        let mut w = GuestWriter::with_write_ahead(&self.walked.slices, RX_WRITE_AHEAD);
+        // written, a little ahead of the copy, as far as the bytes there are to write.
+        let readable = self.server.stream_readable(id).min(cap - DATA_HDR);
+        let mut w = GuestWriter::with_write_ahead(&self.walked.slices, RX_WRITE_AHEAD, DATA_HDR + readable);
         w.skip(DATA_HDR);
         let total = self.server.stream_read(id, cap - DATA_HDR, |bytes| {
             w.write(bytes);

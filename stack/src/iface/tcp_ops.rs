@@ -274,6 +274,14 @@ impl<N: Nic> Interface<N> {
         Self::recv_empty(&sock.conn).map(|_| None)
     }
 
+    /// Bytes connection `h` holds for the application to read now (0 for no connection).
+    pub fn tcp_recv_queued(&self, h: SocketHandle) -> usize {
+        match self.sockets.get(h) {
+            Some(Socket::Tcp(t)) => t.conn.recv_queued(),
+            _ => 0,
+        }
+    }
+
     /// Zero-copy receive for an application on another core: like
     /// [`tcp_recv_segment`](Self::tcp_recv_segment), but the bytes keep occupying the receive
     /// window until [`tcp_recv_release`](Self::tcp_recv_release).

@@ -59,6 +59,13 @@ impl<N: Nic, T: Transport> SocketServer<N, T> {
         }
     }
 
+    /// Stream bytes socket `id` has for [`stream_read`](Self::stream_read) now.
+    pub fn stream_readable(&self, id: u32) -> usize {
+        let Some(s) = self.sockets.get(&id) else { return 0 };
+        let Some(h) = s.handle.filter(|_| s.proto == Proto::Tcp) else { return 0 };
+        s.rx_partial.as_ref().map_or(0, PacketBuf::len) + self.iface.tcp_recv_queued(h)
+    }
+
     /// Hands up to `room` stream bytes of socket `id` to `write`, in order, in as many calls as
     /// segments; returns the bytes handed. They count against the receive window until
     /// [`release`](Self::release)d.
