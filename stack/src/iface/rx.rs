@@ -24,7 +24,7 @@ use crate::wire::{
     IpProtocol, Ipv4Packet, Ipv4Repr, TcpFlags, TcpPacket, TcpRepr, UdpPacket, UdpRepr,
 };
 
-const ETH_LEN: usize = 14;
+const ETH_LEN: usize = crate::wire::ethernet::HEADER_LEN;
 
 /// Connections a listener may hold (SYN-RECEIVED or not yet accepted) once cookies made some,
 /// as a multiple of its backlog: the backlog may be full of half-open connections from spoofed

@@ -17,7 +17,7 @@ use super::socket_set::SocketHandle;
 use crate::wire::tcp::{offs, TcpFlags, TcpRepr, HEADER_LEN};
 use crate::wire::SeqNumber;
 
-const ETH_LEN: usize = 14;
+const ETH_LEN: usize = crate::wire::ethernet::HEADER_LEN;
 const IP_LEN: usize = crate::wire::ipv4::HEADER_LEN;
 /// The Ethernet and IPv4 headers (without IPv4 options) in front of a run's TCP headers.
 pub(super) const LINK_IP_LEN: usize = ETH_LEN + IP_LEN;
