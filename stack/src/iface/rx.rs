@@ -5,7 +5,7 @@ use std::net::{Ipv4Addr, SocketAddrV4};
 
 use super::counters::DropReason;
 use super::martian::Martian;
-use super::rx_flow::LINK_IP_LEN;
+use super::rx_flow::{HEADERS_LEN, LINK_IP_LEN};
 use super::socket_set::{FourTuple, Socket, SocketHandle, TcpSocket};
 use super::template::HeaderTemplate;
 use super::udp_ops::PingReply;
@@ -18,7 +18,7 @@ use crate::tcp::{
 use crate::time::Instant;
 use crate::udp::Delivered;
 use crate::wire::tcp::HEADER_LEN as TCP_HEADER_LEN;
-use crate::wire::{checksum, ChecksumCapabilities};
+use crate::wire::ChecksumCapabilities;
 use crate::wire::{
     ArpOperation, ArpPacket, ArpRepr, EtherType, EthernetAddress, EthernetFrame, Icmpv4Packet, Icmpv4Repr,
     IpProtocol, Ipv4Packet, Ipv4Repr, TcpFlags, TcpPacket, TcpRepr, UdpPacket, UdpRepr,
@@ -208,9 +208,6 @@ impl<N: Nic> Interface<N> {
                 Err(e) => return self.counters.drop(e.into()),
             }
         };
-        // The fixed header (the parse checked it is there), for a run this segment may start.
-        let header: Option<[u8; TCP_HEADER_LEN]> =
-            l4.as_slice().get(..TCP_HEADER_LEN).and_then(|h| h.try_into().ok());
         l4.advance(header_len);
         let payload = l4;
         let tuple = FourTuple {
@@ -225,18 +222,16 @@ impl<N: Nic> Interface<N> {
                 if !reuse {
                     self.counters.tcp_segs_in += 1;
                     let payload_len = payload.len();
-                    // The Ethernet and IPv4 headers in front, for a run this segment may start
-                    // (only behind an IPv4 header without options; before the connection takes
-                    // the frame).
-                    let link_ip: Option<[u8; LINK_IP_LEN]> = (link_ip_len == LINK_IP_LEN)
-                        .then(|| payload.stripped(header_len + LINK_IP_LEN))
-                        .flatten()
-                        .and_then(|b| b.get(..LINK_IP_LEN))
-                        .and_then(|b| b.try_into().ok());
+                    // The frame's headers, for a run this segment may start (only behind an
+                    // IPv4 header without options; taken before the connection takes the frame).
+                    let headers: Option<[u8; HEADERS_LEN]> = payload
+                        .stripped(header_len + link_ip_len)
+                        .filter(|_| link_ip_len == LINK_IP_LEN)
+                        .and_then(|b| b.first_chunk().copied());
                     sock.conn.on_segment(now, &repr, payload);
                     Self::schedule_dispatch(&mut self.dispatch_list, sock, h);
-                    if let (Some(link_ip), Some(header)) = (&link_ip, &header) {
-                        self.rx_flow.start(link_ip, header, &repr, payload_len, h);
+                    if let Some(headers) = &headers {
+                        self.rx_flow.start(headers, &repr, payload_len, h);
                     }
                     return;
                 }
@@ -288,7 +283,10 @@ impl<N: Nic> Interface<N> {
         }
         let caps = rx_checksum_caps(frame.rx_checksum_ok);
         let ip_ok = caps.ipv4.rx
-            || frame.as_slice().get(ETH_LEN..LINK_IP_LEN).is_some_and(|ip| checksum::data(ip) == 0xffff);
+            || frame
+                .as_slice()
+                .get(ETH_LEN..)
+                .is_some_and(|ip| Ipv4Packet::new_unchecked(ip).verify_checksum());
         if frame.rx_checksum_ok == Some(false) || !ip_ok {
             self.counters.drop(DropReason::BadChecksum);
             return true;

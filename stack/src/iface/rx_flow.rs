@@ -21,32 +21,31 @@ const ETH_LEN: usize = crate::wire::ethernet::HEADER_LEN;
 const IP_LEN: usize = crate::wire::ipv4::HEADER_LEN;
 /// The Ethernet and IPv4 headers (without IPv4 options) in front of a run's TCP headers.
 pub(super) const LINK_IP_LEN: usize = ETH_LEN + IP_LEN;
+/// A run's frame headers: Ethernet, IPv4 and TCP, none with options.
+pub(super) const HEADERS_LEN: usize = LINK_IP_LEN + HEADER_LEN;
 
-/// Ethernet and IPv4 header bytes a continuation must repeat: the whole Ethernet header and
-/// the IPv4 version, header length and TOS; then flags, fragment offset, TTL and protocol; then
-/// the addresses. Between them lie the total length and identification, and the checksum.
+/// The frame bytes a continuation must repeat (offsets in the frame): the whole Ethernet header
+/// and the IPv4 version, header length and TOS; then flags, fragment offset, TTL and protocol;
+/// then the addresses and the TCP ports; then the ACK number, data offset, flags and window;
+/// then the urgent pointer. Between them lie the IPv4 total length, identification and checksum
+/// and the TCP sequence number and checksum.
 const LINK_TO_TOS: Range<usize> = 0..ETH_LEN + 2;
-const TOTAL_LEN: Range<usize> = ETH_LEN + 2..ETH_LEN + 4;
 const FLAGS_TO_PROTOCOL: Range<usize> = ETH_LEN + 6..ETH_LEN + 10;
-const ADDRESSES: Range<usize> = ETH_LEN + 12..LINK_IP_LEN;
+const ADDRESSES_AND_PORTS: Range<usize> = ETH_LEN + 12..LINK_IP_LEN + offs::SEQ;
+const ACK_TO_WINDOW: Range<usize> = LINK_IP_LEN + offs::ACK..LINK_IP_LEN + offs::CHECKSUM;
+const URGENT: Range<usize> = LINK_IP_LEN + offs::URGENT..HEADERS_LEN;
+/// Fields read from a continuation, and the run's source address.
+const TOTAL_LEN: Range<usize> = ETH_LEN + 2..ETH_LEN + 4;
+const SEQ: Range<usize> = LINK_IP_LEN + offs::SEQ..LINK_IP_LEN + offs::ACK;
 const SRC_ADDR: Range<usize> = ETH_LEN + 12..ETH_LEN + 16;
-
-/// TCP header bytes a continuation must repeat: the ports, then the ACK number, data offset,
-/// flags and window, then the urgent pointer. Between them lie the sequence number and the
-/// checksum.
-const PORTS: Range<usize> = offs::SRC_PORT..offs::SEQ;
-const SEQ: Range<usize> = offs::SEQ..offs::ACK;
-const ACK_TO_WINDOW: Range<usize> = offs::ACK..offs::CHECKSUM;
-const URGENT: Range<usize> = offs::URGENT..HEADER_LEN;
 
 /// The segment the last frame delivered, when the next one may continue it.
 #[derive(Debug)]
 pub(super) struct RxFlow {
     /// False between bursts and after any frame that was not a continuable data segment.
     live: bool,
-    /// The run's first frame's Ethernet and IPv4 headers.
-    link_ip: [u8; LINK_IP_LEN],
-    header: [u8; HEADER_LEN],
+    /// The run's first frame's headers.
+    headers: [u8; HEADERS_LEN],
     /// Where the delivered segment's payload ended: the continuation's sequence number.
     next_seq: SeqNumber,
     handle: SocketHandle,
@@ -74,8 +73,7 @@ impl Default for RxFlow {
     fn default() -> Self {
         RxFlow {
             live: false,
-            link_ip: [0; LINK_IP_LEN],
-            header: [0; HEADER_LEN],
+            headers: [0; HEADERS_LEN],
             next_seq: SeqNumber(0),
             handle: SocketHandle::NONE,
             ack: SeqNumber(0),
@@ -91,28 +89,27 @@ impl RxFlow {
         std::mem::take(&mut self.live)
     }
 
-    /// A run goes on from the segment whose header is `header` (behind the Ethernet and IPv4
-    /// headers `link_ip`, which passed every check of the receive path), parsed into `repr`,
-    /// which connection `handle` was just given: when it has an ACK, no options, SYN, RST or
-    /// FIN, and a payload (`payload_len` bytes). Anything else starts no run.
+    /// A run goes on from the frame whose headers are `headers` (the first [`HEADERS_LEN`]
+    /// bytes of a frame that passed every check of the receive path behind an IPv4 header
+    /// without options), its segment parsed into `repr`, which connection `handle` was just
+    /// given: when the segment has an ACK, no options, SYN, RST or FIN, and a payload
+    /// (`payload_len` bytes). Anything else starts no run.
     pub(super) fn start(
         &mut self,
-        link_ip: &[u8; LINK_IP_LEN],
-        header: &[u8; HEADER_LEN],
+        headers: &[u8; HEADERS_LEN],
         repr: &TcpRepr,
         payload_len: usize,
         handle: SocketHandle,
     ) {
         let Some(ack) = repr.ack_number else { return };
-        let plain = usize::from(header[offs::DATA_OFF] >> 4) * 4 == HEADER_LEN
+        let plain = usize::from(headers[LINK_IP_LEN + offs::DATA_OFF] >> 4) * 4 == HEADER_LEN
             && !repr.flags.intersects(TcpFlags::SYN | TcpFlags::RST | TcpFlags::FIN);
         if !plain || payload_len == 0 {
             return;
         }
         *self = RxFlow {
             live: true,
-            link_ip: *link_ip,
-            header: *header,
+            headers: *headers,
             next_seq: repr.seq_number + payload_len,
             handle,
             ack,
@@ -128,24 +125,20 @@ impl RxFlow {
     /// the run's payload ended, and the checksum. The caller checks both checksums.
     #[inline]
     pub(super) fn continued_by(&self, frame: &[u8]) -> Option<Continuation> {
-        let link_ip = frame.get(..LINK_IP_LEN)?;
-        let same_link_ip = link_ip[LINK_TO_TOS] == self.link_ip[LINK_TO_TOS]
-            && link_ip[FLAGS_TO_PROTOCOL] == self.link_ip[FLAGS_TO_PROTOCOL]
-            && link_ip[ADDRESSES] == self.link_ip[ADDRESSES];
-        if !same_link_ip {
-            return None;
-        }
+        let headers = frame.get(..HEADERS_LEN)?;
         let total_len =
-            usize::from(u16::from_be_bytes([link_ip[TOTAL_LEN.start], link_ip[TOTAL_LEN.start + 1]]));
+            usize::from(u16::from_be_bytes([headers[TOTAL_LEN.start], headers[TOTAL_LEN.start + 1]]));
         let segment_end = ETH_LEN + total_len;
-        let segment = frame.get(LINK_IP_LEN..segment_end)?;
-        let header = segment.get(..HEADER_LEN)?;
-        let continues = segment.len() > HEADER_LEN
-            && header[PORTS] == self.header[PORTS]
-            && header[SEQ] == self.next_seq.0.to_be_bytes()
-            && header[ACK_TO_WINDOW] == self.header[ACK_TO_WINDOW]
-            && header[URGENT] == self.header[URGENT];
-        let src = &self.link_ip[SRC_ADDR];
+        let same = |range: Range<usize>| headers[range.clone()] == self.headers[range];
+        let continues = segment_end > HEADERS_LEN
+            && segment_end <= frame.len()
+            && same(LINK_TO_TOS)
+            && same(FLAGS_TO_PROTOCOL)
+            && same(ADDRESSES_AND_PORTS)
+            && headers[SEQ] == self.next_seq.0.to_be_bytes()
+            && same(ACK_TO_WINDOW)
+            && same(URGENT);
+        let src = &self.headers[SRC_ADDR];
         continues.then_some(Continuation {
             handle: self.handle,
             src: Ipv4Addr::new(src[0], src[1], src[2], src[3]),
@@ -210,11 +203,9 @@ mod tests {
     fn run_after(first: &[u8], payload_len: usize) -> RxFlow {
         let packet = TcpPacket::new_checked(&first[LINK_IP_LEN..]).expect("whole header");
         let repr = TcpRepr::parse(&packet, A, B, &ChecksumCapabilities::none()).expect("valid");
-        let link_ip: [u8; LINK_IP_LEN] = first[..LINK_IP_LEN].try_into().expect("34 bytes");
-        let header: [u8; HEADER_LEN] =
-            first[LINK_IP_LEN..LINK_IP_LEN + HEADER_LEN].try_into().expect("20 bytes");
+        let headers: &[u8; HEADERS_LEN] = first.first_chunk().expect("54 bytes");
         let mut flow = RxFlow::default();
-        flow.start(&link_ip, &header, &repr, payload_len, SocketHandle::for_test(3));
+        flow.start(headers, &repr, payload_len, SocketHandle::for_test(3));
         flow
     }
 
