@@ -43,6 +43,14 @@ impl From<SendError> for SocketError {
 }
 
 impl<N: Nic> Interface<N> {
+    fn conn(&self, h: SocketHandle) -> Result<&TcpSocket, SocketError> {
+        match self.sockets.get(h) {
+            Some(Socket::Tcp(t)) if !t.released && t.listener.is_none() => Ok(t),
+            Some(Socket::Tcp(_)) | None => Err(SocketError::BadHandle),
+            Some(_) => Err(SocketError::NotSupported),
+        }
+    }
+
     fn conn_mut(&mut self, h: SocketHandle) -> Result<&mut TcpSocket, SocketError> {
         match self.sockets.get_mut(h) {
             Some(Socket::Tcp(t)) if !t.released && t.listener.is_none() => Ok(t),
@@ -276,10 +284,7 @@ impl<N: Nic> Interface<N> {
 
     /// Bytes connection `h` holds for the application to read now (0 for no connection).
     pub fn tcp_recv_queued(&self, h: SocketHandle) -> usize {
-        match self.sockets.get(h) {
-            Some(Socket::Tcp(t)) => t.conn.recv_queued(),
-            _ => 0,
-        }
+        self.conn(h).map_or(0, |t| t.conn.recv_queued())
     }
 
     /// Zero-copy receive for an application on another core: like
@@ -399,11 +404,7 @@ impl<N: Nic> Interface<N> {
 
     /// The connection's state, addresses, queues and counters.
     pub fn tcp_info(&self, h: SocketHandle) -> Result<TcpInfo, SocketError> {
-        let c = match self.sockets.get(h) {
-            Some(Socket::Tcp(t)) if !t.released && t.listener.is_none() => &t.conn,
-            Some(Socket::Tcp(_)) | None => return Err(SocketError::BadHandle),
-            Some(_) => return Err(SocketError::NotSupported),
-        };
+        let c = &self.conn(h)?.conn;
         Ok(TcpInfo {
             state: c.state(),
             local: c.local(),
