@@ -248,6 +248,9 @@ impl Connection {
     /// Data segments (and the FIN) that fit the peer's window.
     fn send_data(&mut self, now: Instant, sink: &mut dyn SegmentSink) -> usize {
         let mut sent = 0;
+        // The segments' common fields (ports, ACK, window), made at the first segment: nothing
+        // here moves what they carry (the window advertised once is the one advertised again).
+        let mut common: Option<TcpRepr> = None;
         loop {
             // Resending after a timeout: what the peer SACKed is not sent again.
             let mut sack_limit = usize::MAX;
@@ -286,9 +289,15 @@ impl Connection {
             if fin {
                 flags.insert(TcpFlags::FIN);
             }
-            let repr = self.segment_repr(self.snd_nxt, flags, TcpSack::NONE);
+            let seq = self.snd_nxt;
+            let repr = match &mut common {
+                Some(repr) => repr,
+                None => common.insert(self.segment_repr(seq, flags, TcpSack::NONE)),
+            };
+            repr.seq_number = seq;
+            repr.flags = flags;
             let payload = Payload { tx: Some(&mut self.tx), offset, len };
-            if sink.emit(&repr, payload).is_err() {
+            if sink.emit(repr, payload).is_err() {
                 break;
             }
             sent += 1;

@@ -24,6 +24,32 @@ fn send_cuts_segments_at_mss_within_window() {
 }
 
 #[test]
+fn every_segment_of_a_dispatch_carries_the_ack_and_window_the_first_carries() {
+    // The segments of one dispatch share their header fields but the sequence number and
+    // flags (made once, at the first): the window advertised is the receive buffer's room
+    // after unread data, on every one of them, and the ACK is the data received.
+    let mut c = established(cfg(), 1000);
+    feed(&mut c, ms(20), seg(TcpFlags::empty(), IRS + 1, Some(ISS + 1), 1000, &[7u8; 240]));
+    c.send(&[1u8; 350]).expect("send");
+    let segs = out(&mut c, ms(20));
+    let lens: Vec<usize> = segs.iter().map(|s| s.1.len()).collect();
+    assert_eq!(lens, vec![100, 100, 100, 50]);
+    for (i, (repr, _)) in segs.iter().enumerate() {
+        assert_eq!(repr.seq_number, SeqNumber(ISS + 1 + 100 * i as u32), "segment {i}");
+        assert_eq!(repr.ack_number, Some(SeqNumber(IRS + 241)), "segment {i}");
+        assert_eq!(repr.window_len, 1000 - 240, "segment {i}");
+        assert_eq!(repr.flags.contains(TcpFlags::PSH), i == 3, "segment {i}: PSH on the last only");
+    }
+    // Read, then more to send: the next dispatch advertises the room the read made.
+    let mut buf = [0u8; 240];
+    assert_eq!(c.recv(&mut buf), 240);
+    c.send(&[2u8; 150]).expect("send");
+    let segs = out(&mut c, ms(21));
+    assert!(!segs.is_empty());
+    assert!(segs.iter().all(|(repr, _)| repr.window_len == 1000), "{segs:?}");
+}
+
+#[test]
 fn last_segment_of_a_write_carries_psh() {
     let mut c = established(cfg(), 1000);
     c.send(&[1u8; 150]).expect("send");
