@@ -290,10 +290,7 @@ impl Connection {
                 flags.insert(TcpFlags::FIN);
             }
             let seq = self.snd_nxt;
-            let repr = match &mut common {
-                Some(repr) => repr,
-                None => common.insert(self.segment_repr(seq, flags, TcpSack::NONE)),
-            };
+            let repr = common.get_or_insert_with(|| self.segment_repr(seq, flags, TcpSack::NONE));
             repr.seq_number = seq;
             repr.flags = flags;
             let payload = Payload { tx: Some(&mut self.tx), offset, len };
