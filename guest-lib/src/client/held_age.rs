@@ -18,6 +18,9 @@ pub(super) struct HeldAges {
     epoch: u32,
     /// When that epoch began.
     started: Instant,
+    /// When it ends and when the next one does (`started` + one and two epochs): the checks
+    /// that only tell 0, 1 or more epochs apart compare instants, with no clock arithmetic.
+    ends: [Instant; 2],
     /// Held chains stamped `epoch`.
     current: usize,
     /// Held chains stamped `epoch - 1`.
@@ -26,13 +29,19 @@ pub(super) struct HeldAges {
 
 impl HeldAges {
     pub(super) fn new(now: Instant) -> HeldAges {
-        HeldAges { epoch: 0, started: now, current: 0, previous: 0 }
+        HeldAges { epoch: 0, started: now, ends: epoch_ends(now), current: 0, previous: 0 }
     }
 
-    /// Epochs begun since `started` by `now`.
+    /// Epochs begun since `started` by `now` (a division only past two of them).
     fn passed(&self, now: Instant) -> u32 {
-        let n = now.saturating_duration_since(self.started).as_nanos() / EPOCH.as_nanos();
-        u32::try_from(n).unwrap_or(u32::MAX)
+        if now < self.ends[0] {
+            0
+        } else if now < self.ends[1] {
+            1
+        } else {
+            let n = now.saturating_duration_since(self.started).as_nanos() / EPOCH.as_nanos();
+            u32::try_from(n).unwrap_or(u32::MAX)
+        }
     }
 
     /// The stamp of a chain put now: with `now`, the epoch at that time; without (the caller
@@ -46,6 +55,7 @@ impl HeldAges {
                 self.current = 0;
                 self.epoch = self.epoch.wrapping_add(passed);
                 self.started += EPOCH * passed;
+                self.ends = epoch_ends(self.started);
             }
         }
         self.current += 1;
@@ -70,6 +80,11 @@ impl HeldAges {
         };
         held.saturating_sub(young)
     }
+}
+
+/// The ends of the epoch that begins at `start` and of the one after it.
+fn epoch_ends(start: Instant) -> [Instant; 2] {
+    [start + EPOCH, start + EPOCH * 2]
 }
 
 #[cfg(test)]
@@ -103,5 +118,28 @@ mod tests {
         ages.returned(stale);
         ages.returned(fresh);
         assert_eq!(ages.old(0, t0 + EPOCH * 5), 0);
+    }
+
+    #[test]
+    fn epochs_passed_are_counted_the_same_by_comparison_and_by_division() {
+        let t0 = Instant::now();
+        let ages = HeldAges::new(t0);
+        let tick = Duration::from_nanos(1);
+        for (at, passed) in [
+            (t0, 0),
+            (t0 + EPOCH - tick, 0),
+            (t0 + EPOCH, 1),
+            (t0 + EPOCH * 2 - tick, 1),
+            (t0 + EPOCH * 2, 2),
+            (t0 + EPOCH * 7 + tick, 7),
+        ] {
+            assert_eq!(ages.passed(at), passed, "{:?} after the start", at - t0);
+        }
+        // After a jump of several epochs, the boundaries move with the epoch.
+        let mut ages = HeldAges::new(t0);
+        ages.stamp(Some(t0 + EPOCH * 3 + tick));
+        assert_eq!(ages.passed(t0 + EPOCH * 4 - tick), 0);
+        assert_eq!(ages.passed(t0 + EPOCH * 4), 1);
+        assert_eq!(ages.passed(t0 + EPOCH * 5), 2);
     }
 }

@@ -2,7 +2,6 @@
 //! protocol requests on the transmit queue; completions and events on the receive queue become
 //! its events.
 
-use std::collections::HashMap;
 use std::net::Ipv4Addr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -11,6 +10,7 @@ use slimtcp_abi::{
     Done, Errno, HelloInfo, Request as Wire, RequestBody, ShutdownHow, SocketId, SocketKind, Version,
 };
 use slimtcp_api::app::{Event, Limits, Link, Reply, Request, Submitted};
+use slimtcp_api::id_map::IdMap;
 use slimtcp_api::{Fd, Proto, SockOpt, SockOptName, SocketError};
 
 use super::buffers::{Release, ReleaseQueue, RxBuf, TxBuf, TxPool, LARGE_TX};
@@ -116,18 +116,23 @@ pub struct GuestLink {
     pub(super) sends_held: usize,
     /// How long it has held them.
     pub(super) held_ages: HeldAges,
+    /// The clock as of the last send or pump that read it (those made while held chains are
+    /// at half the pressure mark or more): what the held chains' ages are judged by, so that
+    /// the checks made for every send and every writability test read no clock (their 50 ms
+    /// epochs need no fresher one; a send that waits pumps first).
+    pub(super) clock: Instant,
     pub(super) max_requests: usize,
     pub(super) pool: Arc<TxPool>,
-    pub(super) socks: HashMap<Fd, GuestSock>,
+    pub(super) socks: IdMap<Fd, GuestSock>,
     /// Sockets whose credit was due while the transmit ring was full: paid as chains come back
     /// (an application that only polls never reaches the idle wait's flush).
     pub(super) credit_owed: Vec<Fd>,
-    pub(super) by_sid: HashMap<SocketId, Fd>,
+    pub(super) by_sid: IdMap<SocketId, Fd>,
     /// Ids whose close is not yet complete: their events are dropped.
-    pub(super) closing: HashMap<SocketId, ()>,
+    pub(super) closing: IdMap<SocketId, ()>,
     pub(super) seq: u64,
     /// Blocking calls in flight, by cookie.
-    pub(super) calls: HashMap<u64, CallKind>,
+    pub(super) calls: IdMap<u64, CallKind>,
     /// The answer to hello.
     pub(super) hello: Option<(Version, Result<HelloInfo, Errno>)>,
     pub(super) dead: bool,
@@ -157,6 +162,7 @@ impl GuestLink {
         qp.rx.ring.disarm_interrupt();
         qp.tx.ring.disarm_interrupt();
         let releases = ReleaseQueue::new(rx_area.keep_alive());
+        let now = Instant::now();
         let mut g = GuestLink {
             info: HelloInfo {
                 addr: Ipv4Addr::UNSPECIFIED,
@@ -184,15 +190,16 @@ impl GuestLink {
             tx_slots: (0..txq).map(|_| TxSlot::Free).collect(),
             tx_outstanding: 0,
             sends_held: 0,
-            held_ages: HeldAges::new(Instant::now()),
+            held_ages: HeldAges::new(now),
+            clock: now,
             max_requests: txq,
             pool: TxPool::new(pool_area),
-            socks: HashMap::new(),
+            socks: IdMap::default(),
             credit_owed: Vec::new(),
-            by_sid: HashMap::new(),
-            closing: HashMap::new(),
+            by_sid: IdMap::default(),
+            closing: IdMap::default(),
             seq: 0,
-            calls: HashMap::new(),
+            calls: IdMap::default(),
             hello: None,
             dead: false,
             idle_checks: 0,

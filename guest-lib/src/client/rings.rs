@@ -115,9 +115,10 @@ impl GuestLink {
         self.sends_held >= self.held_mark()
     }
 
-    /// Whether old chains (see [`HeldAges`](super::held_age::HeldAges)) take half the mark.
+    /// Whether old chains (see [`HeldAges`](super::held_age::HeldAges)) take half the mark, by
+    /// the clock of the last pump.
     fn held_chains_stuck(&self) -> bool {
-        2 * self.held_ages.old(self.sends_held, Instant::now()) >= self.held_mark()
+        2 * self.held_ages.old(self.sends_held, self.clock) >= self.held_mark()
     }
 
     /// Whether the next send of stream socket `fd`, which [`can_hold_send`](Self::can_hold_send)
@@ -169,6 +170,9 @@ impl GuestLink {
             // The clock is read once this chain makes half the mark: stamps below it may look
             // older, never younger, and are always fewer than half the mark.
             let now = (2 * (self.sends_held + 1) >= self.held_mark()).then(Instant::now);
+            if let Some(now) = now {
+                self.clock = now;
+            }
             *stamp = self.held_ages.stamp(now);
             self.sends_held += 1;
             if let Some(s) = self.socks.get_mut(fd) {
@@ -185,6 +189,10 @@ impl GuestLink {
     pub(super) fn pump_rings(&mut self, events: &mut Vec<Event<RxBuf>>) -> Result<bool, SocketError> {
         if self.dead {
             return Err(SocketError::StackDown);
+        }
+        if 2 * self.sends_held >= self.held_mark() {
+            // Ages matter (every send past this half of the mark read the clock too).
+            self.clock = Instant::now();
         }
         let mut progressed = self.drain_releases()?;
         // Transmit chains back.
