@@ -28,7 +28,7 @@ use slimtcp::time::Clock;
 use slimtcp_abi::{HelloInfo, RxMessage, SocketId};
 
 use crate::guest_dma::GuestDma;
-use crate::guest_mem::{GuestMem, HostSlice};
+use crate::guest_mem::GuestMem;
 use crate::queues::{self, Vrings};
 
 pub use chain::{walk, ChainFault, Walked};
@@ -482,6 +482,3 @@ fn errno_of(e: slimtcp::api::SocketError) -> slimtcp_abi::Errno {
 fn sock_id(id: u32) -> SocketId {
     SocketId(id)
 }
-
-/// The host slices type, for the submodules.
-type Slices = Vec<HostSlice>;

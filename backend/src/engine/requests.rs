@@ -12,9 +12,7 @@ use slimtcp_abi::{
 };
 
 use super::chain::{walk, Walked};
-use super::{
-    errno_of, options, sock_id, ConnectCall, Engine, HeldSend, Out, SendPayload, Slices, REQUESTS_PER_STEP,
-};
+use super::{errno_of, options, sock_id, ConnectCall, Engine, HeldSend, Out, SendPayload, REQUESTS_PER_STEP};
 use crate::guest_mem::{read_into, GuestMem, GuestPayload, HostSlice};
 use crate::queues;
 use crate::queues::Vrings;
@@ -44,20 +42,23 @@ enum Outcome {
     Later,
 }
 
-/// The payload part of a chain: its slices after the first `skip` bytes.
-fn payload_slices(slices: &[HostSlice], mut skip: usize) -> Slices {
-    let mut out = Vec::new();
-    for s in slices {
-        if skip >= s.len {
-            skip -= s.len;
-            continue;
-        }
-        // SAFETY: `skip < s.len`, so the offset stays inside the translated slice.
-        let ptr = unsafe { s.ptr.add(skip) };
-        out.push(HostSlice { ptr, len: s.len - skip });
-        skip = 0;
-    }
-    out
+/// The payload part of a chain: its slices after the first `skip` bytes (walked, not
+/// collected: a send allocates nothing to name its pieces).
+fn payload_pieces(slices: &[HostSlice], skip: usize) -> impl Iterator<Item = HostSlice> + Clone + '_ {
+    slices
+        .iter()
+        .scan(skip, |skip, s| {
+            if *skip >= s.len {
+                *skip -= s.len;
+                return Some(None);
+            }
+            // SAFETY: `skip < s.len`, so the offset stays inside the translated slice.
+            let ptr = unsafe { s.ptr.add(*skip) };
+            let piece = HostSlice { ptr, len: s.len - *skip };
+            *skip = 0;
+            Some(Some(piece))
+        })
+        .flatten()
 }
 
 impl<N: Nic> Engine<N> {
@@ -256,7 +257,8 @@ impl<N: Nic> Engine<N> {
             _ => return Outcome::Now(Err(Errno::EINVAL)),
         };
         let by_acked = req.flags.is_copy();
-        let pieces = payload_slices(&walked.slices, req.wire_len());
+        let skip = req.wire_len();
+        let pieces = payload_pieces(&walked.slices, skip);
         let token = HeldSend {
             head: Some(head),
             cookie: req.cookie,
@@ -272,11 +274,11 @@ impl<N: Nic> Engine<N> {
             }
             if by_acked {
                 if self.copies_held + len <= self.cfg.copy_budget {
-                    return self.send_copy(id, &pieces, token, len);
+                    return self.send_copy(id, &walked.slices, skip, token, len);
                 }
                 self.counters.tx_copies_over_budget += 1;
             }
-            return match self.server.send(id, len, pieces.iter().map(piece), token) {
+            return match self.server.send(id, len, pieces.map(|s| piece(&s)), token) {
                 Ok(()) => {
                     self.counters.tx_payload_by_reference += len as u64;
                     Outcome::Held
@@ -284,10 +286,11 @@ impl<N: Nic> Engine<N> {
                 Err(e) => Outcome::Now(Err(errno_of(e))),
             };
         }
-        let r = match pieces.as_slice() {
-            [one] if one.len > 0 => {
+        let mut first_two = pieces.clone();
+        let r = match (first_two.next(), first_two.next()) {
+            (Some(one), None) if one.len > 0 => {
                 let sent =
-                    self.server.send_datagram(id, dst, DatagramPayload::Loan { piece: piece(one), token });
+                    self.server.send_datagram(id, dst, DatagramPayload::Loan { piece: piece(&one), token });
                 if sent.is_ok() {
                     self.counters.tx_payload_by_reference += len as u64;
                 }
@@ -295,11 +298,11 @@ impl<N: Nic> Engine<N> {
             }
             // Gathered into the scratch buffer, which never grows past the largest datagram.
             _ if len > self.server.limits().max_datagram => return Outcome::Now(Err(Errno::EMSGSIZE)),
-            pieces => {
+            _ => {
                 let mut buf = std::mem::take(&mut self.scratch);
                 buf.clear();
                 buf.resize(len, 0);
-                let n = read_into(pieces, 0, &mut buf);
+                let n = read_into(&walked.slices, skip, &mut buf);
                 self.counters.tx_payload_copied += n as u64;
                 let sent = self.server.send_datagram(id, dst, DatagramPayload::Copy(&buf[..n]));
                 self.scratch = buf;
@@ -316,9 +319,16 @@ impl<N: Nic> Engine<N> {
     /// A `COPY` send within the copy budget: its payload copied into host memory, its chain
     /// returned now; the server holds the copy until the peer acknowledged it, then its bytes
     /// go to the guest in an `acked` message.
-    fn send_copy(&mut self, id: u32, pieces: &[HostSlice], mut token: HeldSend, len: usize) -> Outcome {
+    fn send_copy(
+        &mut self,
+        id: u32,
+        slices: &[HostSlice],
+        skip: usize,
+        mut token: HeldSend,
+        len: usize,
+    ) -> Outcome {
         let mut bytes = vec![0u8; len];
-        let n = read_into(pieces, 0, &mut bytes);
+        let n = read_into(slices, skip, &mut bytes);
         bytes.truncate(n);
         token.head = None;
         token.copied = n;
@@ -335,5 +345,42 @@ impl<N: Nic> Engine<N> {
     fn getsockopt(&mut self, id: u32, option: SockOpt) -> Result<Done, Errno> {
         let opt = self.server.get_option(id, options::name_of(option)).map_err(errno_of)?;
         Ok(Done::value(options::value_of(opt)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Slices over one buffer, cut at `cuts` (host addresses only: nothing is dereferenced).
+    fn slices(buf: &mut [u8], cuts: &[usize]) -> Vec<HostSlice> {
+        let base = buf.as_mut_ptr();
+        let mut edges = vec![0];
+        edges.extend_from_slice(cuts);
+        edges.push(buf.len());
+        edges.windows(2).map(|w| HostSlice { ptr: base.wrapping_add(w[0]), len: w[1] - w[0] }).collect()
+    }
+
+    /// (offset in the buffer, length) of each piece.
+    fn pieces(buf: &mut [u8], cuts: &[usize], skip: usize) -> Vec<(usize, usize)> {
+        let base = buf.as_mut_ptr() as usize;
+        let s = slices(buf, cuts);
+        payload_pieces(&s, skip).map(|p| (p.ptr as usize - base, p.len)).collect()
+    }
+
+    #[test]
+    fn a_chains_payload_pieces_start_after_the_skipped_bytes_wherever_the_slices_are_cut() {
+        let mut buf = [0u8; 100];
+        assert_eq!(pieces(&mut buf, &[], 40), vec![(40, 60)], "one slice");
+        assert_eq!(pieces(&mut buf, &[40], 40), vec![(40, 60)], "the header slice whole");
+        assert_eq!(pieces(&mut buf, &[30, 70], 40), vec![(40, 30), (70, 30)], "inside the second slice");
+        assert_eq!(pieces(&mut buf, &[10, 20, 30], 25), vec![(25, 5), (30, 70)], "past two slices");
+        assert_eq!(pieces(&mut buf, &[40, 40], 40), vec![(40, 60)], "an empty slice skipped as a whole");
+        assert_eq!(pieces(&mut buf, &[50], 100), vec![], "nothing after the header");
+        assert_eq!(pieces(&mut buf, &[50], 150), vec![], "a skip past the end");
+        let s = slices(&mut buf, &[30, 70]);
+        let it = payload_pieces(&s, 40);
+        assert_eq!(it.clone().count(), 2, "a clone walks the same pieces");
+        assert_eq!(it.map(|p| p.len).sum::<usize>(), 60);
     }
 }
