@@ -77,6 +77,16 @@ fn number<T: std::str::FromStr>(
     }
 }
 
+/// An on/off variable (`default` when unset).
+pub fn flag(name: &'static str, default: bool) -> Result<bool, PlanError> {
+    match std::env::var(name).as_deref().map(str::trim) {
+        Err(_) => Ok(default),
+        Ok("1" | "on" | "yes" | "true") => Ok(true),
+        Ok("0" | "off" | "no" | "false") => Ok(false),
+        Ok(v) => Err(err(name, v.into(), "1/on/yes/true or 0/off/no/false")),
+    }
+}
+
 /// A comma-separated list of numbers in `range` (empty allowed when `empty_ok`).
 fn list<T: std::str::FromStr + PartialOrd>(
     name: &'static str,
@@ -123,11 +133,9 @@ impl Plan {
         };
         let conn_warm_up =
             number("FAIR_CONN_WARMUP", 2.0f64, |s| s.is_finite() && *s >= 0.0, "seconds >= 0")?;
-        let zero_copy = match std::env::var("FAIR_ZERO_COPY").as_deref().map(str::trim) {
-            Err(_) | Ok("1" | "on" | "yes" | "true") => true,
-            Ok("0" | "off" | "no" | "false") => false,
-            Ok(v) => return Err(err("FAIR_ZERO_COPY", v.into(), "1/on/yes/true or 0/off/no/false")),
-        };
+        let zero_copy = flag("FAIR_ZERO_COPY", true)?;
+        // Read where the loops are (`idle.rs`); checked here with the others.
+        flag("FAIR_IDLE_TIME", false)?;
         let zc_mss = list("FAIR_ZC_MSS", "64,1460", 1..=1460, false, "MSS values 1..=1460, comma-separated")?;
         Ok(Plan {
             runs,
