@@ -286,7 +286,7 @@ impl<N: Nic> Engine<N> {
                 Err(e) => Outcome::Now(Err(errno_of(e))),
             };
         }
-        let mut first_two = pieces.clone();
+        let mut first_two = pieces;
         let r = match (first_two.next(), first_two.next()) {
             (Some(one), None) if one.len > 0 => {
                 let sent =

@@ -110,6 +110,12 @@ impl GuestLink {
         (usize::from(self.qp.tx.ring.size()) / 4).max(1)
     }
 
+    /// Whether the ages of `held` send chains can matter (they make half the mark or more):
+    /// below it no send is held back by age, and the clock is not read.
+    fn ages_matter(&self, held: usize) -> bool {
+        2 * held >= self.held_mark()
+    }
+
     /// Whether held send chains are at the mark.
     fn send_pressure(&self) -> bool {
         self.sends_held >= self.held_mark()
@@ -169,7 +175,7 @@ impl GuestLink {
         if let TxSlot::Send { fd, bytes, by_acked: false, stamp, .. } = &mut slot {
             // The clock is read once this chain makes half the mark: stamps below it may look
             // older, never younger, and are always fewer than half the mark.
-            let now = (2 * (self.sends_held + 1) >= self.held_mark()).then(Instant::now);
+            let now = self.ages_matter(self.sends_held + 1).then(Instant::now);
             if let Some(now) = now {
                 self.clock = now;
             }
@@ -190,8 +196,8 @@ impl GuestLink {
         if self.dead {
             return Err(SocketError::StackDown);
         }
-        if 2 * self.sends_held >= self.held_mark() {
-            // Ages matter (every send past this half of the mark read the clock too).
+        if self.ages_matter(self.sends_held) {
+            // Every send past half the mark read the clock too.
             self.clock = Instant::now();
         }
         let mut progressed = self.drain_releases()?;
