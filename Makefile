@@ -1,8 +1,9 @@
 # SlimTCP developer entry points. `make demo` and `make test` are the two that matter.
 SHELL := /bin/bash
 CARGO ?= cargo
-# The machine is shared: one compiler job unless told otherwise.
-export CARGO_BUILD_JOBS ?= 1
+# One compiler job per core (CI and `make test` have the machine to themselves); a session that
+# shares the machine with another heavy job sets CARGO_BUILD_JOBS=1.
+export CARGO_BUILD_JOBS ?= $(shell nproc)
 # Under `make test`, namespace tests must run: a missing privilege fails instead of skipping.
 export SLIMTCP_REQUIRE_NETNS ?= 1
 
