@@ -279,7 +279,9 @@ impl<N: Nic> Interface<N> {
             }
             self.process_frame(now, &mut burst[i]);
         }
-        // Applications act between polls: the next burst's first segment starts afresh.
+        // Applications act between polls: the run's bookkeeping is done, and the next burst's
+        // first segment starts afresh.
+        self.settle_run(now);
         self.rx_flow.take();
         self.nic.release(&mut burst);
         self.rx_burst = burst;

@@ -55,6 +55,8 @@ impl<N: Nic> Interface<N> {
         if run && self.take_continuation(now, frame) {
             return;
         }
+        // Any other frame may touch the run's connection: what the run owes it is done first.
+        self.settle_run(now);
         let (src_mac, ethertype) = {
             let eth = match EthernetFrame::new_checked(frame.as_slice()) {
                 Ok(eth) => eth,
@@ -302,10 +304,28 @@ impl<N: Nic> Interface<N> {
         frame.advance(TCP_HEADER_LEN);
         let payload_len = frame.len();
         self.counters.tcp_segs_in += 1;
-        sock.conn.on_continuation(now, next.seq, next.window_len, next.push, frame);
-        Self::schedule_dispatch(&mut self.dispatch_list, sock, next.handle);
+        if sock.conn.take_continued_payload(now, next.push, frame) {
+            self.rx_flow.owe(next.seq);
+        } else {
+            // The whole segment's way, after what the run owes the connection.
+            if let Some(owed) = self.rx_flow.take_owed() {
+                sock.conn.end_continuation_run(now, owed.last_seq, owed.window_len);
+            }
+            sock.conn.on_continuation(now, next.seq, next.window_len, next.push, frame);
+            Self::schedule_dispatch(&mut self.dispatch_list, sock, next.handle);
+        }
         self.rx_flow.extend(payload_len);
         true
+    }
+
+    /// Does the bookkeeping owed for the run's segments taken the short way (`rx_flow.rs`):
+    /// before any frame that takes another way, and at the burst's end.
+    pub(super) fn settle_run(&mut self, now: Instant) {
+        let Some(owed) = self.rx_flow.take_owed() else { return };
+        if let Some(sock) = self.sockets.tcp_mut(owed.handle) {
+            sock.conn.end_continuation_run(now, owed.last_seq, owed.window_len);
+            Self::schedule_dispatch(&mut self.dispatch_list, sock, owed.handle);
+        }
     }
 
     /// Whether `ack` (for listener `lh`, matching no connection) returns a valid SYN cookie.

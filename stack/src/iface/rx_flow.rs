@@ -9,6 +9,12 @@
 //!
 //! Only the very next frame may continue a segment: any other frame, and the end of the burst
 //! (applications act between polls), ends the run.
+//!
+//! A continuation's payload is most often taken the short way
+//! (`Connection::take_continued_payload`): the bookkeeping every segment of the run would
+//! repeat (window update, note of the peer) is owed, noted here, and done once
+//! (`Connection::end_continuation_run`) before anything else touches the connection: before
+//! any frame that takes another way, and at the burst's end.
 
 use std::net::Ipv4Addr;
 use std::ops::Range;
@@ -53,6 +59,18 @@ pub(super) struct RxFlow {
     ack: SeqNumber,
     window_len: u16,
     push: bool,
+    /// Where the last segment taken the short way starts, while the run's bookkeeping is owed.
+    owed: Option<SeqNumber>,
+}
+
+/// The bookkeeping owed for a run's segments taken the short way (see the module documentation).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct OwedRun {
+    pub handle: SocketHandle,
+    /// Where the last of them starts.
+    pub last_seq: SeqNumber,
+    /// The run's window field.
+    pub window_len: u16,
 }
 
 /// What a frame that continues the run is: its connection and its segment's fields.
@@ -79,6 +97,7 @@ impl Default for RxFlow {
             ack: SeqNumber(0),
             window_len: 0,
             push: false,
+            owed: None,
         }
     }
 }
@@ -107,6 +126,7 @@ impl RxFlow {
         if !plain || payload_len == 0 {
             return;
         }
+        debug_assert!(self.owed.is_none(), "a run's owed bookkeeping is done before another starts");
         *self = RxFlow {
             live: true,
             headers: *headers,
@@ -115,6 +135,7 @@ impl RxFlow {
             ack,
             window_len: repr.window_len,
             push: repr.flags.contains(TcpFlags::PSH),
+            owed: None,
         };
     }
 
@@ -154,6 +175,17 @@ impl RxFlow {
     pub(super) fn extend(&mut self, payload_len: usize) {
         self.next_seq += payload_len;
         self.live = true;
+    }
+
+    /// The continuation at `seq` was taken the short way: the run's bookkeeping is owed.
+    pub(super) fn owe(&mut self, seq: SeqNumber) {
+        self.owed = Some(seq);
+    }
+
+    /// The bookkeeping owed, if any, now to be done (nothing is owed after this).
+    pub(super) fn take_owed(&mut self) -> Option<OwedRun> {
+        let last_seq = self.owed.take()?;
+        Some(OwedRun { handle: self.handle, last_seq, window_len: self.window_len })
     }
 }
 

@@ -67,6 +67,45 @@ impl Connection {
         self.note_input(now);
     }
 
+    /// The payload of a segment that continues a run, taken the short way: appended to the
+    /// receive queue with none of [`on_continuation`](Self::on_continuation)'s per-segment
+    /// bookkeeping, which [`end_continuation_run`](Self::end_continuation_run) then does once
+    /// for all the run's segments taken so (a bulk sender's burst of one connection costs one
+    /// window update and one note of the peer). Call only when
+    /// [`takes_continuation`](Self::takes_continuation) says so. False, with nothing done, when
+    /// the segment needs `on_continuation`: the application closed, the reorder queue waits
+    /// for this data, or the payload does not fit the window.
+    pub fn take_continued_payload(&mut self, now: Instant, push: bool, payload: &mut PacketBuf) -> bool {
+        debug_assert!(!payload.is_empty());
+        if self.orphaned || !self.ooo.is_empty() || payload.len() > self.receive_window() {
+            return false;
+        }
+        self.stats.segs_in += 1;
+        // What `accept_payload` does with in-order data that fits, past its checks.
+        self.dup_acks_owed = 0;
+        if self.deliver(payload) {
+            // Once an ACK is due, each further segment's `owe_ack` would only say so again.
+            if !self.ack_pending {
+                self.owe_ack(now, !push);
+            }
+        } else {
+            // No receive memory: the peer sends it again once windows reopen.
+            self.ack_pending = true;
+        }
+        true
+    }
+
+    /// The bookkeeping that [`take_continued_payload`](Self::take_continued_payload) left for
+    /// the segments it took since the connection was last otherwise touched (the last of them
+    /// at `last_seq`, all with the run's `window_len`), as their
+    /// [`on_continuation`](Self::on_continuation) calls would have done it: their window updates
+    /// differ only in the sequence number, so the last one stands for all, and the peer was
+    /// heard at `now`.
+    pub fn end_continuation_run(&mut self, now: Instant, last_seq: SeqNumber, window_len: u16) {
+        self.update_send_window(last_seq, window_len, self.snd_una);
+        self.note_input(now);
+    }
+
     /// After any segment: the peer was heard and may have moved the connection on.
     fn note_input(&mut self, now: Instant) {
         if self.state != State::Closed {

@@ -107,6 +107,50 @@ fn a_runs_continuations_leave_the_connection_as_on_segment_does() {
 }
 
 #[test]
+fn a_run_taken_the_short_way_leaves_the_connection_as_on_segment_does() {
+    // As the interface takes a run: its first segment whole, the continuations' payloads the
+    // short way where the connection takes them (their bookkeeping owed and done once, before
+    // anything else touches the connection), `on_continuation` where it does not (the
+    // 1000-byte buffer fills within the run), or the whole way. The application reads between
+    // bursts (after the owed bookkeeping), here 50 bytes after the sixth segment.
+    for flags in [TcpFlags::empty(), TcpFlags::PSH] {
+        let (mut by_segment, mut by_run) = (in_flight(), in_flight());
+        let (mut short, mut declined) = (0, 0);
+        let mut owed: Option<(SeqNumber, u16)> = None;
+        for (i, ((repr, mut a), (_, mut b))) in run(flags).into_iter().zip(run(flags)).enumerate() {
+            by_segment.on_segment(ms(21), &repr, &mut a);
+            let push = repr.flags.contains(TcpFlags::PSH);
+            let continues = i > 0 && by_run.takes_continuation(repr.seq_number, SeqNumber(ISS + 101));
+            if continues && by_run.take_continued_payload(ms(21), push, &mut b) {
+                owed = Some((repr.seq_number, repr.window_len));
+                short += 1;
+            } else {
+                if let Some((last_seq, window_len)) = owed.take() {
+                    by_run.end_continuation_run(ms(21), last_seq, window_len);
+                }
+                if continues {
+                    by_run.on_continuation(ms(21), repr.seq_number, repr.window_len, push, &mut b);
+                    declined += 1;
+                } else {
+                    by_run.on_segment(ms(21), &repr, &mut b);
+                }
+            }
+            if i == 5 || i == 11 {
+                if let Some((last_seq, window_len)) = owed.take() {
+                    by_run.end_continuation_run(ms(21), last_seq, window_len);
+                }
+                assert_eq!(format!("{by_segment:?}"), format!("{by_run:?}"), "{flags:?}, after segment {i}");
+                let mut buf = [0u8; 50];
+                assert_eq!(by_segment.recv(&mut buf), by_run.recv(&mut buf));
+            }
+        }
+        assert!(short >= 8 && declined >= 1, "{flags:?}: short {short}, declined {declined}");
+        assert_eq!(format!("{by_segment:?}"), format!("{by_run:?}"), "{flags:?}: at the end");
+        assert_eq!(out(&mut by_segment, ms(22)), out(&mut by_run, ms(22)), "{flags:?}: what they send");
+    }
+}
+
+#[test]
 fn a_continuation_is_refused_where_on_segment_must_judge() {
     let c = in_flight();
     let ack = SeqNumber(ISS + 1);
