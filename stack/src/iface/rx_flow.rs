@@ -295,6 +295,20 @@ mod tests {
     }
 
     #[test]
+    fn the_bookkeeping_owed_is_the_last_short_segments_and_is_taken_once() {
+        let mut flow = run_after(&frame(&repr(1000, TcpFlags::empty()), &[7; 64]), 64);
+        assert_eq!(flow.take_owed(), None, "nothing taken the short way yet");
+        flow.owe(SeqNumber(1064));
+        flow.extend(64);
+        flow.owe(SeqNumber(1128));
+        flow.extend(64);
+        assert!(flow.take(), "owing does not end the run");
+        let owed = OwedRun { handle: SocketHandle::for_test(3), last_seq: SeqNumber(1128), window_len: 512 };
+        assert_eq!(flow.take_owed(), Some(owed));
+        assert_eq!(flow.take_owed(), None, "taken once");
+    }
+
+    #[test]
     fn only_plain_data_segments_start_a_run() {
         for flags in [TcpFlags::SYN, TcpFlags::FIN, TcpFlags::RST] {
             let bytes = frame(&repr(1000, flags), &[1; 8]);
