@@ -309,7 +309,7 @@ impl<N: Nic> Interface<N> {
         } else {
             // The whole segment's way, after what the run owes the connection.
             if let Some(owed) = self.rx_flow.take_owed() {
-                sock.conn.end_continuation_run(now, owed.last_seq, owed.window_len);
+                owed.settle(&mut sock.conn, now);
             }
             sock.conn.on_continuation(now, next.seq, next.window_len, next.push, frame);
             Self::schedule_dispatch(&mut self.dispatch_list, sock, next.handle);
@@ -323,7 +323,7 @@ impl<N: Nic> Interface<N> {
     pub(super) fn settle_run(&mut self, now: Instant) {
         let Some(owed) = self.rx_flow.take_owed() else { return };
         if let Some(sock) = self.sockets.tcp_mut(owed.handle) {
-            sock.conn.end_continuation_run(now, owed.last_seq, owed.window_len);
+            owed.settle(&mut sock.conn, now);
             Self::schedule_dispatch(&mut self.dispatch_list, sock, owed.handle);
         }
     }

@@ -73,6 +73,13 @@ pub(super) struct OwedRun {
     pub window_len: u16,
 }
 
+impl OwedRun {
+    /// Does the bookkeeping on the run's connection.
+    pub(super) fn settle(self, conn: &mut crate::tcp::Connection, now: crate::time::Instant) {
+        conn.end_continuation_run(now, self.last_seq, self.window_len);
+    }
+}
+
 /// What a frame that continues the run is: its connection and its segment's fields.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Continuation {

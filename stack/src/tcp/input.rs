@@ -84,13 +84,7 @@ impl Connection {
         // What `accept_payload` does with in-order data that fits, past its checks.
         self.dup_acks_owed = 0;
         if self.deliver(payload) {
-            // Once an ACK is due, each further segment's `owe_ack` would only say so again.
-            if !self.ack_pending {
-                self.owe_ack(now, !push);
-            }
-        } else {
-            // No receive memory: the peer sends it again once windows reopen.
-            self.ack_pending = true;
+            self.owe_ack(now, !push);
         }
         true
     }
@@ -632,8 +626,6 @@ impl Connection {
                     at_once = true;
                 }
                 if !self.deliver(payload) {
-                    // No receive memory: the peer sends it again once windows reopen.
-                    self.ack_pending = true;
                     return;
                 }
                 if !self.ooo.is_empty() {
@@ -681,8 +673,12 @@ impl Connection {
     /// our ACK. Segments inside a stream are acknowledged per burst as before: waiting for their
     /// successor would only cost a timer per burst.
     fn owe_ack(&mut self, now: Instant, at_once: bool) {
+        if self.ack_pending {
+            // Due already: a further segment only says so again (a run's every segment).
+            return;
+        }
         // The first segment owed an ACK: none is pending or delayed yet.
-        let first_owed = !self.ack_pending && self.delayed_ack_at.is_none();
+        let first_owed = self.delayed_ack_at.is_none();
         if let Some(delay) = self.cfg.ack_delay.filter(|_| !at_once && first_owed) {
             if self.receive_window() >= 2 * usize::from(self.cfg.mss) {
                 self.delayed_ack_at = Some(now + delay);
@@ -693,13 +689,15 @@ impl Connection {
     }
 
     /// Appends in-order payload (trimmed to the window) to the receive queue; false when the
-    /// receive budget refused its storage (it stays in its frame, dropped with the burst).
+    /// receive budget refused its storage (it stays in its frame, dropped with the burst): an ACK
+    /// is then due, and the peer sends the data again once windows reopen.
     fn deliver(&mut self, payload: &mut PacketBuf) -> bool {
         let n = payload.len();
         if n == 0 {
             return true;
         }
         if !self.rx.push(payload) {
+            self.ack_pending = true;
             return false;
         }
         self.advance_received(n);
