@@ -11,7 +11,7 @@ use super::tx_external::ExternalTx;
 use super::{Interface, TX_BACKLOG_BURSTS};
 use crate::iface::arp_cache::Resolution;
 use crate::nic::{ExternalFrame, ExternalPayload, L4Proto, Nic, NicError, PacketBuf, TxOffload};
-use crate::tcp::{ConnError, LoanedSlice, Payload, SegmentSink, SinkFull, State};
+use crate::tcp::{emit_each, ConnError, LoanedSlice, Payload, SegmentRun, SegmentSink, SinkFull, State};
 use crate::time::Instant;
 use crate::wire::{
     ArpOperation, ArpPacket, ArpRepr, ChecksumCapabilities, EtherType, EthernetAddress, EthernetFrame,
@@ -204,10 +204,12 @@ impl<N: Nic> FrameSink<'_, N> {
 
 impl<N: Nic> SegmentSink for FrameSink<'_, N> {
     fn emit(&mut self, repr: &TcpRepr, mut payload: Payload<'_>) -> Result<(), SinkFull> {
-        // Segments with options (SYNs, ACKs with SACK blocks) take the general emitter.
-        let plain_header = repr.max_seg_size.is_none() && repr.window_scale.is_none() && repr.sack.is_none();
-        let short = payload.len() < EXTERNAL_MIN_PAYLOAD;
-        if self.external && plain_header && !short && payload.from_by_reference_loans() {
+        let plain_header = plain_header(repr);
+        if self.external
+            && plain_header
+            && payload.len() >= EXTERNAL_MIN_PAYLOAD
+            && payload.from_by_reference_loans()
+        {
             // One look at the send buffer: the piece by reference (with its sum when the NIC
             // does not fill the checksum), or copied data. (Without a by-reference loan queued,
             // not even the look: copied data is the common case.)
@@ -217,6 +219,29 @@ impl<N: Nic> SegmentSink for FrameSink<'_, N> {
                 return Ok(());
             }
         }
+        self.emit_copied(repr, payload, plain_header)
+    }
+
+    fn emit_run(&mut self, first: &TcpRepr, run: &mut SegmentRun<'_>) -> usize {
+        if run.from_by_reference_loans() || !plain_header(first) {
+            return emit_each(self, first, run);
+        }
+        // Every segment copied behind the template's headers, as `emit` would build it,
+        // without asking again per segment what the run already says.
+        run.emit_with(first, |repr, payload| self.emit_copied(repr, payload, true))
+    }
+}
+
+impl<N: Nic> FrameSink<'_, N> {
+    /// Queues a segment whose payload is copied into its frame (`plain_header`: the template's
+    /// headers fit it, no TCP option).
+    #[inline(always)]
+    fn emit_copied(
+        &mut self,
+        repr: &TcpRepr,
+        mut payload: Payload<'_>,
+        plain_header: bool,
+    ) -> Result<(), SinkFull> {
         self.make_room(false)?;
         let mut buf = match self.ahead.take() {
             Some(buf) => buf,
@@ -242,7 +267,7 @@ impl<N: Nic> SegmentSink for FrameSink<'_, N> {
         } else {
             self.template.write(&mut buf, repr, &mut payload, &self.caps).map_err(|_| SinkFull)?;
         }
-        if self.external && short && payload.from_by_reference_loans() {
+        if self.external && payload.len() < EXTERNAL_MIN_PAYLOAD && payload.from_by_reference_loans() {
             self.counters.tx_short_payload_copied_bytes += payload.len() as u64;
         }
         self.counters.tcp_segs_out += 1;
@@ -259,6 +284,12 @@ impl<N: Nic> SegmentSink for FrameSink<'_, N> {
         }
         Ok(())
     }
+}
+
+/// Whether the template's headers fit a segment: segments with options (SYNs, ACKs with SACK
+/// blocks) take the general emitter.
+fn plain_header(repr: &TcpRepr) -> bool {
+    repr.max_seg_size.is_none() && repr.window_scale.is_none() && repr.sack.is_none()
 }
 
 /// Whether a transmit queue of `queued` frames is offered to the NIC now: once per whole burst.

@@ -79,7 +79,7 @@ pub use events::Events;
 pub use isn::IsnGenerator;
 pub use listen::{listen_input, reset_for_closed, ListenAction};
 pub use liveness::{KeepAlive, LivenessOpt, LivenessOptions};
-pub use output::{Payload, SegmentSink, SinkFull};
+pub use output::{emit_each, Payload, SegmentRun, SegmentSink, SinkFull};
 pub use send_buffer::{Loan, LoanId, LoanedSlice};
 /// Why a connection failed: part of the application contract, defined there.
 pub use slimtcp_api::ConnError;

@@ -1,6 +1,7 @@
-//! Segment output: SYN / SYN-ACK, data cut at the MSS within the peer's window (go-back-N after
-//! a timeout; one segment at SND.UNA for a fast retransmit), FIN, zero-window probes, and at
-//! most one pure ACK per call. The caller calls
+//! Segment output: SYN / SYN-ACK, data cut at the MSS within the peer's window (new data the
+//! window takes in whole segments handed to the sink as one run; go-back-N after a timeout; one
+//! segment at SND.UNA for a fast retransmit), FIN, zero-window probes, and at most one pure ACK
+//! per call. The caller calls
 //! `dispatch` once per socket after a whole receive burst, which is what makes "one pure ACK
 //! per socket per burst" hold.
 
@@ -95,10 +96,79 @@ impl<'a> Payload<'a> {
     }
 }
 
+/// Consecutive segments of new data cut from the send buffer at one size (the last may be
+/// shorter), without FIN: what a dispatch sends into an open window, given to the sink in one
+/// call ([`SegmentSink::emit_run`]).
+#[derive(Debug)]
+pub struct SegmentRun<'a> {
+    tx: &'a mut SendBuffer,
+    /// The first segment's offset in the send buffer.
+    offset: usize,
+    /// Bytes of the whole run.
+    len: usize,
+    /// Bytes of every segment but the last.
+    seg_len: usize,
+    /// Whether the last segment ends what is queued (it carries PSH).
+    push_last: bool,
+}
+
+impl SegmentRun<'_> {
+    /// How many segments the run has.
+    pub fn segments(&self) -> usize {
+        self.len.div_ceil(self.seg_len)
+    }
+
+    /// True when the send buffer queues loans a NIC may send by reference (a run never does:
+    /// [`Connection::dispatch`] sends those segment by segment).
+    pub fn from_by_reference_loans(&self) -> bool {
+        self.tx.holds_by_reference_loans()
+    }
+
+    /// Hands `emit` the run's segments in order, each `first` with its own sequence number
+    /// and flags (PSH on the last when it ends what is queued) and its payload, until `emit`
+    /// fails; returns how many it took.
+    #[inline(always)]
+    pub fn emit_with(
+        &mut self,
+        first: &TcpRepr,
+        mut emit: impl FnMut(&TcpRepr, Payload<'_>) -> Result<(), SinkFull>,
+    ) -> usize {
+        let mut repr = *first;
+        let mut at = 0;
+        let mut taken = 0;
+        while at < self.len {
+            let len = self.seg_len.min(self.len - at);
+            let last = at + len == self.len;
+            repr.seq_number = first.seq_number + at;
+            repr.flags = if last && self.push_last { TcpFlags::PSH } else { TcpFlags::empty() };
+            if emit(&repr, Payload { tx: Some(&mut *self.tx), offset: self.offset + at, len }).is_err() {
+                break;
+            }
+            taken += 1;
+            at += len;
+        }
+        taken
+    }
+}
+
 /// Where a connection's segments go (the worker builds frames from them).
 pub trait SegmentSink {
     /// Sends one segment of the connection from `local` to `remote`.
     fn emit(&mut self, repr: &TcpRepr, payload: Payload<'_>) -> Result<(), SinkFull>;
+
+    /// Sends a run's segments in order, stopping at the first the sink cannot take; returns
+    /// how many went. Each is `first` with its own sequence number and flags
+    /// ([`SegmentRun::emit_with`]). What it does is [`emit_each`]'s: one [`emit`](Self::emit)
+    /// per segment; a sink may build the frames in one pass instead, the same frames.
+    fn emit_run(&mut self, first: &TcpRepr, run: &mut SegmentRun<'_>) -> usize {
+        emit_each(self, first, run)
+    }
+}
+
+/// A run's segments one [`SegmentSink::emit`] at a time (the meaning of
+/// [`SegmentSink::emit_run`]); returns how many the sink took.
+pub fn emit_each<S: SegmentSink + ?Sized>(sink: &mut S, first: &TcpRepr, run: &mut SegmentRun<'_>) -> usize {
+    run.emit_with(first, |repr, payload| sink.emit(repr, payload))
 }
 
 impl Connection {
@@ -265,6 +335,29 @@ impl Connection {
             let unsent = queued.saturating_sub(offset);
             let wanted = self.send_mss().min(unsent);
             let window = self.usable_window();
+            if let Some(run_len) = self.run_len(unsent, window) {
+                // Segments the window takes whole: one call to the sink for all of them.
+                let seq = self.snd_nxt;
+                let repr =
+                    common.get_or_insert_with(|| self.segment_repr(seq, TcpFlags::empty(), TcpSack::NONE));
+                repr.seq_number = seq;
+                let seg_len = self.send_mss();
+                let push_last = offset + run_len == queued;
+                let mut run = SegmentRun { tx: &mut self.tx, offset, len: run_len, seg_len, push_last };
+                let segments = run.segments();
+                let taken = sink.emit_run(repr, &mut run);
+                if taken > 0 {
+                    sent += taken;
+                    self.stats.segs_out += taken as u64;
+                    // As after each segment: the first's end is the one a new RTT probe times.
+                    self.segment_sent(now, seq + seg_len.min(run_len));
+                    self.segment_sent(now, seq + (taken * seg_len).min(run_len));
+                }
+                if taken < segments {
+                    break;
+                }
+                continue;
+            }
             // Sender-side silly window avoidance (RFC 9293 3.8.6.2.1): when the window alone
             // would make the segment short, wait for it to open further. (A segment cut short
             // by a SACKed range or a loan's edge goes: nothing else will send those bytes.)
@@ -299,22 +392,7 @@ impl Connection {
             }
             sent += 1;
             self.stats.segs_out += 1;
-            let end = self.snd_nxt + len + usize::from(fin);
-            if end > self.snd_max {
-                // Only a segment with something new is sure to be read: a go-back-N resend may
-                // be an old duplicate to the peer, refused whole, ACK included.
-                self.ack_sent();
-                if self.rtt_probe.is_none() && self.snd_nxt >= self.snd_max {
-                    self.rtt_probe = Some(RttProbe { end, sent: now });
-                }
-                self.snd_max = end;
-            } else {
-                self.stats.rare().retransmits += 1;
-            }
-            self.snd_nxt = end;
-            if self.rto_deadline.is_none() {
-                self.rto_deadline = Some(now + self.rtt.rto());
-            }
+            self.segment_sent(now, self.snd_nxt + len + usize::from(fin));
             if fin {
                 break;
             }
@@ -327,6 +405,44 @@ impl Connection {
             self.persist_mut().deadline = Some(deadline);
         }
         sent
+    }
+
+    /// A segment from SND.NXT to `end` went out (new data or a go-back-N resend).
+    fn segment_sent(&mut self, now: Instant, end: super::SeqNumber) {
+        if end > self.snd_max {
+            // Only a segment with something new is sure to be read: a go-back-N resend may
+            // be an old duplicate to the peer, refused whole, ACK included.
+            self.ack_sent();
+            if self.rtt_probe.is_none() && self.snd_nxt >= self.snd_max {
+                self.rtt_probe = Some(RttProbe { end, sent: now });
+            }
+            self.snd_max = end;
+        } else {
+            self.stats.rare().retransmits += 1;
+        }
+        self.snd_nxt = end;
+        if self.rto_deadline.is_none() {
+            self.rto_deadline = Some(now + self.rtt.rto());
+        }
+    }
+
+    /// The bytes from SND.NXT that go as one run ([`SegmentRun`]): new data (nothing sent
+    /// past SND.NXT, so no SACKed range to skip) without FIN and without by-reference loans
+    /// (whose edges cut segments), in at least two segments, as many as the send MSS cuts
+    /// whole from the usable `window`, and a last shorter one when the `unsent` bytes end
+    /// inside it. None when the segments go one at a time. Within a run no segment is cut by
+    /// the window, so silly window avoidance holds none back.
+    fn run_len(&self, unsent: usize, window: usize) -> Option<usize> {
+        let mss = self.send_mss();
+        if mss == 0
+            || self.snd_nxt != self.snd_max
+            || self.fin_outstanding()
+            || self.tx.holds_by_reference_loans()
+        {
+            return None;
+        }
+        let len = if unsent <= window { unsent } else { window / mss * mss };
+        (len > mss).then_some(len)
     }
 
     /// Fast retransmit: the one segment at SND.UNA (or the FIN there), sent again without

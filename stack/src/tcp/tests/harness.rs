@@ -4,7 +4,7 @@ use std::net::SocketAddrV4;
 use std::time::Duration;
 
 use crate::nic::PacketBuf;
-use crate::tcp::{Connection, Payload, SegmentSink, SeqNumber, SinkFull, TcpConfig};
+use crate::tcp::{emit_each, Connection, Payload, SegmentRun, SegmentSink, SeqNumber, SinkFull, TcpConfig};
 use crate::time::Instant;
 use crate::wire::tcp::{TcpFlags, TcpRepr};
 
@@ -35,6 +35,8 @@ pub struct Recorder {
     pub segs: Vec<(TcpRepr, Vec<u8>)>,
     pub refuse: bool,
     pub limit: Option<usize>,
+    /// Runs handed over ([`SegmentSink::emit_run`]); their segments are in `segs`.
+    pub runs: usize,
 }
 
 impl SegmentSink for Recorder {
@@ -46,6 +48,11 @@ impl SegmentSink for Recorder {
         assert_eq!(payload.copy_to(&mut data), data.len());
         self.segs.push((*repr, data));
         Ok(())
+    }
+
+    fn emit_run(&mut self, first: &TcpRepr, run: &mut SegmentRun<'_>) -> usize {
+        self.runs += 1;
+        emit_each(self, first, run)
     }
 }
 

@@ -11,6 +11,7 @@ mod pair;
 mod prediction;
 mod recovery;
 mod rfc5961;
+mod runs;
 mod syncookie;
 mod timers;
 mod window;
