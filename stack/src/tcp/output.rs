@@ -97,8 +97,8 @@ impl<'a> Payload<'a> {
 }
 
 /// Consecutive segments of new data cut from the send buffer at one size (the last may be
-/// shorter), without FIN: what a dispatch sends into an open window, given to the sink in one
-/// call ([`SegmentSink::emit_run`]).
+/// shorter), without FIN and within one by-reference loan if any: what a dispatch sends into
+/// an open window, given to the sink in one call ([`SegmentSink::emit_run`]).
 #[derive(Debug)]
 pub struct SegmentRun<'a> {
     tx: &'a mut SendBuffer,
@@ -118,8 +118,8 @@ impl SegmentRun<'_> {
         self.len.div_ceil(self.seg_len)
     }
 
-    /// True when the send buffer queues loans a NIC may send by reference (a run never does:
-    /// [`Connection::dispatch`] sends those segment by segment).
+    /// True when the send buffer queues loans a NIC may send by reference (the run may be one:
+    /// [`Payload::from_by_reference_loans`]).
     pub fn from_by_reference_loans(&self) -> bool {
         self.tx.holds_by_reference_loans()
     }
@@ -335,7 +335,7 @@ impl Connection {
             let unsent = queued.saturating_sub(offset);
             let wanted = self.send_mss().min(unsent);
             let window = self.usable_window();
-            if let Some(run_len) = self.run_len(unsent, window) {
+            if let Some(run_len) = self.run_len(offset, unsent, window) {
                 // Segments the window takes whole: one call to the sink for all of them.
                 let seq = self.snd_nxt;
                 let repr =
@@ -426,22 +426,24 @@ impl Connection {
         }
     }
 
-    /// The bytes from SND.NXT that go as one run ([`SegmentRun`]): new data (nothing sent
-    /// past SND.NXT, so no SACKed range to skip) without FIN and without by-reference loans
-    /// (whose edges cut segments), in at least two segments, as many as the send MSS cuts
-    /// whole from the usable `window`, and a last shorter one when the `unsent` bytes end
-    /// inside it. None when the segments go one at a time. Within a run no segment is cut by
-    /// the window, so silly window avoidance holds none back.
-    fn run_len(&self, unsent: usize, window: usize) -> Option<usize> {
+    /// The bytes from SND.NXT (`offset` in the send buffer) that go as one run
+    /// ([`SegmentRun`]): new data (nothing sent past SND.NXT, so no SACKed range to skip)
+    /// without FIN, in at least two segments: as many as the send MSS cuts whole from the
+    /// usable `window`, or all `unsent` bytes where the window holds them (the last segment
+    /// shorter), and not past the edge of a by-reference loan (where the last is cut short, as
+    /// segment by segment). None when the segments go one at a time. Within a run no segment
+    /// is cut by the window, so silly window avoidance holds none back.
+    fn run_len(&mut self, offset: usize, unsent: usize, window: usize) -> Option<usize> {
         let mss = self.send_mss();
-        if mss == 0
-            || self.snd_nxt != self.snd_max
-            || self.fin_outstanding()
-            || self.tx.holds_by_reference_loans()
-        {
+        if mss == 0 || self.snd_nxt != self.snd_max || self.fin_outstanding() {
             return None;
         }
-        let len = if unsent <= window { unsent } else { window / mss * mss };
+        let mut len = if unsent <= window { unsent } else { window / mss * mss };
+        if len > mss {
+            if let Some(limit) = self.tx.segment_limit(offset) {
+                len = len.min(limit);
+            }
+        }
         (len > mss).then_some(len)
     }
 

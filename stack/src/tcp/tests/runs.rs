@@ -1,8 +1,8 @@
 //! A dispatch's new data handed to the sink as one run (`SegmentRun`, `SegmentSink::emit_run`)
-//! against the same bytes sent one segment at a time: a by-reference loan keeps a connection's
-//! segments one at a time (its edges may cut them), so a connection whose bytes were copied
-//! (runs) and one whose bytes are one by-reference loan (no edge inside) must send the same
-//! segments and be left in the same state.
+//! against the same bytes sent one segment at a time. A by-reference loan's edge cuts a
+//! segment, and a run ends there: bytes queued as loans of one MSS each go one segment at a
+//! time, and must leave as the same segments, and the connection in the same state, as the
+//! bytes copied (one run) or lent as one loan (one run inside it).
 
 use std::ptr::NonNull;
 
@@ -48,16 +48,23 @@ fn state(c: &Connection) -> String {
     format!("{}{}", &text[..start], &text[end..])
 }
 
-/// Two connections with the peer's `window`, `bytes` queued: copied into one, one by-reference
-/// loan in the other.
-fn pair(window: u16, bytes: usize) -> (Connection, Connection) {
+/// Three connections with the peer's `window`, `bytes` queued: copied, one by-reference loan,
+/// and by-reference loans of one MSS each (the reference: one segment at a time).
+fn trio(window: u16, bytes: usize) -> [Connection; 3] {
     let data: Vec<u8> = (0..bytes).map(|i| (i * 7 + i / 11) as u8).collect();
     let mut copied = established(cfg(), window);
     assert_eq!(copied.send(&data).expect("send"), bytes);
     let mut lent = established(cfg(), window);
-    lent.send_loaned(Box::new(ByReference(data))).expect("open").expect("fits");
-    (copied, lent)
+    lent.send_loaned(Box::new(ByReference(data.clone()))).expect("open").expect("fits");
+    let mut one_by_one = established(cfg(), window);
+    for piece in data.chunks(MSS) {
+        one_by_one.send_loaned(Box::new(ByReference(piece.to_vec()))).expect("open").expect("fits");
+    }
+    [copied, lent, one_by_one]
 }
+
+/// The harness's MSS (`cfg()`).
+const MSS: usize = 100;
 
 #[test]
 fn a_run_sends_what_one_segment_at_a_time_sends() {
@@ -68,19 +75,33 @@ fn a_run_sends_what_one_segment_at_a_time_sends() {
     for (window, bytes) in
         [(1000, 350), (1000, 1000), (300, 1000), (250, 1000), (180, 1000), (1000, 100), (1000, 150)]
     {
-        let (mut copied, mut lent) = pair(window, bytes);
-        let (mut a, mut b) = (Recorder::default(), Recorder::default());
-        copied.dispatch(ms(20), &mut a);
-        lent.dispatch(ms(20), &mut b);
-        assert_eq!((a.runs, b.runs), (usize::from(a.segs.len() > 1), 0), "({window}, {bytes}): runs");
-        assert_eq!(a.segs, b.segs, "({window}, {bytes}): the segments");
-        assert_eq!(state(&copied), state(&lent), "({window}, {bytes}): after the dispatch");
+        let mut conns = trio(window, bytes);
+        let mut sinks: [Recorder; 3] = Default::default();
+        for (c, sink) in conns.iter_mut().zip(&mut sinks) {
+            c.dispatch(ms(20), sink);
+        }
+        let what = format!("({window}, {bytes})");
+        let runs = usize::from(sinks[2].segs.len() > 1);
+        assert_eq!(sinks.each_ref().map(|s| s.runs), [runs, runs, 0], "{what}: runs");
+        assert_eq!(sinks[0].segs, sinks[2].segs, "{what}: copied");
+        assert_eq!(sinks[1].segs, sinks[2].segs, "{what}: one loan");
+        let [copied, lent, one_by_one] = &mut conns;
+        assert_eq!(state(copied), state(one_by_one), "{what}: copied, after the dispatch");
+        assert_eq!(state(lent), state(one_by_one), "{what}: one loan, after the dispatch");
         // The peer acknowledges the first two segments and opens its window: the rest goes.
         let ack = seg(TcpFlags::empty(), IRS + 1, Some(ISS + 1 + 200.min(bytes as u32)), 1000, b"");
-        feed(&mut copied, ms(25), ack.clone());
-        feed(&mut lent, ms(25), ack);
-        assert_eq!(out(&mut copied, ms(25)), out(&mut lent, ms(25)), "({window}, {bytes}): after the ACK");
-        assert_eq!(state(&copied), state(&lent), "({window}, {bytes}): at the end");
+        let after: Vec<_> = conns
+            .iter_mut()
+            .map(|c| {
+                feed(c, ms(25), ack.clone());
+                out(c, ms(25))
+            })
+            .collect();
+        assert_eq!(after[0], after[2], "{what}: copied, after the ACK");
+        assert_eq!(after[1], after[2], "{what}: one loan, after the ACK");
+        let [copied, lent, one_by_one] = &mut conns;
+        assert_eq!(state(copied), state(one_by_one), "{what}: copied, at the end");
+        assert_eq!(state(lent), state(one_by_one), "{what}: one loan, at the end");
     }
 }
 
@@ -88,21 +109,25 @@ fn a_run_sends_what_one_segment_at_a_time_sends() {
 fn a_run_the_sink_cuts_short_resumes_where_it_stopped() {
     // The sink takes two of the four segments: SND.NXT stops after them, the RTT probe and the
     // retransmission timer are those of the two that left, and the next dispatch sends the rest.
-    let (mut copied, mut lent) = pair(1000, 350);
-    let (mut a, mut b) = (
-        Recorder { limit: Some(2), ..Recorder::default() },
-        Recorder { limit: Some(2), ..Recorder::default() },
-    );
-    assert_eq!(copied.dispatch(ms(20), &mut a), 2);
-    assert_eq!(lent.dispatch(ms(20), &mut b), 2);
-    assert_eq!((a.runs, b.runs), (1, 0));
-    assert_eq!(a.segs, b.segs);
-    assert_eq!(state(&copied), state(&lent), "after the cut");
-    assert_eq!(copied.stats().segs_out, lent.stats().segs_out);
-    let (rest_a, rest_b) = (out(&mut copied, ms(21)), out(&mut lent, ms(21)));
-    let lens: Vec<usize> = rest_a.iter().map(|s| s.1.len()).collect();
+    let mut conns = trio(1000, 350);
+    let mut sinks: [Recorder; 3] =
+        std::array::from_fn(|_| Recorder { limit: Some(2), ..Recorder::default() });
+    for (c, sink) in conns.iter_mut().zip(&mut sinks) {
+        assert_eq!(c.dispatch(ms(20), sink), 2);
+    }
+    assert_eq!(sinks.each_ref().map(|s| s.runs), [1, 1, 0]);
+    assert_eq!(sinks[0].segs, sinks[2].segs);
+    assert_eq!(sinks[1].segs, sinks[2].segs);
+    let [copied, lent, one_by_one] = &mut conns;
+    assert_eq!(state(copied), state(one_by_one), "copied, after the cut");
+    assert_eq!(state(lent), state(one_by_one), "one loan, after the cut");
+    let rest: Vec<_> = conns.iter_mut().map(|c| out(c, ms(21))).collect();
+    let lens: Vec<usize> = rest[2].iter().map(|s| s.1.len()).collect();
     assert_eq!(lens, [100, 50]);
-    assert!(rest_a[1].0.flags.contains(TcpFlags::PSH));
-    assert_eq!(rest_a, rest_b);
-    assert_eq!(state(&copied), state(&lent), "after the rest");
+    assert!(rest[2][1].0.flags.contains(TcpFlags::PSH));
+    assert_eq!(rest[0], rest[2]);
+    assert_eq!(rest[1], rest[2]);
+    let [copied, lent, one_by_one] = &mut conns;
+    assert_eq!(state(copied), state(one_by_one), "copied, after the rest");
+    assert_eq!(state(lent), state(one_by_one), "one loan, after the rest");
 }
