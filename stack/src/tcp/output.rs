@@ -427,15 +427,16 @@ impl Connection {
     }
 
     /// The bytes from SND.NXT (`offset` in the send buffer) that go as one run
-    /// ([`SegmentRun`]): new data (nothing sent past SND.NXT, so no SACKed range to skip)
-    /// without FIN, in at least two segments: as many as the send MSS cuts whole from the
-    /// usable `window`, or all `unsent` bytes where the window holds them (the last segment
-    /// shorter), and not past the edge of a by-reference loan (where the last is cut short, as
-    /// segment by segment). None when the segments go one at a time. Within a run no segment
-    /// is cut by the window, so silly window avoidance holds none back.
+    /// ([`SegmentRun`]): new data (nothing sent past SND.NXT, so no SACKed range to skip) in
+    /// at least two segments: as many as the send MSS cuts whole from the usable `window`, or
+    /// all `unsent` bytes where the window holds them (the last segment shorter), not past the
+    /// edge of a by-reference loan (where the last is cut short, as segment by segment), and
+    /// not the last segment when it carries a FIN (it goes on its own). None when the
+    /// segments go one at a time. Within a run no segment is cut by the window, so silly
+    /// window avoidance holds none back.
     fn run_len(&mut self, offset: usize, unsent: usize, window: usize) -> Option<usize> {
         let mss = self.send_mss();
-        if mss == 0 || self.snd_nxt != self.snd_max || self.fin_outstanding() {
+        if mss == 0 || self.snd_nxt != self.snd_max {
             return None;
         }
         let mut len = if unsent <= window { unsent } else { window / mss * mss };
@@ -443,6 +444,10 @@ impl Connection {
             if let Some(limit) = self.tx.segment_limit(offset) {
                 len = len.min(limit);
             }
+        }
+        if len == unsent && len > 0 && self.fin_outstanding() {
+            // The segment that ends what is queued carries the FIN.
+            len -= (len - 1) % mss + 1;
         }
         (len > mss).then_some(len)
     }

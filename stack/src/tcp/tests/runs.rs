@@ -131,3 +131,43 @@ fn a_run_the_sink_cuts_short_resumes_where_it_stopped() {
     assert_eq!(state(copied), state(one_by_one), "copied, after the rest");
     assert_eq!(state(lent), state(one_by_one), "one loan, after the rest");
 }
+
+#[test]
+fn a_fin_due_goes_on_its_own_segment_after_the_run() {
+    // The application closed its side after writing: the segment that ends what is queued
+    // carries the FIN (and PSH) and goes one at a time; the segments before it are a run.
+    for (window, bytes) in [(1000, 350), (1000, 1000), (1000, 250), (300, 1000)] {
+        let mut conns = trio(window, bytes);
+        let mut sinks: [Recorder; 3] = Default::default();
+        for (c, sink) in conns.iter_mut().zip(&mut sinks) {
+            c.shutdown();
+            c.dispatch(ms(20), sink);
+        }
+        let what = format!("({window}, {bytes})");
+        assert_eq!(sinks.each_ref().map(|s| s.runs), [1, 1, 0], "{what}: runs");
+        assert_eq!(sinks[0].segs, sinks[2].segs, "{what}: copied");
+        assert_eq!(sinks[1].segs, sinks[2].segs, "{what}: one loan");
+        let fins: Vec<bool> =
+            sinks[2].segs.iter().map(|(repr, _)| repr.flags.contains(TcpFlags::FIN)).collect();
+        let fin_sent = bytes <= usize::from(window);
+        assert_eq!(fins.last(), Some(&fin_sent), "{what}: the FIN on the last segment");
+        assert_eq!(fins.iter().filter(|&&fin| fin).count(), usize::from(fin_sent), "{what}: one FIN");
+        let [copied, lent, one_by_one] = &mut conns;
+        assert_eq!(state(copied), state(one_by_one), "{what}: copied, after the dispatch");
+        assert_eq!(state(lent), state(one_by_one), "{what}: one loan, after the dispatch");
+        // The peer acknowledges two segments and opens its window: the rest (and the FIN) goes.
+        let ack = seg(TcpFlags::empty(), IRS + 1, Some(ISS + 201), 1000, b"");
+        let after: Vec<_> = conns
+            .iter_mut()
+            .map(|c| {
+                feed(c, ms(25), ack.clone());
+                out(c, ms(25))
+            })
+            .collect();
+        assert_eq!(after[0], after[2], "{what}: copied, after the ACK");
+        assert_eq!(after[1], after[2], "{what}: one loan, after the ACK");
+        let [copied, lent, one_by_one] = &mut conns;
+        assert_eq!(state(copied), state(one_by_one), "{what}: copied, at the end");
+        assert_eq!(state(lent), state(one_by_one), "{what}: one loan, at the end");
+    }
+}
