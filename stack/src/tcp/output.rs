@@ -349,9 +349,12 @@ impl Connection {
                 if taken > 0 {
                     sent += taken;
                     self.stats.segs_out += taken as u64;
-                    // As after each segment: the first's end is the one a new RTT probe times.
+                    // As after each segment: the first's end is the one a new RTT probe times,
+                    // the last's is where SND.NXT and SND.MAX stand.
                     self.segment_sent(now, seq + seg_len.min(run_len));
-                    self.segment_sent(now, seq + (taken * seg_len).min(run_len));
+                    if taken > 1 {
+                        self.segment_sent(now, seq + (taken * seg_len).min(run_len));
+                    }
                 }
                 if taken < segments {
                     break;

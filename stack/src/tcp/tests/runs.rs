@@ -107,29 +107,33 @@ fn a_run_sends_what_one_segment_at_a_time_sends() {
 
 #[test]
 fn a_run_the_sink_cuts_short_resumes_where_it_stopped() {
-    // The sink takes two of the four segments: SND.NXT stops after them, the RTT probe and the
-    // retransmission timer are those of the two that left, and the next dispatch sends the rest.
-    let mut conns = trio(1000, 350);
-    let mut sinks: [Recorder; 3] =
-        std::array::from_fn(|_| Recorder { limit: Some(2), ..Recorder::default() });
-    for (c, sink) in conns.iter_mut().zip(&mut sinks) {
-        assert_eq!(c.dispatch(ms(20), sink), 2);
+    // The sink takes one, two or three of the four segments: SND.NXT stops after them, the RTT
+    // probe and the retransmission timer are those of the segments that left (nothing counted
+    // as sent again), and the next dispatch sends the rest.
+    for taken in 1..=3 {
+        let mut conns = trio(1000, 350);
+        let mut sinks: [Recorder; 3] =
+            std::array::from_fn(|_| Recorder { limit: Some(taken), ..Recorder::default() });
+        for (c, sink) in conns.iter_mut().zip(&mut sinks) {
+            assert_eq!(c.dispatch(ms(20), sink), taken);
+        }
+        assert_eq!(sinks.each_ref().map(|s| s.runs), [1, 1, 0]);
+        assert_eq!(sinks[0].segs, sinks[2].segs);
+        assert_eq!(sinks[1].segs, sinks[2].segs);
+        let [copied, lent, one_by_one] = &mut conns;
+        assert_eq!(state(copied), state(one_by_one), "{taken} taken: copied, after the cut");
+        assert_eq!(state(lent), state(one_by_one), "{taken} taken: one loan, after the cut");
+        assert_eq!(copied.stats().retransmits, 0, "{taken} taken");
+        let rest: Vec<_> = conns.iter_mut().map(|c| out(c, ms(21))).collect();
+        let lens: Vec<usize> = rest[2].iter().map(|s| s.1.len()).collect();
+        assert_eq!(lens, [100, 100, 100, 50][taken..]);
+        assert!(rest[2].last().is_some_and(|s| s.0.flags.contains(TcpFlags::PSH)));
+        assert_eq!(rest[0], rest[2]);
+        assert_eq!(rest[1], rest[2]);
+        let [copied, lent, one_by_one] = &mut conns;
+        assert_eq!(state(copied), state(one_by_one), "{taken} taken: copied, after the rest");
+        assert_eq!(state(lent), state(one_by_one), "{taken} taken: one loan, after the rest");
     }
-    assert_eq!(sinks.each_ref().map(|s| s.runs), [1, 1, 0]);
-    assert_eq!(sinks[0].segs, sinks[2].segs);
-    assert_eq!(sinks[1].segs, sinks[2].segs);
-    let [copied, lent, one_by_one] = &mut conns;
-    assert_eq!(state(copied), state(one_by_one), "copied, after the cut");
-    assert_eq!(state(lent), state(one_by_one), "one loan, after the cut");
-    let rest: Vec<_> = conns.iter_mut().map(|c| out(c, ms(21))).collect();
-    let lens: Vec<usize> = rest[2].iter().map(|s| s.1.len()).collect();
-    assert_eq!(lens, [100, 50]);
-    assert!(rest[2][1].0.flags.contains(TcpFlags::PSH));
-    assert_eq!(rest[0], rest[2]);
-    assert_eq!(rest[1], rest[2]);
-    let [copied, lent, one_by_one] = &mut conns;
-    assert_eq!(state(copied), state(one_by_one), "copied, after the rest");
-    assert_eq!(state(lent), state(one_by_one), "one loan, after the rest");
 }
 
 #[test]
