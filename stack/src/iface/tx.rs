@@ -176,7 +176,8 @@ impl<N: Nic> FrameSink<'_, N> {
         Ok(())
     }
 
-    /// Queues a segment whose payload the NIC sends from the loaned buffer itself (`slice`).
+    /// Queues a segment whose payload the NIC sends from the loaned buffer itself (`slice`, the
+    /// payload's piece of a by-reference loan).
     fn emit_external(
         &mut self,
         repr: &TcpRepr,
@@ -198,6 +199,7 @@ impl<N: Nic> FrameSink<'_, N> {
         let external = unsafe { ExternalPayload::at(slice.addr, slice.len, token) };
         payload.lent(&slice);
         self.ext.queue.push(ExternalFrame { headers, payload: external });
+        self.counters.tcp_segs_out += 1;
         Ok(())
     }
 }
@@ -214,21 +216,40 @@ impl<N: Nic> SegmentSink for FrameSink<'_, N> {
             // does not fill the checksum), or copied data. (Without a by-reference loan queued,
             // not even the look: copied data is the common case.)
             if let Some(slice) = payload.by_reference(!self.caps.tcp.tx) {
-                self.emit_external(repr, &mut payload, slice)?;
-                self.counters.tcp_segs_out += 1;
-                return Ok(());
+                return self.emit_external(repr, &mut payload, slice);
             }
         }
         self.emit_copied(repr, payload, plain_header)
     }
 
     fn emit_run(&mut self, first: &TcpRepr, run: &mut SegmentRun<'_>) -> usize {
-        if run.from_by_reference_loans() || !plain_header(first) {
+        if !plain_header(first) {
             return emit_each(self, first, run);
         }
-        // Every segment copied behind the template's headers, as `emit` would build it,
-        // without asking again per segment what the run already says.
-        run.emit_with(first, |repr, payload| self.emit_copied(repr, payload, true))
+        if !run.from_by_reference_loans() {
+            // Every segment copied behind the template's headers, as `emit` would build it,
+            // without asking again per segment what the run already says.
+            return run.emit_with(first, |repr, payload| self.emit_copied(repr, payload, true));
+        }
+        // Inside one by-reference loan, where the NIC fills the checksum (no sum to take per
+        // segment): the loan's piece found once, each segment long enough sent as its part, as
+        // `emit` would send it.
+        let whole = if self.external && self.caps.tcp.tx { run.by_reference() } else { None };
+        let Some(whole) = whole else { return emit_each(self, first, run) };
+        run.emit_with(first, |repr, mut payload| {
+            if payload.len() >= EXTERNAL_MIN_PAYLOAD {
+                let at = repr.seq_number.since(first.seq_number);
+                if let Some(slice) = whole.piece(at, payload.len()) {
+                    debug_assert_eq!(
+                        payload.by_reference(false),
+                        Some(slice),
+                        "the segment's piece of the loan"
+                    );
+                    return self.emit_external(repr, &mut payload, slice);
+                }
+            }
+            self.emit_copied(repr, payload, true)
+        })
     }
 }
 

@@ -124,6 +124,13 @@ impl SegmentRun<'_> {
         self.tx.holds_by_reference_loans()
     }
 
+    /// The run's bytes as one piece of a by-reference loan, without a sum (for a NIC that fills
+    /// the checksum), when they lie in one; each segment's is its part of it
+    /// ([`LoanedSlice::piece`] at the distance of its sequence number from the first's).
+    pub fn by_reference(&mut self) -> Option<LoanedSlice> {
+        self.tx.by_reference_slice(self.offset, self.len, false)
+    }
+
     /// Hands `emit` the run's segments in order, each `first` with its own sequence number
     /// and flags (PSH on the last when it ends what is queued) and its payload, until `emit`
     /// fails; returns how many it took.

@@ -116,6 +116,20 @@ pub struct LoanedSlice {
     pub at: u64,
 }
 
+impl LoanedSlice {
+    /// Bytes `at..at + len` of this piece, as a piece of the same loan without a sum (for a NIC
+    /// that fills the checksum); `None` past its end.
+    pub fn piece(&self, at: usize, len: usize) -> Option<LoanedSlice> {
+        if at.checked_add(len)? > self.len {
+            return None;
+        }
+        // SAFETY: `at + len <= self.len` (checked above), so the result points into the bytes
+        // this piece covers, which lie in one mapped loan.
+        let addr = unsafe { NonNull::new_unchecked(self.addr.as_ptr().add(at)) };
+        Some(LoanedSlice { addr, len, sum: None, loan: self.loan, at: self.at })
+    }
+}
+
 /// Bytes queued for sending and not yet acknowledged, in sequence order.
 ///
 /// Its byte counts, offsets and chunk indexes are kept in 32 bits (a connection's state stays
