@@ -1,6 +1,7 @@
 //! Tests of the send buffer (`send_buffer.rs`).
 
 use super::*;
+use crate::tcp::tx_payload::AddressedBytes;
 
 /// Bytes `offset..offset+len` through `copy_out`; the summing copy must give the same bytes and
 /// their sum (pieces of any length, at odd offsets too).
@@ -206,29 +207,13 @@ fn copies_match_a_flat_model_through_pushes_acks_and_reads() {
     }
 }
 
-/// Bytes a NIC could send by reference (they have an address).
-#[derive(Debug)]
-struct Addressed(Vec<u8>);
-
-impl TxPayload for Addressed {
-    fn len(&self) -> usize {
-        self.0.len()
-    }
-    fn copy_to(&self, offset: usize, dst: &mut [u8]) -> usize {
-        crate::tcp::copy_from_slice_at(&self.0, offset, dst)
-    }
-    fn external_addr(&self) -> Option<NonNull<u8>> {
-        NonNull::new(self.0.as_ptr().cast_mut())
-    }
-}
-
 #[test]
 fn a_part_of_a_loans_piece_is_that_range_found_on_its_own() {
     // A run's segments take their parts of the run's piece (`LoanedSlice::piece`) instead of
     // finding each in the queue: the same address, length, loan and position.
     let mut b = SendBuffer::new(1 << 20);
     b.push_copy(&[0u8; 50]);
-    b.push_loaned(Box::new(Addressed((0..3000u32).map(|i| (i * 7) as u8).collect()))).expect("fits");
+    b.push_loaned(Box::new(AddressedBytes((0..3000u32).map(|i| (i * 7) as u8).collect()))).expect("fits");
     b.ack(20);
     let whole = b.by_reference_slice(30, 2500, false).expect("inside the loan");
     for (at, len) in [(0, 1460), (1460, 1040), (100, 1), (0, 2500), (2499, 1)] {

@@ -185,6 +185,24 @@ pub fn ask_ahead(base: *const u8, len: usize, offset: usize, n: usize) {
     }
 }
 
+/// Bytes a NIC could send by reference (a plain `Vec` with an address), for tests.
+#[cfg(test)]
+#[derive(Debug)]
+pub(crate) struct AddressedBytes(pub Vec<u8>);
+
+#[cfg(test)]
+impl TxPayload for AddressedBytes {
+    fn len(&self) -> usize {
+        self.0.len()
+    }
+    fn copy_to(&self, offset: usize, dst: &mut [u8]) -> usize {
+        copy_from_slice_at(&self.0, offset, dst)
+    }
+    fn external_addr(&self) -> Option<NonNull<u8>> {
+        NonNull::new(self.0.as_ptr().cast_mut())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -4,27 +4,10 @@
 //! time, and must leave as the same segments, and the connection in the same state, as the
 //! bytes copied (one run) or lent as one loan (one run inside it).
 
-use std::ptr::NonNull;
-
 use super::harness::*;
-use crate::tcp::{copy_from_slice_at, Connection, TxPayload};
-use crate::wire::tcp::TcpFlags;
-
-/// Bytes a NIC could send by reference (they have an address).
-#[derive(Debug)]
-struct ByReference(Vec<u8>);
-
-impl TxPayload for ByReference {
-    fn len(&self) -> usize {
-        self.0.len()
-    }
-    fn copy_to(&self, offset: usize, dst: &mut [u8]) -> usize {
-        copy_from_slice_at(&self.0, offset, dst)
-    }
-    fn external_addr(&self) -> Option<NonNull<u8>> {
-        NonNull::new(self.0.as_ptr().cast_mut())
-    }
-}
+use crate::tcp::tx_payload::AddressedBytes;
+use crate::tcp::Connection;
+use crate::wire::tcp::{TcpFlags, TcpRepr};
 
 /// The connection's state without its send buffer (which holds the bytes differently).
 fn state(c: &Connection) -> String {
@@ -55,16 +38,39 @@ fn trio(window: u16, bytes: usize) -> [Connection; 3] {
     let mut copied = established(cfg(), window);
     assert_eq!(copied.send(&data).expect("send"), bytes);
     let mut lent = established(cfg(), window);
-    lent.send_loaned(Box::new(ByReference(data.clone()))).expect("open").expect("fits");
+    lent.send_loaned(Box::new(AddressedBytes(data.clone()))).expect("open").expect("fits");
     let mut one_by_one = established(cfg(), window);
     for piece in data.chunks(MSS) {
-        one_by_one.send_loaned(Box::new(ByReference(piece.to_vec()))).expect("open").expect("fits");
+        one_by_one.send_loaned(Box::new(AddressedBytes(piece.to_vec()))).expect("open").expect("fits");
     }
     [copied, lent, one_by_one]
 }
 
 /// The harness's MSS (`cfg()`).
 const MSS: usize = 100;
+
+/// The copied and the one-loan connections are in the reference's state (`when`).
+fn assert_alike(conns: &[Connection; 3], what: &str, when: &str) {
+    let [copied, lent, one_by_one] = conns;
+    assert_eq!(state(copied), state(one_by_one), "{what}: copied, {when}");
+    assert_eq!(state(lent), state(one_by_one), "{what}: one loan, {when}");
+}
+
+/// The peer acknowledges up to `ISS + 1 + acked` and opens its window to 1000: all three send
+/// the same (the rest), and are left alike.
+fn ack_and_compare(conns: &mut [Connection; 3], acked: u32, what: &str) {
+    let ack = seg(TcpFlags::empty(), IRS + 1, Some(ISS + 1 + acked), 1000, b"");
+    let after: Vec<Vec<(TcpRepr, Vec<u8>)>> = conns
+        .iter_mut()
+        .map(|c| {
+            feed(c, ms(25), ack.clone());
+            out(c, ms(25))
+        })
+        .collect();
+    assert_eq!(after[0], after[2], "{what}: copied, after the ACK");
+    assert_eq!(after[1], after[2], "{what}: one loan, after the ACK");
+    assert_alike(conns, what, "at the end");
+}
 
 #[test]
 fn a_run_sends_what_one_segment_at_a_time_sends() {
@@ -85,23 +91,9 @@ fn a_run_sends_what_one_segment_at_a_time_sends() {
         assert_eq!(sinks.each_ref().map(|s| s.runs), [runs, runs, 0], "{what}: runs");
         assert_eq!(sinks[0].segs, sinks[2].segs, "{what}: copied");
         assert_eq!(sinks[1].segs, sinks[2].segs, "{what}: one loan");
-        let [copied, lent, one_by_one] = &mut conns;
-        assert_eq!(state(copied), state(one_by_one), "{what}: copied, after the dispatch");
-        assert_eq!(state(lent), state(one_by_one), "{what}: one loan, after the dispatch");
+        assert_alike(&conns, &what, "after the dispatch");
         // The peer acknowledges the first two segments and opens its window: the rest goes.
-        let ack = seg(TcpFlags::empty(), IRS + 1, Some(ISS + 1 + 200.min(bytes as u32)), 1000, b"");
-        let after: Vec<_> = conns
-            .iter_mut()
-            .map(|c| {
-                feed(c, ms(25), ack.clone());
-                out(c, ms(25))
-            })
-            .collect();
-        assert_eq!(after[0], after[2], "{what}: copied, after the ACK");
-        assert_eq!(after[1], after[2], "{what}: one loan, after the ACK");
-        let [copied, lent, one_by_one] = &mut conns;
-        assert_eq!(state(copied), state(one_by_one), "{what}: copied, at the end");
-        assert_eq!(state(lent), state(one_by_one), "{what}: one loan, at the end");
+        ack_and_compare(&mut conns, 200.min(bytes as u32), &what);
     }
 }
 
@@ -120,19 +112,16 @@ fn a_run_the_sink_cuts_short_resumes_where_it_stopped() {
         assert_eq!(sinks.each_ref().map(|s| s.runs), [1, 1, 0]);
         assert_eq!(sinks[0].segs, sinks[2].segs);
         assert_eq!(sinks[1].segs, sinks[2].segs);
-        let [copied, lent, one_by_one] = &mut conns;
-        assert_eq!(state(copied), state(one_by_one), "{taken} taken: copied, after the cut");
-        assert_eq!(state(lent), state(one_by_one), "{taken} taken: one loan, after the cut");
-        assert_eq!(copied.stats().retransmits, 0, "{taken} taken");
+        let what = format!("{taken} taken");
+        assert_alike(&conns, &what, "after the cut");
+        assert_eq!(conns[0].stats().retransmits, 0, "{what}");
         let rest: Vec<_> = conns.iter_mut().map(|c| out(c, ms(21))).collect();
         let lens: Vec<usize> = rest[2].iter().map(|s| s.1.len()).collect();
         assert_eq!(lens, [100, 100, 100, 50][taken..]);
         assert!(rest[2].last().is_some_and(|s| s.0.flags.contains(TcpFlags::PSH)));
         assert_eq!(rest[0], rest[2]);
         assert_eq!(rest[1], rest[2]);
-        let [copied, lent, one_by_one] = &mut conns;
-        assert_eq!(state(copied), state(one_by_one), "{taken} taken: copied, after the rest");
-        assert_eq!(state(lent), state(one_by_one), "{taken} taken: one loan, after the rest");
+        assert_alike(&conns, &what, "after the rest");
     }
 }
 
@@ -156,22 +145,8 @@ fn a_fin_due_goes_on_its_own_segment_after_the_run() {
         let fin_sent = bytes <= usize::from(window);
         assert_eq!(fins.last(), Some(&fin_sent), "{what}: the FIN on the last segment");
         assert_eq!(fins.iter().filter(|&&fin| fin).count(), usize::from(fin_sent), "{what}: one FIN");
-        let [copied, lent, one_by_one] = &mut conns;
-        assert_eq!(state(copied), state(one_by_one), "{what}: copied, after the dispatch");
-        assert_eq!(state(lent), state(one_by_one), "{what}: one loan, after the dispatch");
+        assert_alike(&conns, &what, "after the dispatch");
         // The peer acknowledges two segments and opens its window: the rest (and the FIN) goes.
-        let ack = seg(TcpFlags::empty(), IRS + 1, Some(ISS + 201), 1000, b"");
-        let after: Vec<_> = conns
-            .iter_mut()
-            .map(|c| {
-                feed(c, ms(25), ack.clone());
-                out(c, ms(25))
-            })
-            .collect();
-        assert_eq!(after[0], after[2], "{what}: copied, after the ACK");
-        assert_eq!(after[1], after[2], "{what}: one loan, after the ACK");
-        let [copied, lent, one_by_one] = &mut conns;
-        assert_eq!(state(copied), state(one_by_one), "{what}: copied, at the end");
-        assert_eq!(state(lent), state(one_by_one), "{what}: one loan, at the end");
+        ack_and_compare(&mut conns, 200, &what);
     }
 }
