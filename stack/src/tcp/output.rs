@@ -1,7 +1,7 @@
-//! Segment output: SYN / SYN-ACK, data cut at the MSS within the peer's window (new data the
-//! window takes in whole segments handed to the sink as one run; go-back-N after a timeout; one
-//! segment at SND.UNA for a fast retransmit), FIN, zero-window probes, and at most one pure ACK
-//! per call. The caller calls
+//! Segment output: SYN / SYN-ACK, data cut at the MSS within the peer's window (new data of two
+//! segments or more handed to the sink as one run, [`SegmentRun`]; go-back-N after a timeout;
+//! one segment at SND.UNA for a fast retransmit), FIN, zero-window probes, and at most one pure
+//! ACK per call. The caller calls
 //! `dispatch` once per socket after a whole receive burst, which is what makes "one pure ACK
 //! per socket per burst" hold.
 
