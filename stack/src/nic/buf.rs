@@ -7,6 +7,8 @@
 //! frames reach the NIC without a copy. The method set and its semantics are the same for both;
 //! cloning an mbuf-backed buffer yields a heap-backed copy.
 
+use super::pool::HeapBytes;
+
 /// Bytes reserved in front of a transmit buffer for headers (Ethernet + IPv4 + TCP with options).
 pub const DEFAULT_HEADROOM: usize = 128;
 /// Default buffer size: a 1500-byte MTU frame plus headroom, rounded up.
@@ -84,11 +86,12 @@ pub struct PacketBuf {
     pub rx_checksum_ok: Option<bool>,
 }
 
-/// Where the bytes live.
+/// Where the bytes live: heap memory, a pool's or a buffer's own (one kind, so that without
+/// DPDK every access to a buffer's bytes is a plain field read, no question of kind), or an
+/// mbuf.
 #[derive(Debug)]
 enum Storage {
-    Heap(Box<[u8]>),
-    Pooled(super::pool::PooledBytes),
+    Heap(HeapBytes),
     #[cfg(feature = "dpdk")]
     Mbuf(super::dpdk::mbuf::MbufStorage),
 }
@@ -97,8 +100,7 @@ impl Storage {
     #[inline]
     fn bytes(&self) -> &[u8] {
         match self {
-            Storage::Heap(b) => b,
-            Storage::Pooled(p) => p.bytes(),
+            Storage::Heap(h) => h.bytes(),
             #[cfg(feature = "dpdk")]
             Storage::Mbuf(m) => m.bytes(),
         }
@@ -107,22 +109,17 @@ impl Storage {
     #[inline]
     fn bytes_mut(&mut self) -> &mut [u8] {
         match self {
-            Storage::Heap(b) => b,
-            Storage::Pooled(p) => p.bytes_mut(),
+            Storage::Heap(h) => h.bytes_mut(),
             #[cfg(feature = "dpdk")]
             Storage::Mbuf(m) => m.bytes_mut(),
         }
     }
 }
 
+/// A copy is a buffer of its own on the heap, whatever the original's storage.
 impl Clone for Storage {
     fn clone(&self) -> Self {
-        match self {
-            Storage::Heap(b) => Storage::Heap(b.clone()),
-            Storage::Pooled(p) => Storage::Heap(p.bytes().into()),
-            #[cfg(feature = "dpdk")]
-            Storage::Mbuf(m) => Storage::Heap(m.bytes().into()),
-        }
+        Storage::Heap(HeapBytes::unpooled(self.bytes().into()))
     }
 }
 
@@ -132,7 +129,7 @@ impl Default for PacketBuf {
     #[inline]
     fn default() -> Self {
         PacketBuf {
-            storage: Storage::Heap(Box::default()),
+            storage: Storage::Heap(HeapBytes::unpooled(Box::default())),
             start: 0,
             end: 0,
             offload: TxOffload::default(),
@@ -146,7 +143,7 @@ impl PacketBuf {
     pub fn with_headroom(capacity: usize, headroom: usize) -> Self {
         let headroom = headroom.min(capacity);
         PacketBuf {
-            storage: Storage::Heap(vec![0u8; capacity].into_boxed_slice()),
+            storage: Storage::Heap(HeapBytes::unpooled(vec![0u8; capacity].into_boxed_slice())),
             start: offset(headroom),
             end: offset(headroom),
             offload: TxOffload::default(),
@@ -154,11 +151,11 @@ impl PacketBuf {
         }
     }
 
-    /// An empty buffer over pooled bytes (see [`super::pool`]).
-    pub(crate) fn pooled(bytes: super::pool::PooledBytes, headroom: usize) -> Self {
+    /// An empty buffer over heap bytes (a pool's, see [`super::pool`]).
+    pub(crate) fn on_heap(bytes: HeapBytes, headroom: usize) -> Self {
         let headroom = headroom.min(bytes.bytes().len());
         PacketBuf {
-            storage: Storage::Pooled(bytes),
+            storage: Storage::Heap(bytes),
             start: offset(headroom),
             end: offset(headroom),
             offload: TxOffload::default(),
@@ -343,7 +340,7 @@ impl PacketBuf {
     pub(crate) fn mbuf_mut(&mut self) -> Option<(&mut super::dpdk::mbuf::MbufStorage, usize, usize)> {
         match &mut self.storage {
             Storage::Mbuf(m) => Some((m, self.start as usize, self.end as usize)),
-            Storage::Heap(_) | Storage::Pooled(_) => None,
+            Storage::Heap(_) => None,
         }
     }
 
@@ -351,7 +348,7 @@ impl PacketBuf {
     pub(crate) fn into_mbuf(self) -> Result<(super::dpdk::mbuf::MbufStorage, usize, usize, TxOffload), Self> {
         match self.storage {
             Storage::Mbuf(m) => Ok((m, self.start as usize, self.end as usize, self.offload)),
-            Storage::Heap(_) | Storage::Pooled(_) => Err(self),
+            Storage::Heap(_) => Err(self),
         }
     }
 }

@@ -13,9 +13,12 @@
 //! at a time: a buffer of another pool takes the queue, unless the spare's pool is otherwise
 //! gone, whose buffers are then released. A thread's spare goes back to the queue when the
 //! thread ends.
+//!
+//! A buffer made on its own (`PacketBuf::with_headroom`, a copy of any buffer) keeps its bytes
+//! the same way, [`HeapBytes`] without a pool, and frees them when dropped: a buffer's bytes are
+//! found the same way whichever it is.
 
 use std::cell::RefCell;
-use std::mem::ManuallyDrop;
 use std::sync::Arc;
 
 use crossbeam_queue::ArrayQueue;
@@ -30,7 +33,7 @@ pub const SPARE_BYTES: usize = 8 << 20;
 
 thread_local! {
     /// This thread's spare: free buffers of one pool, each still holding its reference to it.
-    static SPARE: RefCell<Vec<PooledBytes>> = const { RefCell::new(Vec::new()) };
+    static SPARE: RefCell<Vec<HeapBytes>> = const { RefCell::new(Vec::new()) };
 }
 
 /// The pool (see the module documentation). Shared as `Arc<BufferPool>`.
@@ -54,11 +57,11 @@ impl BufferPool {
     /// starts after `headroom` bytes.
     #[inline]
     pub fn take(self: &Arc<Self>, headroom: usize) -> PacketBuf {
-        let bytes = take_spare(self).unwrap_or_else(|| PooledBytes {
+        let bytes = take_spare(self).unwrap_or_else(|| HeapBytes {
             bytes: self.free.pop().unwrap_or_else(|| vec![0u8; self.buf_size].into_boxed_slice()),
-            pool: ManuallyDrop::new(Arc::clone(self)),
+            pool: Some(Arc::clone(self)),
         });
-        PacketBuf::pooled(bytes, headroom)
+        PacketBuf::on_heap(bytes, headroom)
     }
 
     /// Free buffers in the pool's queue now (threads' spares not counted).
@@ -74,12 +77,12 @@ impl BufferPool {
 
 /// A buffer of `pool` from this thread's spare, if it holds one.
 #[inline]
-fn take_spare(pool: &Arc<BufferPool>) -> Option<PooledBytes> {
+fn take_spare(pool: &Arc<BufferPool>) -> Option<HeapBytes> {
     SPARE
         .try_with(|spare| {
             let mut spare = spare.try_borrow_mut().ok()?;
             match spare.last() {
-                Some(top) if Arc::ptr_eq(&top.pool, pool) => spare.pop(),
+                Some(top) if top.is_of(pool) => spare.pop(),
                 _ => None,
             }
         })
@@ -91,10 +94,10 @@ fn take_spare(pool: &Arc<BufferPool>) -> Option<PooledBytes> {
 /// than `spare_max` of `pool`'s. A spare of another pool held by nothing else (its link is
 /// gone) is released first.
 #[inline]
-fn spare_has_room(spare: &mut Vec<PooledBytes>, pool: &Arc<BufferPool>) -> bool {
+fn spare_has_room(spare: &mut Vec<HeapBytes>, pool: &Arc<BufferPool>) -> bool {
     match spare.first() {
         None => pool.spare_max > 0,
-        Some(first) if Arc::ptr_eq(&first.pool, pool) => spare.len() < pool.spare_max,
+        Some(first) if first.is_of(pool) => spare.len() < pool.spare_max,
         Some(_) => release_orphaned_spare(spare) && pool.spare_max > 0,
     }
 }
@@ -104,24 +107,35 @@ fn spare_has_room(spare: &mut Vec<PooledBytes>, pool: &Arc<BufferPool>) -> bool 
 /// their own queue (the last one frees the pool).
 #[cold]
 #[inline(never)]
-fn release_orphaned_spare(spare: &mut Vec<PooledBytes>) -> bool {
-    let orphaned = spare.first().is_some_and(|first| Arc::strong_count(&first.pool) == spare.len());
+fn release_orphaned_spare(spare: &mut Vec<HeapBytes>) -> bool {
+    let orphaned = spare
+        .first()
+        .and_then(|first| first.pool.as_ref())
+        .is_some_and(|pool| Arc::strong_count(pool) == spare.len());
     if orphaned {
         spare.clear();
     }
     orphaned
 }
 
-/// A pooled buffer's bytes, returned to the pool on drop.
+/// A buffer's heap bytes: returned to their pool on drop when they came from one (a pool's
+/// buffer), freed otherwise (a buffer made on its own). One type for both, so that a buffer's
+/// bytes are found without asking which kind it is.
 #[derive(Debug)]
-pub(crate) struct PooledBytes {
-    /// Empty (an empty boxed slice allocates nothing) only while being dropped.
+pub(crate) struct HeapBytes {
+    /// Empty (an empty boxed slice allocates nothing) after being given back.
     bytes: Box<[u8]>,
-    /// Taken out only by `drop`.
-    pool: ManuallyDrop<Arc<BufferPool>>,
+    /// The pool the bytes go back to; taken out only by `drop`.
+    pool: Option<Arc<BufferPool>>,
 }
 
-impl PooledBytes {
+impl HeapBytes {
+    /// Bytes of no pool, freed with the buffer.
+    #[inline]
+    pub(crate) fn unpooled(bytes: Box<[u8]>) -> Self {
+        HeapBytes { bytes, pool: None }
+    }
+
     #[inline]
     pub(crate) fn bytes(&self) -> &[u8] {
         &self.bytes
@@ -132,20 +146,24 @@ impl PooledBytes {
         &mut self.bytes
     }
 
+    /// Whether the bytes are `pool`'s.
+    #[inline]
+    fn is_of(&self, pool: &Arc<BufferPool>) -> bool {
+        self.pool.as_ref().is_some_and(|own| Arc::ptr_eq(own, pool))
+    }
+
     /// Moves the bytes and the pool reference into this thread's spare, if it has room.
     #[inline]
     fn keep_in_spare(&mut self) -> bool {
         SPARE
             .try_with(|spare| {
                 let Ok(mut spare) = spare.try_borrow_mut() else { return false };
-                if !spare_has_room(&mut spare, &self.pool) {
+                let Some(pool) = self.pool.as_ref() else { return false };
+                if !spare_has_room(&mut spare, pool) {
                     return false;
                 }
                 let bytes = std::mem::take(&mut self.bytes);
-                // SAFETY: only `drop` calls this, once; `pool` is initialised until here and
-                // not used after it (the reference moves into the spare with the bytes).
-                let pool = unsafe { ManuallyDrop::take(&mut self.pool) };
-                spare.push(PooledBytes { bytes, pool: ManuallyDrop::new(pool) });
+                spare.push(HeapBytes { bytes, pool: self.pool.take() });
                 true
             })
             .unwrap_or(false)
@@ -157,18 +175,17 @@ impl PooledBytes {
     #[inline(never)]
     fn give_back(&mut self) {
         let bytes = std::mem::take(&mut self.bytes);
-        // SAFETY: only `drop` calls this, once, when `keep_in_spare` did not take `pool`; it
-        // is not used after this.
-        let pool = unsafe { ManuallyDrop::take(&mut self.pool) };
-        // Full: the buffer is freed instead.
-        let _ = pool.free.push(bytes);
+        if let Some(pool) = self.pool.take() {
+            // Full: the buffer is freed instead.
+            let _ = pool.free.push(bytes);
+        }
     }
 }
 
-impl Drop for PooledBytes {
+impl Drop for HeapBytes {
     #[inline]
     fn drop(&mut self) {
-        if !self.keep_in_spare() {
+        if self.pool.is_some() && !self.keep_in_spare() {
             self.give_back();
         }
     }
@@ -205,6 +222,22 @@ mod tests {
         drop(again);
         drop(pool.take(0));
         assert_eq!(Arc::strong_count(&pool), 2, "a spare buffer keeps its reference");
+    }
+
+    #[test]
+    fn a_buffer_of_no_pool_and_a_copy_of_a_pools_buffer_are_freed_on_their_own() {
+        let pool = BufferPool::new(4, 256);
+        let mut pooled = pool.take(8);
+        pooled.append(2).expect("room").copy_from_slice(b"hi");
+        let copy = pooled.clone();
+        assert_eq!(copy.as_slice(), b"hi");
+        assert_eq!(Arc::strong_count(&pool), 2, "the copy holds no reference to the pool");
+        let before = spare_len();
+        drop(copy);
+        drop(PacketBuf::with_headroom(256, 8));
+        assert_eq!((spare_len(), pool.free_count()), (before, 0), "neither went to the spare or queue");
+        drop(pooled);
+        assert_eq!(spare_len(), before + 1, "the pool's own buffer did");
     }
 
     #[test]
