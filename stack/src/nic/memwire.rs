@@ -17,6 +17,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use crate::nic::buf::{DEFAULT_BUF_SIZE, DEFAULT_HEADROOM};
+use crate::nic::burst_queue::BurstQueue;
 use crate::nic::fault::{Fate, FaultConfig, FaultError, FaultInjector, FaultStats, Rng};
 use crate::nic::offload;
 use crate::nic::pcap::{PcapError, PcapWriter};
@@ -130,7 +131,7 @@ pub fn link(config: LinkConfig) -> Result<(MemwireNic, MemwireNic), MemwireError
             queue: if faults.may_reorder() {
                 Queue::Ordered(BinaryHeap::new())
             } else if faults.is_none() && capture.is_none() {
-                Queue::Plain { frames: VecDeque::new(), last_at: Instant::ZERO }
+                Queue::Plain { frames: BurstQueue::default(), last_at: Instant::ZERO }
             } else {
                 Queue::Fifo(VecDeque::new())
             },
@@ -240,11 +241,11 @@ impl Ord for Entry {
 /// non-decreasing, so a FIFO suffices unless the direction reorders; a direction without
 /// faults or delays whose frames nobody captures keeps the frames alone (`Plain`): each is
 /// receivable as soon as it is sent, so neither a time nor a sequence number is kept per frame,
-/// and bursts move in and out whole.
+/// and bursts move in and out whole ([`BurstQueue`]).
 #[derive(Debug)]
 enum Queue {
     Plain {
-        frames: VecDeque<PacketBuf>,
+        frames: BurstQueue,
         /// When the latest frame was sent (the earliest is receivable no later).
         last_at: Instant,
     },
@@ -265,7 +266,7 @@ impl Queue {
         match self {
             Queue::Plain { frames, last_at } => {
                 *last_at = entry.at;
-                frames.push_back(entry.frame);
+                frames.push(entry.frame);
             }
             Queue::Fifo(q) => {
                 debug_assert!(q.back().is_none_or(|last| last.at <= entry.at));
@@ -392,9 +393,8 @@ impl Nic for MemwireNic {
         let mut dir = lock(&shared.dirs[self.rx_index()]);
         if let Queue::Plain { frames, .. } = &mut dir.queue {
             // The whole burst at once: nothing to decide per frame but the device's verdict.
-            let n = max.min(frames.len());
             let start = out.len();
-            out.extend(frames.drain(..n));
+            let n = frames.take(out, max);
             if self.verifies_rx() {
                 // A faultless link corrupts nothing: every frame arrives as sent.
                 out[start..].iter_mut().for_each(|frame| frame.rx_checksum_ok = Some(true));
@@ -458,7 +458,7 @@ impl Nic for MemwireNic {
             // The whole burst at once, each frame receivable from now.
             if let Some(at) = dir.injector.pass_faultless_burst(now, count) {
                 *last_at = at;
-                queue.extend(frames.drain(..count));
+                queue.push_burst(frames, count);
                 dir.stats.sent += count as u64;
                 return Ok(count);
             }

@@ -6,6 +6,7 @@
 //! device); the DPDK NIC lives behind the `dpdk` feature.
 
 pub mod buf;
+mod burst_queue;
 #[cfg(feature = "dpdk")]
 pub mod dpdk;
 pub mod external_memory;
