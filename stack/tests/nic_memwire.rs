@@ -146,6 +146,42 @@ fn external_payloads_are_copied_behind_their_headers_as_far_as_the_link_has_room
     assert_eq!(a.stats().tx.sent, 5);
 }
 
+/// An external frame over `payload` (token `token`) behind headers of 4 bytes in `headers`.
+fn external(mut headers: PacketBuf, tag: u32, payload: &[u8], token: u64) -> ExternalFrame {
+    headers.append(4).expect("room").copy_from_slice(&tag.to_be_bytes());
+    // SAFETY: every caller's payload outlives the frame's transmits and completions.
+    let payload = unsafe { ExternalPayload::new(payload.as_ptr(), payload.len(), token) }.expect("non-null");
+    ExternalFrame { headers, payload }
+}
+
+#[test]
+fn external_frames_whose_headers_lack_room_are_copied_whole_and_a_link_down_keeps_them_as_they_came() {
+    let (mut a, mut b) = link(LinkConfig::default()).expect("link");
+    let (long, short) = (vec![0x5a; 1400], vec![0xc3; 40]);
+    // Headers in a buffer of their own size: the payload cannot follow them there.
+    let tight = PacketBuf::with_headroom(4, 0);
+    let roomy = a.alloc_tx().expect("memwire always allocates");
+    let mut frames = vec![external(tight, 1, &long, 21), external(roomy, 2, &short, 22)];
+    assert_eq!(a.transmit_external(Instant::ZERO, &mut frames).expect("transmit"), 2);
+    let got = drain(&mut b, Instant::ZERO);
+    assert_eq!(got.iter().map(tag).collect::<Vec<_>>(), vec![1, 2]);
+    assert_eq!(&got[0].as_slice()[4..], long.as_slice());
+    assert_eq!(&got[1].as_slice()[4..], short.as_slice());
+
+    let roomy = a.alloc_tx().expect("memwire always allocates");
+    let mut frames =
+        vec![external(roomy, 3, &short, 23), external(PacketBuf::with_headroom(4, 0), 4, &long, 24)];
+    drop(b);
+    assert!(matches!(a.transmit_external(Instant::ZERO, &mut frames), Err(NicError::LinkDown)));
+    assert_eq!(frames.len(), 2, "frames stay with the caller on LinkDown");
+    for (f, want) in frames.iter().zip([3u32, 4]) {
+        assert_eq!(f.headers.as_slice(), want.to_be_bytes(), "the headers as they came, nothing behind");
+    }
+    let mut done = Vec::new();
+    assert_eq!(a.poll_tx_completions(&mut done), 2, "only the two sent before");
+    assert_eq!(done, [21, 22]);
+}
+
 #[test]
 fn transmit_fails_with_link_down_after_peer_dropped() {
     let (mut a, b) = link(LinkConfig::default()).expect("link");

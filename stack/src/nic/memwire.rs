@@ -511,25 +511,42 @@ impl Nic for MemwireNic {
             self.shared.capacity.saturating_sub(dir.queue.len())
         };
         let mut flat_frames = std::mem::take(&mut self.scratch);
-        for frame in frames.iter().take(room) {
-            let len = frame.headers.len() + frame.payload.len();
-            let mut flat = if len <= self.shared.pool.buf_size() {
-                self.shared.pool.take(0)
+        for frame in frames.iter_mut().take(room) {
+            let (head_len, len) = (frame.headers.len(), frame.headers.len() + frame.payload.len());
+            // Behind the headers in their own buffer where it has room (the link's buffers
+            // do: one copy, the payload's), else both copied into a buffer of the frame's size.
+            let mut flat = if frame.headers.tailroom() >= frame.payload.len() {
+                std::mem::take(&mut frame.headers)
             } else {
-                PacketBuf::with_headroom(len, 0)
+                let mut flat = if len <= self.shared.pool.buf_size() {
+                    self.shared.pool.take(0)
+                } else {
+                    PacketBuf::with_headroom(len, 0)
+                };
+                if let Some(head) = flat.append(head_len) {
+                    head.copy_from_slice(frame.headers.as_slice());
+                }
+                flat.offload = frame.headers.offload;
+                flat
             };
-            if let Some(dst) = flat.append(len) {
-                let (head, tail) = dst.split_at_mut(frame.headers.len());
-                head.copy_from_slice(frame.headers.as_slice());
+            if let Some(tail) = flat.append(frame.payload.len()) {
                 // Readable until its completion is reported below, after this copy.
                 frame.payload.copy_to(tail);
             }
-            flat.offload = frame.headers.offload;
             flat_frames.push(flat);
         }
         let sent = self.transmit(now, &mut flat_frames);
-        // Frames the link did not take go back to the pool; their payloads were only read.
-        flat_frames.clear();
+        // Frames the link did not take (left in `flat_frames`, in order, after the `sent` it
+        // took) stay with the caller as they came: their headers back where they were taken
+        // from (the payload appended behind them cut off again); their payloads were only read.
+        let taken = *sent.as_ref().unwrap_or(&0);
+        for (frame, mut flat) in frames.iter_mut().skip(taken).zip(flat_frames.drain(..)) {
+            if frame.headers.is_empty() {
+                let head_len = flat.len().saturating_sub(frame.payload.len());
+                flat.truncate(head_len);
+                frame.headers = flat;
+            }
+        }
         self.scratch = flat_frames;
         let sent = sent?;
         for frame in frames.drain(..sent) {
