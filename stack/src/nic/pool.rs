@@ -169,6 +169,14 @@ impl HeapBytes {
             .unwrap_or(false)
     }
 
+    /// Keeps a pool's buffer in this thread's spare, or gives it back to the pool's queue.
+    #[inline(never)]
+    fn recycle(&mut self) {
+        if !self.keep_in_spare() {
+            self.give_back();
+        }
+    }
+
     /// Gives the bytes back to the pool's queue (or frees them when it is full) and drops the
     /// pool reference.
     #[cold]
@@ -183,10 +191,12 @@ impl HeapBytes {
 }
 
 impl Drop for HeapBytes {
+    /// A buffer of no pool frees its bytes (the field's own drop, at the caller: an emptied
+    /// buffer costs a test); a pool's is recycled.
     #[inline]
     fn drop(&mut self) {
-        if self.pool.is_some() && !self.keep_in_spare() {
-            self.give_back();
+        if self.pool.is_some() {
+            self.recycle();
         }
     }
 }
