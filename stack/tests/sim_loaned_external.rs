@@ -198,9 +198,18 @@ fn read_all(sim: &mut Sim, h: SocketHandle, want: usize) -> Vec<u8> {
     got
 }
 
-#[test]
-fn a_loan_returns_only_after_ack_and_every_completion() {
-    let mut sim = Sim::new();
+/// A link whose NIC fills and verifies every checksum (a PS225 port's offloads).
+fn offload() -> LinkConfig {
+    let mut link = LinkConfig::default();
+    link.caps.checksum = slimtcp::wire::ChecksumCapabilities::all();
+    link
+}
+
+/// A 20,000-byte loan sent (14 segments) and acknowledged over `link`; its transmissions'
+/// completions released in three groups (5, 8, then the last): the loan comes back only after
+/// the last.
+fn a_loan_returns_after_its_last_completion_over(link: LinkConfig) {
+    let mut sim = Sim::over(link);
     let (a, b) = sim.connect();
     let dropped = Arc::new(AtomicUsize::new(0));
     let payload = loan(20_000, 7, &dropped);
@@ -217,14 +226,29 @@ fn a_loan_returns_only_after_ack_and_every_completion() {
     assert_eq!(segments, 20_000usize.div_ceil(1460), "one external frame per segment");
     assert_eq!(sim.returned(a), 0, "acknowledged, but the NIC still holds every transmission");
 
-    sim.a.nic_mut().release(segments - 1);
-    sim.step(false);
-    assert_eq!(sim.returned(a), 0, "one transmission still in flight");
+    for (release, left) in [(5, "eight and one"), (segments - 6, "one")] {
+        sim.a.nic_mut().release(release);
+        sim.step(false);
+        assert_eq!(sim.returned(a), 0, "{left} transmissions still in flight");
+    }
     sim.a.nic_mut().release(1);
     sim.step(false);
     assert_eq!(sim.returned(a), 1, "acknowledged and all completed: handed back");
     assert_eq!(sim.a.external_in_flight(), 0);
     assert_eq!(dropped.load(Ordering::SeqCst), 1, "the application got it back (then dropped it)");
+}
+
+#[test]
+fn a_loan_returns_only_after_ack_and_every_completion() {
+    // Software checksums: each segment's transmission counted on the loan on its own.
+    a_loan_returns_after_its_last_completion_over(LinkConfig::default());
+}
+
+#[test]
+fn a_loan_sent_as_a_run_returns_only_after_ack_and_every_completion() {
+    // The NIC fills the checksums: the run's transmissions are counted on the loan at once,
+    // and consecutive completions of it too.
+    a_loan_returns_after_its_last_completion_over(offload());
 }
 
 #[test]
@@ -290,14 +314,19 @@ fn retransmissions_are_waited_for_too() {
 
 #[test]
 fn a_freed_connection_keeps_loans_until_their_completions() {
-    let mut sim = Sim::new();
+    a_freed_connection_keeps_loans_until_their_completions_over(LinkConfig::default());
+    a_freed_connection_keeps_loans_until_their_completions_over(offload());
+}
+
+fn a_freed_connection_keeps_loans_until_their_completions_over(link: LinkConfig) {
+    let mut sim = Sim::over(link);
     let (a, _b) = sim.connect();
     let dropped = Arc::new(AtomicUsize::new(0));
-    sim.a.tcp_send_loaned(a, loan(3000, 9, &dropped)).expect("open").expect("fits");
+    sim.a.tcp_send_loaned(a, loan(6000, 9, &dropped)).expect("open").expect("fits");
     // One poll sends, the next collects the (held) completions.
     sim.step(true);
     sim.step(true);
-    assert!(sim.a.nic().held() > 0, "sent, completions held");
+    assert_eq!(sim.a.nic().held(), 4, "sent by reference (the 160-byte rest copied), completions held");
     sim.a.tcp_abort(a).expect("abort");
     for _ in 0..10 {
         sim.step(false);
@@ -305,7 +334,10 @@ fn a_freed_connection_keeps_loans_until_their_completions() {
     assert_eq!(sim.a.socket_count(), 0, "A's connection is freed");
     assert_eq!(dropped.load(Ordering::SeqCst), 0, "not released while the NIC may read it");
     let held = sim.a.nic().held();
-    sim.a.nic_mut().release(held);
+    sim.a.nic_mut().release(held - 1);
+    sim.step(false);
+    assert_eq!(dropped.load(Ordering::SeqCst), 0, "one transmission still in flight");
+    sim.a.nic_mut().release(1);
     sim.step(false);
     assert_eq!(dropped.load(Ordering::SeqCst), 1, "released after the last completion");
     assert_eq!(sim.a.external_in_flight(), 0);
@@ -493,8 +525,7 @@ fn reads_of_a_datagram_loan_over(link: LinkConfig) -> usize {
 
 #[test]
 fn a_loan_is_sent_by_reference_only_where_that_saves_reading_it() {
-    let mut offload = LinkConfig::default();
-    offload.caps.checksum = slimtcp::wire::ChecksumCapabilities::all();
+    let offload = offload();
     assert_eq!(reads_of_a_loan_over(offload.clone()), (0, 0), "by reference; the NIC fills the checksums");
     // Without a slice, summing the bytes where they are would read them twice: the stack copies
     // them into the frames from their address instead and sums them as it copies, each byte

@@ -177,13 +177,9 @@ impl<N: Nic> FrameSink<'_, N> {
     }
 
     /// Queues a segment whose payload the NIC sends from the loaned buffer itself (`slice`, the
-    /// payload's piece of a by-reference loan).
-    fn emit_external(
-        &mut self,
-        repr: &TcpRepr,
-        payload: &mut Payload<'_>,
-        slice: LoanedSlice,
-    ) -> Result<(), SinkFull> {
+    /// payload's piece of a by-reference loan). The caller records the transmission on the loan
+    /// once this succeeded ([`Payload::lent`], or a run's at once).
+    fn emit_external(&mut self, repr: &TcpRepr, slice: &LoanedSlice) -> Result<(), SinkFull> {
         self.make_room(true)?;
         let Ok(mut headers) = self.nic.alloc_tx() else {
             self.blocked = true;
@@ -197,7 +193,6 @@ impl<N: Nic> FrameSink<'_, N> {
         // mapped while the stack holds the loan, and `lent` below makes the stack hold it until
         // this transmission's token is reported complete by the NIC.
         let external = unsafe { ExternalPayload::at(slice.addr, slice.len, token) };
-        payload.lent(&slice);
         self.ext.queue.push(ExternalFrame { headers, payload: external });
         self.counters.tcp_segs_out += 1;
         Ok(())
@@ -216,7 +211,9 @@ impl<N: Nic> SegmentSink for FrameSink<'_, N> {
             // does not fill the checksum), or copied data. (Without a by-reference loan queued,
             // not even the look: copied data is the common case.)
             if let Some(slice) = payload.by_reference(!self.caps.tcp.tx) {
-                return self.emit_external(repr, &mut payload, slice);
+                self.emit_external(repr, &slice)?;
+                payload.lent(&slice);
+                return Ok(());
             }
         }
         self.emit_copied(repr, payload, plain_header)
@@ -236,7 +233,9 @@ impl<N: Nic> SegmentSink for FrameSink<'_, N> {
         // `emit` would send it.
         let whole = if self.external && self.caps.tcp.tx { run.by_reference() } else { None };
         let Some(whole) = whole else { return emit_each(self, first, run) };
-        run.emit_with(first, |repr, mut payload| {
+        // The transmissions queued by reference, recorded on the loan at once after the run.
+        let mut lent = 0u32;
+        let taken = run.emit_with(first, |repr, mut payload| {
             if payload.len() >= EXTERNAL_MIN_PAYLOAD {
                 let at = repr.seq_number.since(first.seq_number);
                 if let Some(slice) = whole.piece(at, payload.len()) {
@@ -245,11 +244,15 @@ impl<N: Nic> SegmentSink for FrameSink<'_, N> {
                         Some(slice),
                         "the segment's piece of the loan"
                     );
-                    return self.emit_external(repr, &mut payload, slice);
+                    self.emit_external(repr, &slice)?;
+                    lent += 1;
+                    return Ok(());
                 }
             }
             self.emit_copied(repr, payload, true)
-        })
+        });
+        run.lent(&whole, lent);
+        taken
     }
 }
 

@@ -3,7 +3,9 @@
 //! sends from where it lies ([`Nic::transmit_external`]).
 //!
 //! Every such transmission (first send or retransmission) gets a token; the loan counts it as in
-//! flight until the NIC reports the token complete ([`Nic::poll_tx_completions`]). A loan is handed
+//! flight until the NIC reports the token complete ([`Nic::poll_tx_completions`]). A run's
+//! segments inside one loan are counted on it at once, and so are consecutive completions of one
+//! loan: the count is the same, one look at the loan instead of one per segment. A loan is handed
 //! back to the application only when all its bytes are acknowledged AND none of its transmissions
 //! is in flight. A connection freed with transmissions in flight leaves its loans here
 //! ("orphans") until their last completion, so no payload is released while the NIC reads it.
@@ -115,9 +117,12 @@ impl ExternalTx {
             return 0;
         }
         let n = nic.poll_tx_completions(&mut self.done);
-        for token in self.done.drain(..) {
-            let (h, loan, at) = match self.tokens.remove(token) {
-                Some(InFlight::Segment(h, loan, at)) => (h, loan, at),
+        // Consecutive completions of one loan (a run's segments) are counted on it at once.
+        let mut pending: Option<(SegmentLoan, u32)> = None;
+        let mut done = std::mem::take(&mut self.done);
+        for token in done.drain(..) {
+            let segment = match self.tokens.remove(token) {
+                Some(InFlight::Segment(h, loan, at)) => SegmentLoan { h, loan, at },
                 Some(InFlight::Datagram(h, payload)) => {
                     // A socket closed meanwhile drops the payload: the NIC no longer reads it.
                     if let Some(u) = sockets.udp_mut(h) {
@@ -131,19 +136,51 @@ impl ExternalTx {
                     continue;
                 }
             };
-            if let Some(orphan) = self.orphans.get_mut(&loan) {
-                if orphan.complete_one() {
-                    // Released (dropped) only now that the NIC no longer reads it.
-                    self.orphans.remove(&loan);
+            match &mut pending {
+                Some((last, count)) if *last == segment => *count += 1,
+                _ => {
+                    if let Some((last, count)) = pending.replace((segment, 1)) {
+                        self.complete(last, count, sockets, credited);
+                    }
                 }
-                continue;
             }
-            if sockets.tcp_mut(h).is_some_and(|s| s.conn.transmission_completed(loan, at)) {
-                credited.push(h);
-            } else {
-                log::error!("external transmission {token} completed for a loan nobody holds");
-            }
+        }
+        self.done = done;
+        if let Some((last, count)) = pending {
+            self.complete(last, count, sockets, credited);
         }
         n
     }
+
+    /// `count` transmissions of `of` completed: counted on the loan, its connection's or, for
+    /// a freed connection's, the orphan's (released once its last completed).
+    fn complete(
+        &mut self,
+        of: SegmentLoan,
+        count: u32,
+        sockets: &mut SocketSet,
+        credited: &mut Vec<SocketHandle>,
+    ) {
+        let SegmentLoan { h, loan, at } = of;
+        if let Some(orphan) = self.orphans.get_mut(&loan) {
+            if orphan.complete(count) {
+                // Released (dropped) only now that the NIC no longer reads it.
+                self.orphans.remove(&loan);
+            }
+            return;
+        }
+        if sockets.tcp_mut(h).is_some_and(|s| s.conn.transmissions_completed(loan, at, count)) {
+            credited.push(h);
+        } else {
+            log::error!("{count} external transmissions completed for loan {loan} that nobody holds");
+        }
+    }
+}
+
+/// The loan a TCP transmission referenced: its connection, the loan and its queue position.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct SegmentLoan {
+    h: SocketHandle,
+    loan: LoanId,
+    at: u64,
 }

@@ -410,12 +410,12 @@ impl Connection {
         self.tx.unloan_all()
     }
 
-    /// A NIC transmission referencing loan `id` (at queue position `at`,
+    /// `n` NIC transmissions referencing loan `id` (at queue position `at`,
     /// [`LoanedSlice::at`](super::send_buffer::LoanedSlice::at)) completed: the loan is handed
     /// back once it is also fully acknowledged (then `WRITABLE`). False when this connection
     /// holds no such loan.
-    pub fn transmission_completed(&mut self, id: super::send_buffer::LoanId, at: u64) -> bool {
-        let held = self.tx.transmission_completed(id, at);
+    pub fn transmissions_completed(&mut self, id: super::send_buffer::LoanId, at: u64, n: u32) -> bool {
+        let held = self.tx.transmissions_completed(id, at, n);
         if self.tx.has_completed() {
             // A loan to hand back: the owner learns it as it learns of acknowledged ones.
             self.events.insert(Events::WRITABLE);

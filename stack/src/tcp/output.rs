@@ -91,7 +91,7 @@ impl<'a> Payload<'a> {
     /// handed back before that transmission completes. Call only once the frame is committed.
     pub fn lent(&mut self, slice: &LoanedSlice) {
         if let Some(tx) = self.tx.as_deref_mut() {
-            tx.transmission_started(slice.loan, slice.at);
+            tx.transmissions_started(slice.loan, slice.at, 1);
         }
     }
 }
@@ -129,6 +129,15 @@ impl SegmentRun<'_> {
     /// ([`LoanedSlice::piece`] at the distance of its sequence number from the first's).
     pub fn by_reference(&mut self) -> Option<LoanedSlice> {
         self.tx.by_reference_slice(self.offset, self.len, false)
+    }
+
+    /// Records that `n` NIC transmissions referencing `whole`'s loan (parts of the run's piece,
+    /// [`by_reference`](Self::by_reference)) were queued, as [`Payload::lent`] does for one: the
+    /// loan is not handed back before they complete. Call once the frames are committed.
+    pub fn lent(&mut self, whole: &LoanedSlice, n: u32) {
+        if n > 0 {
+            self.tx.transmissions_started(whole.loan, whole.at, n);
+        }
     }
 
     /// Hands `emit` the run's segments in order, each `first` with its own sequence number

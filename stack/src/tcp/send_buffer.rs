@@ -54,9 +54,9 @@ impl Loan {
         self.in_flight
     }
 
-    /// One transmission completed; true when none is left.
-    pub fn complete_one(&mut self) -> bool {
-        self.in_flight = self.in_flight.saturating_sub(1);
+    /// `n` transmissions completed; true when none is left.
+    pub fn complete(&mut self, n: u32) -> bool {
+        self.in_flight = self.in_flight.saturating_sub(n);
         self.in_flight == 0
     }
 }
@@ -111,8 +111,8 @@ pub struct LoanedSlice {
     pub loan: LoanId,
     /// Where that loan sits in the queue (its chunk's number, counted from the buffer's first
     /// chunk, so acknowledgements do not move it), so that
-    /// [`transmission_started`](SendBuffer::transmission_started) and
-    /// [`transmission_completed`](SendBuffer::transmission_completed) find it without a search.
+    /// [`transmissions_started`](SendBuffer::transmissions_started) and
+    /// [`transmissions_completed`](SendBuffer::transmissions_completed) find it without a search.
     pub at: u64,
 }
 
@@ -487,24 +487,25 @@ impl SendBuffer {
         }
     }
 
-    /// A NIC transmission referencing loan `id` (at queue position `at`, see
-    /// [`LoanedSlice::at`]) was queued. False when no such loan is held.
-    pub fn transmission_started(&mut self, id: LoanId, at: u64) -> bool {
+    /// `n` NIC transmissions referencing loan `id` (at queue position `at`, see
+    /// [`LoanedSlice::at`]) were queued (a run's segments inside the loan count at once). False
+    /// when no such loan is held.
+    pub fn transmissions_started(&mut self, id: LoanId, at: u64, n: u32) -> bool {
         match self.loan_at(id, at) {
             Some(l) => {
-                l.in_flight += 1;
+                l.in_flight = l.in_flight.saturating_add(n);
                 true
             }
             None => false,
         }
     }
 
-    /// A NIC transmission referencing loan `id` (at queue position `at` when it started)
-    /// completed; a fully acknowledged loan with no transmission left moves to the completed
-    /// list. False when no such loan is held.
-    pub fn transmission_completed(&mut self, id: LoanId, at: u64) -> bool {
+    /// `n` NIC transmissions referencing loan `id` (at queue position `at` when they started)
+    /// completed (consecutive completions of one loan count at once); a fully acknowledged loan
+    /// with no transmission left moves to the completed list. False when no such loan is held.
+    pub fn transmissions_completed(&mut self, id: LoanId, at: u64, n: u32) -> bool {
         let Some(l) = self.loan_at(id, at) else { return false };
-        if l.complete_one() {
+        if l.complete(n) {
             if let Some(loans) = self.loans.as_deref_mut() {
                 if let Some(i) = loans.lingering.iter().position(|l| l.id == id) {
                     let l = loans.lingering.swap_remove(i);

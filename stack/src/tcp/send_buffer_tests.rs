@@ -88,10 +88,10 @@ fn an_unloaned_buffer_in_flight_returns_after_its_transmission() {
         Chunk::Copied(_) => None,
     });
     let id = id.expect("one loan");
-    assert!(b.transmission_started(id, 0));
+    assert!(b.transmissions_started(id, 0, 1));
     assert_eq!(b.unloan_all(), 100);
     assert_eq!(b.take_completed().count(), 0, "the NIC still reads it");
-    assert!(b.transmission_completed(id, 0));
+    assert!(b.transmissions_completed(id, 0, 1));
     assert_eq!(b.take_completed().count(), 1);
     assert_eq!(read_all(&mut b, 0, 1000), vec![1u8; 100]);
 }
@@ -117,7 +117,7 @@ fn transmissions_find_their_loan_among_many_after_acks() {
         _ => u64::MAX,
     };
     for (i, &id) in ids.iter().enumerate() {
-        assert!(b.transmission_started(id, hint(i)), "loan {id} found (at {})", hint(i));
+        assert!(b.transmissions_started(id, hint(i), 1), "loan {id} found (at {})", hint(i));
     }
     // Acknowledge the first 100 loans and the copies around them: they linger (in flight).
     let first_100: usize = (0..100).map(|i| 7 + 10 + i % 5).sum();
@@ -125,11 +125,11 @@ fn transmissions_find_their_loan_among_many_after_acks() {
     assert_eq!(b.take_completed().count(), 0, "every acknowledged loan is still in flight");
     // Positions do not move with the acknowledgements; lingering loans are searched.
     for (i, &id) in ids.iter().enumerate().rev() {
-        assert!(b.transmission_completed(id, hint(i)), "loan {id} found after the ack");
+        assert!(b.transmissions_completed(id, hint(i), 1), "loan {id} found after the ack");
     }
     assert_eq!(b.take_completed().count(), 100, "only the acknowledged ones come back");
-    assert!(!b.transmission_completed(ids[0], 1), "a returned loan is no longer held");
-    assert!(!b.transmission_started(u64::MAX, 1), "an unknown loan is not held");
+    assert!(!b.transmissions_completed(ids[0], 1, 1), "a returned loan is no longer held");
+    assert!(!b.transmissions_started(u64::MAX, 1, 1), "an unknown loan is not held");
     b.ack(usize::MAX);
     assert_eq!(b.take_completed().count(), 200);
 }
