@@ -85,6 +85,7 @@ impl Chunk {
 
     /// [`copy_to`](Self::copy_to), also returning the sum of the bytes copied
     /// ([`TxPayload::copy_to_summed`]).
+    #[inline]
     fn copy_to_summed(&self, from: usize, dst: &mut [u8]) -> (usize, u16) {
         match self {
             Chunk::Copied(v) => v.copy_to_summed(from, dst),
