@@ -233,7 +233,15 @@ impl RecvBuffer {
         let bytes = self.len;
         let storage: usize = self.segments.iter().map(PacketBuf::capacity).sum();
         self.memory.sub(storage);
-        out.extend(self.segments.drain(..));
+        // In bulk, not a buffer at a time: the queue's storage becomes `out` when that is empty
+        // (`out`'s own, emptied, is kept for the next payloads), else it is appended in one move.
+        let mut taken = Vec::from(std::mem::take(&mut self.segments));
+        if out.is_empty() {
+            std::mem::swap(out, &mut taken);
+        } else {
+            out.append(&mut taken);
+        }
+        self.segments = VecDeque::from(taken);
         self.compact_tail = false;
         self.len = 0;
         self.held += bytes;
@@ -361,6 +369,27 @@ mod tests {
         // Both take small payloads again the same way (a fresh compact chunk).
         assert!(one.push(&mut nic_frame(&[9; 10])) && all.push(&mut nic_frame(&[9; 10])));
         assert_eq!(state(&all), state(&one));
+        // Into an empty vector (it takes the queue's storage), after the queue's front moved
+        // (its storage no longer starts at its first buffer), and again once refilled.
+        let mut read = [0u8; 4];
+        for q in [&mut one, &mut all] {
+            fill(q);
+            assert_eq!(q.read(&mut read), 4, "part of the first compact chunk");
+            assert!(q.pop_held().is_some(), "the chunk's rest");
+        }
+        for _ in 0..2 {
+            let mut singly = Vec::new();
+            while let Some(seg) = one.pop_held() {
+                singly.push(seg);
+            }
+            let mut at_once = Vec::new();
+            let bytes = all.pop_all_held(&mut at_once);
+            assert_eq!(contents(&at_once), contents(&singly));
+            assert_eq!(bytes, singly.iter().map(PacketBuf::len).sum::<usize>());
+            assert_eq!(state(&all), state(&one));
+            fill(&mut one);
+            fill(&mut all);
+        }
     }
 
     #[test]
