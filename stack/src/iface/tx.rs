@@ -190,8 +190,10 @@ impl<N: Nic> FrameSink<'_, N> {
             .map_err(|_| SinkFull)?;
         let token = self.ext.register(self.handle, slice.loan, slice.at);
         // SAFETY: the bytes belong to a loan that declared them sendable by reference: they stay
-        // mapped while the stack holds the loan, and `lent` below makes the stack hold it until
-        // this transmission's token is reported complete by the NIC.
+        // mapped while the stack holds the loan. The caller records this transmission on the
+        // loan (`Payload::lent`, or `SegmentRun::lent` after the run) before the dispatch
+        // returns, so before any acknowledgement or completion is processed; from then on the
+        // stack holds the loan until this transmission's token is reported complete by the NIC.
         let external = unsafe { ExternalPayload::at(slice.addr, slice.len, token) };
         self.ext.queue.push(ExternalFrame { headers, payload: external });
         self.counters.tcp_segs_out += 1;
