@@ -353,6 +353,18 @@ impl PacketBuf {
     }
 }
 
+/// Moves every buffer of `from` to the end of `to`, in order, in bulk: into an empty `to` the
+/// two vectors trade storage (no buffer touched, `to`'s emptied vector left in `from` for reuse),
+/// else they are appended in one move.
+#[inline]
+pub(crate) fn move_all(from: &mut Vec<PacketBuf>, to: &mut Vec<PacketBuf>) {
+    if to.is_empty() {
+        std::mem::swap(to, from);
+    } else {
+        to.append(from);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

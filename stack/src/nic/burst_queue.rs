@@ -6,6 +6,7 @@
 
 use std::collections::VecDeque;
 
+use super::buf::move_all;
 use super::PacketBuf;
 
 /// Most emptied burst vectors kept for reuse (a direction holds at most its capacity in frames,
@@ -77,15 +78,9 @@ impl BurstQueue {
             }
             let Some(mut burst) = self.bursts.pop_front() else { break };
             taken += burst.len();
-            if out.is_empty() {
-                // The burst's vector becomes `out`; `out`'s own (empty) is kept for reuse.
-                std::mem::swap(out, &mut burst);
-            } else {
-                out.append(&mut burst);
-            }
-            if self.spare.len() < SPARE_MAX {
-                self.spare.push(burst);
-            }
+            // Into an empty `out` the burst's vector becomes it, `out`'s own kept for reuse.
+            move_all(&mut burst, out);
+            self.keep(burst);
         }
         self.len -= taken;
         taken
@@ -99,13 +94,20 @@ impl BurstQueue {
         let frame = (!front.is_empty()).then(|| front.remove(0))?;
         if front.is_empty() {
             if let Some(burst) = self.bursts.pop_front() {
-                if self.spare.len() < SPARE_MAX {
-                    self.spare.push(burst);
-                }
+                self.keep(burst);
             }
         }
         self.len -= 1;
         Some(frame)
+    }
+
+    /// Keeps an emptied burst vector for the next bursts (up to [`SPARE_MAX`]).
+    #[inline]
+    fn keep(&mut self, emptied: Vec<PacketBuf>) {
+        debug_assert!(emptied.is_empty());
+        if self.spare.len() < SPARE_MAX {
+            self.spare.push(emptied);
+        }
     }
 }
 

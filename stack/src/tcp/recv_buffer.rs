@@ -13,6 +13,7 @@
 use std::collections::VecDeque;
 
 use super::config::MAX_TCP_BUFFER;
+use crate::nic::buf::move_all;
 use crate::nic::PacketBuf;
 pub use crate::rx_memory::COMPACT_CHUNK;
 use crate::rx_memory::{RxBudget, RxCharge};
@@ -236,11 +237,7 @@ impl RecvBuffer {
         // In bulk, not a buffer at a time: the queue's storage becomes `out` when that is empty
         // (`out`'s own, emptied, is kept for the next payloads), else it is appended in one move.
         let mut taken = Vec::from(std::mem::take(&mut self.segments));
-        if out.is_empty() {
-            std::mem::swap(out, &mut taken);
-        } else {
-            out.append(&mut taken);
-        }
+        move_all(&mut taken, out);
         self.segments = VecDeque::from(taken);
         self.compact_tail = false;
         self.len = 0;
