@@ -1,17 +1,18 @@
-//! The guest path's cost per segment on one thread, for callgrind: a minimal guest driver (its
-//! own split rings in guest memory, not the guest library) moves `ENGINE_COST_BYTES` (default
-//! 32 MiB) over one TCP connection between the tenant engine and a SlimTCP peer on the
-//! in-memory wire; the peer's listener sets MSS `ENGINE_COST_MSS` (default 1460) for both
-//! directions. Everything is stepped from this thread on a virtual clock (2 us a step), so an
-//! instruction count is the work of the driver, the engine and both stacks, the same on every
-//! run, with no polling of idle threads in it.
+//! The guest path's cost per segment on one thread, for callgrind: a minimal guest driver (the
+//! guest library's own split rings, `slimtcp_guest::ring`, over guest memory it reaches by
+//! pointer as the library reaches its DMA memory; messages read in place) moves
+//! `ENGINE_COST_BYTES` (default 32 MiB) over one TCP connection between the tenant engine and
+//! a SlimTCP peer on the in-memory wire; the peer's listener sets MSS `ENGINE_COST_MSS`
+//! (default 1460) for both directions. Everything is stepped from this thread on a virtual
+//! clock (2 us a step), so an instruction count is the work of the driver, the engine and both
+//! stacks, the same on every run, with no polling of idle threads in it.
 //!
 //! `ENGINE_COST_DIRECTION=send` (the default): the guest sends, quiet sends of 16 KiB, 16 in
 //! flight (the socket's send credit), as the guest library sends; the peer reads. `receive`:
 //! the peer sends and the guest receives into posted 8 KiB buffers (the guest library's size),
-//! reads each data message out of guest memory and credits the bytes back half its receive
-//! buffer at a time, as the guest library does. Prints the data segments the receiving
-//! side got.
+//! copies each data message's payload out of guest memory into the application's buffer (the
+//! library's one receive copy) and credits the bytes back half its receive buffer at a time,
+//! as the guest library does. Prints the data segments the receiving side got.
 //!
 //! ```sh
 //! cargo bench -p slimtcp-vhost --bench engine_cost --no-run   # then, for each size:
@@ -32,18 +33,18 @@ use slimtcp::tcp::TcpConfig;
 use slimtcp::time::{Clock, VirtualClock};
 use slimtcp::wire::EthernetAddress;
 use slimtcp_abi::{HelloInfo, Request, RequestBody, RequestFlags, RxMessage, SocketId, SocketKind, Version};
+use slimtcp_guest::mem::{DmaRegion, KeepAlive};
+use slimtcp_guest::ring::{ring_sizes, Segment, SplitRing};
 use slimtcp_vhost::engine::{Engine, EngineConfig, TenantLimits};
 use slimtcp_vhost::guest_mem::GuestMem;
 use slimtcp_vhost::queues::LocalRings;
 use virtio_queue::{Queue, QueueT};
-use vm_memory::{Bytes, GuestAddress};
+use vm_memory::{GuestAddress, GuestMemoryBackend};
 
 const GUEST_IP: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 1);
 const PEER_IP: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 2);
 const PORT: u16 = 5001;
 const SIZE: u16 = 256;
-const F_NEXT: u16 = 1;
-const F_WRITE: u16 = 2;
 const SEND: u32 = 16 * 1024;
 /// Sends in flight: 256 KiB, the socket's default send credit.
 const SLOTS: u64 = 16;
@@ -62,18 +63,21 @@ const SCRATCH_BASE: u64 = 0x8_0000;
 const PEER_CHUNK: usize = 64 * 1024;
 const STEP: Duration = Duration::from_micros(2);
 
-/// A split ring laid out without overlaps at `base`: descriptors, then the available ring at
-/// +4 KiB, then the used ring at +8 KiB.
+/// The guest side of one queue: the guest library's own split ring (`slimtcp_guest::ring`),
+/// laid out at `base`: descriptors, then the available ring at +4 KiB, then the used ring at
+/// +8 KiB, in the guest memory it reaches by pointer as the library reaches its DMA memory.
 struct Ring {
     base: u64,
-    next_desc: u16,
-    avail_idx: u16,
-    used_seen: u16,
+    ring: SplitRing,
 }
 
 impl Ring {
-    fn new(base: u64) -> Self {
-        Ring { base, next_desc: 0, avail_idx: 0, used_seen: 0 }
+    fn new(memory: &DmaRegion, base: u64) -> Self {
+        let (d, a, u) = ring_sizes(SIZE);
+        let part =
+            |offset: u64, len: usize| memory.slice((base + offset) as usize, len).expect("ring memory");
+        let ring = SplitRing::new(SIZE, part(0, d), part(0x1000, a), part(0x2000, u), false).expect("ring");
+        Ring { base, ring }
     }
 
     fn queue(&self) -> Queue {
@@ -89,40 +93,18 @@ impl Ring {
         q
     }
 
-    /// Publishes a chain of (addr, len, flags) descriptors; returns its head.
-    fn publish(&mut self, mem: &GuestMem, descs: &[(u64, u32, u16)]) -> u16 {
-        let head = self.next_desc;
-        for (i, &(addr, len, flags)) in descs.iter().enumerate() {
-            let idx = self.next_desc;
-            self.next_desc = (self.next_desc + 1) % SIZE;
-            let more = if i + 1 < descs.len() { F_NEXT } else { 0 };
-            let mut d = [0u8; 16];
-            d[..8].copy_from_slice(&addr.to_le_bytes());
-            d[8..12].copy_from_slice(&len.to_le_bytes());
-            d[12..14].copy_from_slice(&(flags | more).to_le_bytes());
-            d[14..].copy_from_slice(&self.next_desc.to_le_bytes());
-            mem.write_slice(&d, GuestAddress(self.base + 16 * u64::from(idx))).expect("descriptor");
-        }
-        let slot = self.base + 0x1000 + 4 + 2 * u64::from(self.avail_idx % SIZE);
-        mem.write_obj(head.to_le(), GuestAddress(slot)).expect("avail slot");
-        self.avail_idx = self.avail_idx.wrapping_add(1);
-        mem.write_obj(self.avail_idx.to_le(), GuestAddress(self.base + 0x1000 + 2)).expect("avail idx");
+    /// Publishes a chain of (addr, len, writable) buffers; returns its head.
+    fn publish(&mut self, descs: &[(u64, u32, bool)]) -> u16 {
+        let segs: Vec<Segment> =
+            descs.iter().map(|&(gpa, len, writable)| Segment { gpa, len, writable }).collect();
+        let head = self.ring.add(&segs).expect("a free descriptor");
+        self.ring.publish();
         head
     }
 
     /// New used entries: (head, length).
-    fn take_used(&mut self, mem: &GuestMem) -> Vec<(u16, u32)> {
-        let used = self.base + 0x2000;
-        let idx = u16::from_le(mem.read_obj(GuestAddress(used + 2)).expect("used idx"));
-        let mut out = Vec::new();
-        while self.used_seen != idx {
-            let at = used + 4 + 8 * u64::from(self.used_seen % SIZE);
-            let id = u32::from_le(mem.read_obj(GuestAddress(at)).expect("used id"));
-            let len = u32::from_le(mem.read_obj(GuestAddress(at + 4)).expect("used len"));
-            out.push((id as u16, len));
-            self.used_seen = self.used_seen.wrapping_add(1);
-        }
-        out
+    fn take_used(&mut self) -> Vec<(u16, u32)> {
+        std::iter::from_fn(|| self.ring.pop_used().expect("a well-behaved device")).collect()
     }
 }
 
@@ -132,35 +114,59 @@ fn env(name: &str, default: usize) -> usize {
 
 struct Driver {
     mem: Arc<GuestMem>,
+    /// All of guest memory as the guest sees its own (by pointer, at guest-physical address 0).
+    memory: DmaRegion,
     rx: Ring,
     tx: Ring,
     rx_addr: IdMap<u16, u64>,
     /// Requests without payload written so far (their scratch slot).
     calls: u64,
-    /// One received message, read out of guest memory (the guest library's copy).
-    msg: Vec<u8>,
+    /// The application's buffer: a data message's payload is copied into it (the guest
+    /// library's one receive copy, `recv`).
+    app: Vec<u8>,
+}
+
+/// The `len` bytes of guest memory at `gpa`, as the guest reaches them (by pointer).
+fn guest_bytes(memory: &mut DmaRegion, gpa: u64, len: usize) -> &mut [u8] {
+    let at = memory.slice(gpa as usize, len).expect("inside guest memory");
+    // SAFETY: the range is inside the mapping `memory` keeps alive, and the one reference to it
+    // while `memory` is borrowed; the engine does not touch it meanwhile (a request the guest
+    // writes before publishing it, a receive buffer the device returned and that is posted again
+    // only after it is read: the engine and this driver run in turn on this thread).
+    unsafe { std::slice::from_raw_parts_mut(at.host(), len) }
 }
 
 impl Driver {
-    /// Sends a request with no payload.
-    fn call(&mut self, req: &Request) {
-        let mut fixed = [0u8; 64];
-        let n = req.emit(&mut fixed).expect("emit");
-        let a = SCRATCH_BASE + 64 * (self.calls % u64::from(SIZE));
-        self.calls += 1;
-        self.mem.write_slice(&fixed[..n], GuestAddress(a)).expect("fixed part");
-        self.tx.publish(&self.mem, &[(a, n as u32, 0)]);
+    /// The `len` bytes of guest memory at `gpa`.
+    fn guest_bytes(&mut self, gpa: u64, len: usize) -> &mut [u8] {
+        guest_bytes(&mut self.memory, gpa, len)
     }
 
-    /// Reads the device's messages; each receive buffer goes back to the ring in place.
+    /// Sends a request with no payload (its descriptor comes back with the next call's: a
+    /// request's slot is reused round the ring).
+    fn call(&mut self, req: &Request) {
+        self.tx.take_used();
+        let a = SCRATCH_BASE + 64 * (self.calls % u64::from(SIZE));
+        self.calls += 1;
+        let n = req.emit(self.guest_bytes(a, 64)).expect("emit");
+        self.tx.publish(&[(a, n as u32, false)]);
+    }
+
+    /// Reads the device's messages in place, a data message's payload copied into the
+    /// application's buffer; each receive buffer goes back to the ring.
     fn messages(&mut self) -> Vec<RxMessage> {
         let mut out = Vec::new();
-        for (head, len) in self.rx.take_used(&self.mem) {
-            let a = self.rx_addr.remove(&head).expect("a posted buffer");
-            self.msg.resize(len as usize, 0);
-            self.mem.read_slice(&mut self.msg, GuestAddress(a)).expect("message");
-            out.extend(RxMessage::parse(&self.msg));
-            self.rx_addr.insert(self.rx.publish(&self.mem, &[(a, RX_LEN, F_WRITE)]), a);
+        let returned: Vec<(u64, u32)> = (self.rx.take_used().into_iter())
+            .map(|(head, len)| (self.rx_addr.remove(&head).expect("a posted buffer"), len))
+            .collect();
+        for (a, len) in returned {
+            let frame = guest_bytes(&mut self.memory, a, len as usize);
+            if let Ok(msg) = RxMessage::parse(frame) {
+                let bytes = &frame[msg.payload_range()];
+                self.app[..bytes.len()].copy_from_slice(bytes);
+                out.push(msg);
+            }
+            self.rx_addr.insert(self.rx.publish(&[(a, RX_LEN, true)]), a);
         }
         out
     }
@@ -230,19 +236,25 @@ fn main() {
     let tcp = TcpConfig { mss, ..peer.config().tcp.clone() };
     let listener = peer.tcp_listen_with(PORT, 4, Some(tcp)).expect("peer listen");
 
+    let host = mem.get_host_address(GuestAddress(0)).expect("guest memory's start");
+    // SAFETY: `mem` maps GUEST_MEMORY bytes at guest-physical 0 contiguously (one range) from
+    // `host`, kept mapped by the clone of `mem` the region holds.
+    let memory =
+        unsafe { DmaRegion::new(host, 0, GUEST_MEMORY as usize, Arc::new(mem.clone()) as KeepAlive) };
     let d = Driver {
         mem: mem.clone(),
-        rx: Ring::new(0x1_0000),
-        tx: Ring::new(0x2_0000),
+        rx: Ring::new(&memory, 0x1_0000),
+        tx: Ring::new(&memory, 0x2_0000),
+        memory,
         rx_addr: IdMap::default(),
         calls: 0,
-        msg: Vec::new(),
+        app: vec![0; RX_LEN as usize],
     };
     let rings = LocalRings::new(vec![d.rx.queue(), d.tx.queue()]);
     let mut bench = Bench { d, engine, peer, rings, vclock, clock };
     for i in 0..RX_BUFFERS {
         let a = RX_BASE + i * u64::from(RX_LEN);
-        let head = bench.d.rx.publish(&mem, &[(a, RX_LEN, F_WRITE)]);
+        let head = bench.d.rx.publish(&[(a, RX_LEN, true)]);
         bench.d.rx_addr.insert(head, a);
     }
     bench.d.call(&Request::new(1, SocketId::NONE, RequestBody::Hello { version: Version::CURRENT }));
@@ -272,11 +284,10 @@ fn main() {
 /// The guest sends `total` bytes (quiet 16 KiB sends) and the peer reads them; returns the
 /// bytes the peer read and the sends refused for lack of credit.
 fn guest_sends(bench: &mut Bench, sock: SocketId, conn: SocketHandle, total: usize) -> (usize, u32) {
-    let mem = bench.d.mem.clone();
     // Each slot: a send's fixed part at its start, its payload 4 KiB later.
     let slot_addr = |i: u64| SLOT_BASE + i * (u64::from(SEND) + 4096);
     for i in 0..SLOTS {
-        mem.write_slice(&vec![0x5a_u8; SEND as usize], GuestAddress(slot_addr(i) + 4096)).expect("payload");
+        bench.d.guest_bytes(slot_addr(i) + 4096, SEND as usize).fill(0x5a);
     }
     let mut free: Vec<u64> = (0..SLOTS).collect();
     let mut slot_of_head = IdMap::default();
@@ -291,11 +302,9 @@ fn guest_sends(bench: &mut Bench, sock: SocketId, conn: SocketHandle, total: usi
                 ..Request::new(cookie, sock, RequestBody::Send { len: SEND })
             };
             cookie += 1;
-            let mut fixed = [0u8; 64];
-            let n = req.emit(&mut fixed).expect("emit");
-            mem.write_slice(&fixed[..n], GuestAddress(slot_addr(i))).expect("fixed part");
+            let n = req.emit(bench.d.guest_bytes(slot_addr(i), 64)).expect("emit");
             let head =
-                bench.d.tx.publish(&mem, &[(slot_addr(i), n as u32, 0), (slot_addr(i) + 4096, SEND, 0)]);
+                bench.d.tx.publish(&[(slot_addr(i), n as u32, false), (slot_addr(i) + 4096, SEND, false)]);
             slot_of_head.insert(head, i);
             queued += SEND as usize;
         }
@@ -313,7 +322,7 @@ fn guest_sends(bench: &mut Bench, sock: SocketId, conn: SocketHandle, total: usi
                 _ => {}
             }
         }
-        for (head, _) in bench.d.tx.take_used(&mem) {
+        for (head, _) in bench.d.tx.take_used() {
             if let Some(i) = slot_of_head.remove(&head) {
                 free.push(i);
             }
