@@ -93,19 +93,27 @@ impl Ring {
         q
     }
 
-    /// Publishes a chain of (addr, len, writable) buffers; returns its head.
-    fn publish(&mut self, descs: &[(u64, u32, bool)]) -> u16 {
-        let segs: Vec<Segment> =
-            descs.iter().map(|&(gpa, len, writable)| Segment { gpa, len, writable }).collect();
-        let head = self.ring.add(&segs).expect("a free descriptor");
+    /// Publishes a chain of buffers; returns its head.
+    fn publish(&mut self, segs: &[Segment]) -> u16 {
+        let head = self.ring.add(segs).expect("a free descriptor");
         self.ring.publish();
         head
     }
 
-    /// New used entries: (head, length).
-    fn take_used(&mut self) -> Vec<(u16, u32)> {
-        std::iter::from_fn(|| self.ring.pop_used().expect("a well-behaved device")).collect()
+    /// The next used entry: (head, length).
+    fn next_used(&mut self) -> Option<(u16, u32)> {
+        self.ring.pop_used().expect("a well-behaved device")
     }
+}
+
+/// A device-readable buffer of a chain.
+fn readable(gpa: u64, len: u32) -> Segment {
+    Segment { gpa, len, writable: false }
+}
+
+/// A receive buffer (device-writable).
+fn writable(gpa: u64) -> Segment {
+    Segment { gpa, len: RX_LEN, writable: true }
 }
 
 fn env(name: &str, default: usize) -> usize {
@@ -124,6 +132,9 @@ struct Driver {
     /// The application's buffer: a data message's payload is copied into it (the guest
     /// library's one receive copy, `recv`).
     app: Vec<u8>,
+    /// Receive buffers read in this pass, posted again after it (the ring hands a freed head
+    /// out again at once).
+    returned: Vec<u64>,
 }
 
 /// The `len` bytes of guest memory at `gpa`, as the guest reaches them (by pointer).
@@ -145,30 +156,30 @@ impl Driver {
     /// Sends a request with no payload (its descriptor comes back with the next call's: a
     /// request's slot is reused round the ring).
     fn call(&mut self, req: &Request) {
-        self.tx.take_used();
+        while self.tx.next_used().is_some() {}
         let a = SCRATCH_BASE + 64 * (self.calls % u64::from(SIZE));
         self.calls += 1;
         let n = req.emit(self.guest_bytes(a, 64)).expect("emit");
-        self.tx.publish(&[(a, n as u32, false)]);
+        self.tx.publish(&[readable(a, n as u32)]);
     }
 
-    /// Reads the device's messages in place, a data message's payload copied into the
-    /// application's buffer; each receive buffer goes back to the ring.
-    fn messages(&mut self) -> Vec<RxMessage> {
-        let mut out = Vec::new();
-        let returned: Vec<(u64, u32)> = (self.rx.take_used().into_iter())
-            .map(|(head, len)| (self.rx_addr.remove(&head).expect("a posted buffer"), len))
-            .collect();
-        for (a, len) in returned {
+    /// Reads the device's messages in place into `out`, a data message's payload copied into
+    /// the application's buffer; each receive buffer goes back to the ring.
+    fn messages(&mut self, out: &mut Vec<RxMessage>) {
+        out.clear();
+        while let Some((head, len)) = self.rx.next_used() {
+            let a = self.rx_addr.remove(&head).expect("a posted buffer");
             let frame = guest_bytes(&mut self.memory, a, len as usize);
             if let Ok(msg) = RxMessage::parse(frame) {
                 let bytes = &frame[msg.payload_range()];
                 self.app[..bytes.len()].copy_from_slice(bytes);
                 out.push(msg);
             }
-            self.rx_addr.insert(self.rx.publish(&[(a, RX_LEN, true)]), a);
+            self.returned.push(a);
         }
-        out
+        for a in self.returned.drain(..) {
+            self.rx_addr.insert(self.rx.publish(&[writable(a)]), a);
+        }
     }
 }
 
@@ -192,9 +203,11 @@ impl Bench {
     /// Steps until the call with `cookie` completes; its socket (hello: none) and, for hello,
     /// the guest's parameters.
     fn completion(&mut self, cookie: u64) -> (SocketId, Option<HelloInfo>) {
+        let mut msgs = Vec::new();
         loop {
             self.step();
-            for m in self.d.messages() {
+            self.d.messages(&mut msgs);
+            for m in msgs.drain(..) {
                 match m {
                     RxMessage::Complete { cookie: c, socket, result, .. } if c == cookie => {
                         result.expect("the call succeeds");
@@ -249,12 +262,13 @@ fn main() {
         rx_addr: IdMap::default(),
         calls: 0,
         app: vec![0; RX_LEN as usize],
+        returned: Vec::new(),
     };
     let rings = LocalRings::new(vec![d.rx.queue(), d.tx.queue()]);
     let mut bench = Bench { d, engine, peer, rings, vclock, clock };
     for i in 0..RX_BUFFERS {
         let a = RX_BASE + i * u64::from(RX_LEN);
-        let head = bench.d.rx.publish(&[(a, RX_LEN, true)]);
+        let head = bench.d.rx.publish(&[writable(a)]);
         bench.d.rx_addr.insert(head, a);
     }
     bench.d.call(&Request::new(1, SocketId::NONE, RequestBody::Hello { version: Version::CURRENT }));
@@ -294,6 +308,7 @@ fn guest_sends(bench: &mut Bench, sock: SocketId, conn: SocketHandle, total: usi
     let (mut queued, mut received, mut refused, mut blocked) = (0usize, 0usize, 0u32, false);
     let mut buf = vec![0u8; 64 * 1024];
     let mut cookie = 10u64;
+    let mut msgs = Vec::new();
     while received < total {
         while queued < total && !blocked {
             let Some(i) = free.pop() else { break };
@@ -304,12 +319,13 @@ fn guest_sends(bench: &mut Bench, sock: SocketId, conn: SocketHandle, total: usi
             cookie += 1;
             let n = req.emit(bench.d.guest_bytes(slot_addr(i), 64)).expect("emit");
             let head =
-                bench.d.tx.publish(&[(slot_addr(i), n as u32, false), (slot_addr(i) + 4096, SEND, false)]);
+                bench.d.tx.publish(&[readable(slot_addr(i), n as u32), readable(slot_addr(i) + 4096, SEND)]);
             slot_of_head.insert(head, i);
             queued += SEND as usize;
         }
         bench.step();
-        for m in bench.d.messages() {
+        bench.d.messages(&mut msgs);
+        for m in msgs.drain(..) {
             // Past the socket's send credit a send is refused (EAGAIN); like the guest library,
             // wait for the socket to be writable again.
             match m {
@@ -322,7 +338,7 @@ fn guest_sends(bench: &mut Bench, sock: SocketId, conn: SocketHandle, total: usi
                 _ => {}
             }
         }
-        for (head, _) in bench.d.tx.take_used() {
+        while let Some((head, _)) = bench.d.tx.next_used() {
             if let Some(i) = slot_of_head.remove(&head) {
                 free.push(i);
             }
@@ -345,6 +361,7 @@ fn guest_receives(bench: &mut Bench, sock: SocketId, conn: SocketHandle, total: 
     let batch = (info.rx_buffer / 2).max(1);
     let (mut offered, mut received, mut credit) = (0usize, 0usize, 0u32);
     let mut cookie = 10u64;
+    let mut msgs = Vec::new();
     while received < total {
         while offered < total {
             let want = (total - offered).min(PEER_CHUNK);
@@ -354,7 +371,8 @@ fn guest_receives(bench: &mut Bench, sock: SocketId, conn: SocketHandle, total: 
             }
         }
         bench.step();
-        for m in bench.d.messages() {
+        bench.d.messages(&mut msgs);
+        for m in msgs.drain(..) {
             if let RxMessage::Data { len, .. } = m {
                 received += len as usize;
                 credit += len;
