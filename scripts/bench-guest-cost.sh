@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The guest path's instructions per segment under callgrind (make bench): the bench binary
-# `engine_cost` of slimtcp-vhost (a minimal guest driver, the tenant engine and a SlimTCP peer,
-# one thread, virtual clock) moves a small and a four-times-larger amount at MSS 64 and 1460,
-# the guest sending and the guest receiving;
+# `engine_cost` of slimtcp-vhost (a minimal guest driver over the guest library's own split
+# rings, the tenant engine and a SlimTCP peer, one thread, virtual clock) moves a small and a
+# four-times-larger amount at MSS 64 and 1460, the guest sending and the guest receiving;
 # (Ir(large) - Ir(small)) / (segments(large) - segments(small)) leaves out start-up and set-up:
 #   -> target/bench/guest_cost.md, guest_cost.json.
 # GLIBC_TUNABLES: scripts/callgrind-lib.sh (memset/memcpy counted as their vector loops).
@@ -56,9 +56,11 @@ meta = {"date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d 
                 "difference of two transfer sizes over the difference of the peer's received segments"}
 json.dump({"meta": meta, "points": rows}, open(f"{out}/guest_cost.json", "w"), indent=1)
 lines = [f"Guest path, instructions per segment (callgrind), {meta['date']}: one connection, one thread "
-         "(`engine_cost`); the guest sends (quiet 16 KiB sends) or receives (8 KiB receive buffers, each "
-         "data message read out of guest memory, credit returned half the receive buffer at a "
-         "time); checksums in software, or filled and verified by the link (offload, as a PS225 port).", "",
+         "(`engine_cost`, its guest side the guest library's split rings over guest memory reached by "
+         "pointer); the guest sends (quiet 16 KiB sends) or receives (8 KiB receive buffers, each "
+         "message parsed in place and a data message's payload copied into the application's buffer, "
+         "credit returned half the receive buffer at a time); checksums in software, or filled and "
+         "verified by the link (offload, as a PS225 port).", "",
          "| direction | checksums | MSS | Ir/segment |", "| --- | --- | --- | --- |"]
 lines += [f"| guest {r['direction']}s | {r['checksums']} | {r['mss']} | {r['instructions_per_segment']:.0f} |"
           for r in rows]
