@@ -153,8 +153,8 @@ impl Driver {
         guest_bytes(&mut self.memory, gpa, len)
     }
 
-    /// Sends a request with no payload (its descriptor comes back with the next call's: a
-    /// request's slot is reused round the ring).
+    /// Sends a request with no payload, after taking back the descriptors of the requests the
+    /// device returned (the ring hands them out again).
     fn call(&mut self, req: &Request) {
         while self.tx.next_used().is_some() {}
         let a = SCRATCH_BASE + 64 * (self.calls % u64::from(SIZE));
