@@ -87,9 +87,9 @@ impl EpollSet {
         }
     }
 
-    /// Fills `out` with ready descriptors, asking `probe` for each one's current readiness;
-    /// returns how many were written.
-    pub fn collect(&mut self, mut probe: impl FnMut(Fd) -> Ready, out: &mut [EpollEvent]) -> usize {
+    /// Fills `out` with ready descriptors, asking `probe` for each one's current readiness
+    /// (told the kinds its registration wants); returns how many were written.
+    pub fn collect(&mut self, mut probe: impl FnMut(Fd, Ready) -> Ready, out: &mut [EpollEvent]) -> usize {
         let mut written = 0;
         let candidates = self.ready.len();
         for _ in 0..candidates {
@@ -103,7 +103,7 @@ impl EpollSet {
                 continue;
             }
             let wanted = reg.interest.readiness() | Ready::ERR | Ready::HUP;
-            let now = probe(fd) & wanted;
+            let now = probe(fd, wanted) & wanted;
             if now.is_empty() {
                 continue;
             }
@@ -133,13 +133,13 @@ mod tests {
         let mut set = EpollSet::default();
         set.ctl(EpollOp::Add, Fd(1), ev(Ready::IN | Ready::ET, 1)).expect("add");
         let mut out = [EpollEvent::default(); 4];
-        assert_eq!(set.collect(|_| Ready::IN | Ready::OUT, &mut out), 1, "the registration's edge");
+        assert_eq!(set.collect(|_, _| Ready::IN | Ready::OUT, &mut out), 1, "the registration's edge");
         set.notify_grown(Fd(1), Ready::OUT);
-        assert_eq!(set.collect(|_| Ready::IN | Ready::OUT, &mut out), 0, "room to send: not asked for");
+        assert_eq!(set.collect(|_, _| Ready::IN | Ready::OUT, &mut out), 0, "room to send: not asked for");
         set.notify_grown(Fd(1), Ready::IN);
-        assert_eq!(set.collect(|_| Ready::IN | Ready::OUT, &mut out), 1, "more data: a new edge");
+        assert_eq!(set.collect(|_, _| Ready::IN | Ready::OUT, &mut out), 1, "more data: a new edge");
         set.notify_grown(Fd(1), Ready::ERR);
-        assert_eq!(set.collect(|_| Ready::IN | Ready::ERR, &mut out), 1, "errors are always reported");
+        assert_eq!(set.collect(|_, _| Ready::IN | Ready::ERR, &mut out), 1, "errors are always reported");
     }
 
     #[test]
@@ -147,13 +147,13 @@ mod tests {
         let mut set = EpollSet::default();
         set.ctl(EpollOp::Add, Fd(1), ev(Ready::IN, 7)).expect("add");
         let mut out = [EpollEvent::default(); 4];
-        assert_eq!(set.collect(|_| Ready::IN, &mut out), 1);
+        assert_eq!(set.collect(|_, _| Ready::IN, &mut out), 1);
         assert_eq!(out[0], ev(Ready::IN, 7));
-        assert_eq!(set.collect(|_| Ready::IN, &mut out), 1, "still ready: reported again");
-        assert_eq!(set.collect(|_| Ready::empty(), &mut out), 0);
-        assert_eq!(set.collect(|_| Ready::IN, &mut out), 0, "left the list once not ready");
+        assert_eq!(set.collect(|_, _| Ready::IN, &mut out), 1, "still ready: reported again");
+        assert_eq!(set.collect(|_, _| Ready::empty(), &mut out), 0);
+        assert_eq!(set.collect(|_, _| Ready::IN, &mut out), 0, "left the list once not ready");
         set.notify(Fd(1));
-        assert_eq!(set.collect(|_| Ready::IN, &mut out), 1);
+        assert_eq!(set.collect(|_, _| Ready::IN, &mut out), 1);
     }
 
     #[test]
@@ -161,11 +161,11 @@ mod tests {
         let mut set = EpollSet::default();
         set.ctl(EpollOp::Add, Fd(1), ev(Ready::IN | Ready::ET, 1)).expect("add");
         let mut out = [EpollEvent::default(); 4];
-        assert_eq!(set.collect(|_| Ready::IN, &mut out), 1);
-        assert_eq!(set.collect(|_| Ready::IN, &mut out), 0);
+        assert_eq!(set.collect(|_, _| Ready::IN, &mut out), 1);
+        assert_eq!(set.collect(|_, _| Ready::IN, &mut out), 0);
         set.notify(Fd(1));
         set.notify(Fd(1));
-        assert_eq!(set.collect(|_| Ready::IN, &mut out), 1, "notifications coalesce");
+        assert_eq!(set.collect(|_, _| Ready::IN, &mut out), 1, "notifications coalesce");
     }
 
     #[test]
@@ -173,11 +173,11 @@ mod tests {
         let mut set = EpollSet::default();
         set.ctl(EpollOp::Add, Fd(3), ev(Ready::OUT | Ready::ONESHOT, 3)).expect("add");
         let mut out = [EpollEvent::default(); 4];
-        assert_eq!(set.collect(|_| Ready::OUT, &mut out), 1);
+        assert_eq!(set.collect(|_, _| Ready::OUT, &mut out), 1);
         set.notify(Fd(3));
-        assert_eq!(set.collect(|_| Ready::OUT, &mut out), 0);
+        assert_eq!(set.collect(|_, _| Ready::OUT, &mut out), 0);
         set.ctl(EpollOp::Modify, Fd(3), ev(Ready::OUT | Ready::ONESHOT, 3)).expect("modify");
-        assert_eq!(set.collect(|_| Ready::OUT, &mut out), 1);
+        assert_eq!(set.collect(|_, _| Ready::OUT, &mut out), 1);
     }
 
     #[test]
@@ -185,9 +185,9 @@ mod tests {
         let mut set = EpollSet::default();
         set.ctl(EpollOp::Add, Fd(1), ev(Ready::IN, 0)).expect("add");
         let mut out = [EpollEvent::default(); 1];
-        assert_eq!(set.collect(|_| Ready::OUT, &mut out), 0);
+        assert_eq!(set.collect(|_, _| Ready::OUT, &mut out), 0);
         set.notify(Fd(1));
-        assert_eq!(set.collect(|_| Ready::OUT | Ready::ERR | Ready::HUP, &mut out), 1);
+        assert_eq!(set.collect(|_, _| Ready::OUT | Ready::ERR | Ready::HUP, &mut out), 1);
         assert_eq!(out[0].events, Ready::ERR | Ready::HUP);
     }
 
@@ -200,7 +200,7 @@ mod tests {
         assert_eq!(set.ctl(EpollOp::Add, Fd(1), ev(Ready::IN, 0)), Err(SocketError::Exists));
         set.ctl(EpollOp::Delete, Fd(1), ev(Ready::IN, 0)).expect("delete");
         let mut out = [EpollEvent::default(); 1];
-        assert_eq!(set.collect(|_| Ready::IN, &mut out), 0, "deleted: not reported");
+        assert_eq!(set.collect(|_, _| Ready::IN, &mut out), 0, "deleted: not reported");
     }
 
     #[test]
@@ -212,7 +212,7 @@ mod tests {
         let mut out = [EpollEvent::default(); 2];
         let mut seen = Vec::new();
         for _ in 0..3 {
-            let n = set.collect(|_| Ready::IN, &mut out);
+            let n = set.collect(|_, _| Ready::IN, &mut out);
             seen.extend(out[..n].iter().map(|e| e.data));
         }
         assert_eq!(seen, vec![0, 1, 2, 3, 4]);

@@ -5,7 +5,8 @@ use std::net::SocketAddrV4;
 
 use super::{AppSockets, Link};
 use crate::{
-    EpollEvent, EpollFd, EpollOp, EpollSet, Fd, Proto, Shutdown, SockOpt, SockOptName, SocketApi, SocketError,
+    EpollEvent, EpollFd, EpollOp, EpollSet, Fd, Proto, Ready, Shutdown, SockOpt, SockOptName, SocketApi,
+    SocketError,
 };
 
 impl<L: Link> SocketApi for AppSockets<L> {
@@ -120,9 +121,23 @@ impl<L: Link> SocketApi for AppSockets<L> {
         let mut idle = 0u32;
         loop {
             let progressed = self.pump()?;
-            let sockets = &self.sockets;
+            let (sockets, budget, held) = (&self.sockets, &self.budget, &mut self.budget_held);
             let set = self.epolls.get_mut(&ep).ok_or(SocketError::BadHandle)?;
-            let found = set.collect(|fd| sockets.get(&fd).map(|s| s.readiness()).unwrap_or_default(), events);
+            let probe = |fd, wanted: Ready| {
+                let Some(s) = sockets.get(&fd) else { return Ready::empty() };
+                // Wanted writable and kept from it by the budget only: it waits for its turn,
+                // and its wake-up puts it back on the ready list.
+                if wanted.contains(Ready::OUT) && s.held_by_budget(budget) {
+                    held.push(fd);
+                }
+                s.readiness(budget)
+            };
+            let found = set.collect(probe, events);
+            let mut held = std::mem::take(&mut self.budget_held);
+            for fd in held.drain(..) {
+                self.wait_for_budget(fd);
+            }
+            self.budget_held = held;
             if found > 0 || timeout_ms == 0 || deadline.is_some_and(|d| std::time::Instant::now() >= d) {
                 return Ok(found);
             }

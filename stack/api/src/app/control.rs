@@ -202,7 +202,8 @@ impl<L: Link> AppSockets<L> {
     }
 
     pub(super) fn do_close(&mut self, fd: Fd) -> Result<(), SocketError> {
-        let s = self.sockets.remove(&fd).ok_or(SocketError::BadHandle)?;
+        let mut s = self.sockets.remove(&fd).ok_or(SocketError::BadHandle)?;
+        self.budget.forget(&mut s.budget, s.in_flight);
         for ep in &s.epolls {
             if let Some(set) = self.epolls.get_mut(ep) {
                 set.remove(fd);

@@ -46,12 +46,11 @@ impl<L: Link> AppSockets<L> {
     /// `wait` as for [`submit`](Self::submit).
     fn submit_send(&mut self, fd: Fd, buf: L::TxBuf, wait: bool) -> Result<Submit<L::TxBuf>, SocketError> {
         let len = buf.filled().len();
-        self.entry_mut(fd)?.in_flight += len;
+        // Charged before the request goes: its acknowledgement may come back in the same pump.
+        self.charge_send(fd, len)?;
         let submitted = self.submit(fd, Request::Send { fd, buf }, wait);
         if let Ok(Submit::NoRoom(_)) = submitted {
-            if let Some(s) = self.sockets.get_mut(&fd) {
-                s.in_flight = s.in_flight.saturating_sub(len);
-            }
+            self.release_send(fd, len);
         }
         submitted
     }
@@ -123,8 +122,14 @@ impl<L: Link> AppSockets<L> {
                 return Ok(0);
             }
             let nonblocking = s.nonblocking;
-            if s.phase == Phase::Connected && s.send_room() > 0 {
-                let n = s.send_room().min(data.len());
+            let connected = s.phase == Phase::Connected;
+            let room = s.send_room_within(&self.budget);
+            if connected && room < s.send_room().min(data.len()) {
+                // The budget gives less than the socket would take: it waits for more.
+                self.wait_for_budget(fd);
+            }
+            if connected && room > 0 {
+                let n = room.min(data.len());
                 let mut sent = 0;
                 for chunk in data[..n].chunks(self.limits.max_tx_len) {
                     let mut buf = match self.alloc_waiting(chunk.len(), nonblocking || sent > 0) {
@@ -151,7 +156,7 @@ impl<L: Link> AppSockets<L> {
                 self.pump_once(&mut pumped)?;
                 continue;
             }
-            self.wait_for(fd, |s| s.writable())?;
+            self.wait_until_writable(fd)?;
         }
     }
 
@@ -293,8 +298,14 @@ impl<L: Link> AppSockets<L> {
             if need > s.sndbuf {
                 return Err(SocketError::MessageTooLong);
             }
+            if s.phase == Phase::Connected && s.send_room() >= need && s.send_room_within(&self.budget) < need
+            {
+                // Its buffer fits in its own room, not in what the budget gives: it waits.
+                self.wait_for_budget(fd);
+            }
+            let s = self.entry(fd)?;
             if s.phase == Phase::Connected {
-                let mut room = s.send_room();
+                let mut room = s.send_room_within(&self.budget);
                 let fit = bufs
                     .iter()
                     .take_while(|b| {
@@ -328,10 +339,12 @@ impl<L: Link> AppSockets<L> {
                 self.pump_once(&mut pumped)?;
                 continue;
             }
-            self.wait_for(fd, |s| {
-                s.send_room() >= need
-                    || s.failure.is_some()
-                    || s.phase != Phase::Connecting && s.phase != Phase::Connected
+            self.wait_until(None, |app| {
+                app.sockets.get(&fd).is_none_or(|s| {
+                    s.send_room_within(&app.budget) >= need
+                        || s.failure.is_some()
+                        || s.phase != Phase::Connecting && s.phase != Phase::Connected
+                })
             })?;
         }
     }

@@ -15,15 +15,13 @@ impl<L: Link> AppSockets<L> {
                 return None;
             }
             Event::Connected { fd, local } => {
-                if let Some(s) = self.sockets.get_mut(&fd) {
-                    if s.phase == Phase::Connecting {
-                        s.phase = Phase::Connected;
-                        s.in_flight = 0;
-                        s.bound = true;
-                        if local.is_some() {
-                            s.local = local;
-                        }
+                if let Some(s) = self.sockets.get_mut(&fd).filter(|s| s.phase == Phase::Connecting) {
+                    s.phase = Phase::Connected;
+                    s.bound = true;
+                    if local.is_some() {
+                        s.local = local;
                     }
+                    self.drop_in_flight(fd);
                 }
                 fd
             }
@@ -62,6 +60,8 @@ impl<L: Link> AppSockets<L> {
                         s.phase = Phase::Failed;
                     }
                 }
+                // Nothing it had in flight will be acknowledged now.
+                self.drop_in_flight(fd);
                 fd
             }
             Event::Error { fd, error } => {
@@ -81,8 +81,8 @@ impl<L: Link> AppSockets<L> {
                 listener
             }
             Event::SendDone { fd, bytes } => {
-                if let Some(s) = self.sockets.get_mut(&fd).filter(|s| s.proto == Proto::Tcp) {
-                    s.in_flight = s.in_flight.saturating_sub(bytes);
+                if self.sockets.get(&fd).is_some_and(|s| s.proto == Proto::Tcp) {
+                    self.release_send(fd, bytes);
                 }
                 fd
             }

@@ -13,14 +13,17 @@ mod control;
 mod data;
 mod events;
 mod link;
+mod send_budget;
 mod state;
 
 use crate::id_map::IdMap;
 use std::time::Instant;
 
 pub use link::{Event, Limits, Link, Reply, Request, RxPayload, Submitted};
+pub use send_budget::{DEFAULT_SEND_BUDGET, STALL as SEND_BUDGET_STALL, WAKE_QUANTUM as SEND_BUDGET_QUANTUM};
 pub use state::DATAGRAM_QUEUE;
 
+use send_budget::SendBudget;
 use state::SockEntry;
 
 use crate::{EpollFd, EpollSet, Fd, Ready, SocketError};
@@ -45,13 +48,18 @@ pub struct AppSockets<L: Link> {
     /// Sockets whose non-blocking send found the link's ring full (`SockEntry::no_link_room`),
     /// told once the link moves.
     room_waiters: Vec<Fd>,
+    /// The bytes in flight over all stream sockets, bounded (`send_budget.rs`).
+    budget: SendBudget,
+    /// Sockets an epoll wait found held back by the budget only, to queue for it.
+    budget_held: Vec<Fd>,
 }
 
 impl<L: Link> AppSockets<L> {
     /// The application side over `link`.
     pub fn with_link(link: L) -> Self {
+        let limits = link.limits();
         AppSockets {
-            limits: link.limits(),
+            limits,
             link,
             sockets: IdMap::default(),
             next_fd: 3,
@@ -60,6 +68,8 @@ impl<L: Link> AppSockets<L> {
             replies: IdMap::default(),
             events: Vec::new(),
             room_waiters: Vec::new(),
+            budget: SendBudget::new(limits.send_budget, limits.max_tx_len),
+            budget_held: Vec::new(),
         }
     }
 
@@ -76,7 +86,7 @@ impl<L: Link> AppSockets<L> {
     /// What `fd` is ready for now (epoll's rules), from what the link last reported: call
     /// [`progress`](Self::progress) first for news.
     pub fn readiness(&self, fd: Fd) -> Result<crate::Ready, SocketError> {
-        Ok(self.entry(fd)?.readiness())
+        Ok(self.entry(fd)?.readiness(&self.budget))
     }
 
     /// Bytes a read would return now (`FIONREAD`): a stream's queued bytes, or the size of a
@@ -99,6 +109,21 @@ impl<L: Link> AppSockets<L> {
     /// `epoll_wait` do this already.
     pub fn progress(&mut self) -> Result<bool, SocketError> {
         self.pump()
+    }
+
+    /// Bounds the bytes in flight over all stream sockets together (`send_budget.rs`; at
+    /// least [`WAKE_QUANTUM`](send_budget::WAKE_QUANTUM) and the largest transmit buffer). Takes effect for the sends that
+    /// follow; sockets already waiting are woken as the new budget allows.
+    pub fn set_send_budget(&mut self, bytes: usize) {
+        let mut budget = SendBudget::new(bytes, self.limits.max_tx_len);
+        std::mem::swap(&mut budget, &mut self.budget);
+        self.budget.adopt(budget);
+    }
+
+    /// The bytes in flight over all stream sockets that count against the send budget, and
+    /// its size.
+    pub fn send_budget(&self) -> (usize, usize) {
+        (self.budget.used(), self.budget.limit())
     }
 
     /// Zero-copy transmit buffers handed out (held by the application or in flight).
@@ -166,7 +191,57 @@ impl<L: Link> AppSockets<L> {
             });
             self.room_waiters = waiters;
         }
+        self.wake_budget_waiters();
         Ok(progressed)
+    }
+
+    /// Wakes the sockets waiting for send budget that what is free now is enough for, in
+    /// their order, each with a pass for its next send (an edge for epoll); after a stall,
+    /// first lets the bytes of sockets that did not move stop counting.
+    fn wake_budget_waiters(&mut self) {
+        if self.budget.check_stall() {
+            for s in self.sockets.values_mut() {
+                self.budget.exempt_if_unmoved(&mut s.budget, s.in_flight);
+            }
+        }
+        let mut wakes = self.budget.wakes_due();
+        while wakes > 0 {
+            let Some(fd) = self.budget.pop_waiter() else { break };
+            let Some(s) = self.sockets.get_mut(&fd) else { continue };
+            self.budget.give_pass(&mut s.budget);
+            self.notify_grown(fd, Ready::OUT);
+            wakes -= 1;
+        }
+    }
+
+    /// `fd` wants to send and only the budget keeps it from it: it waits for its turn.
+    fn wait_for_budget(&mut self, fd: Fd) {
+        if let Some(s) = self.sockets.get_mut(&fd) {
+            self.budget.wait(fd, &mut s.budget);
+        }
+    }
+
+    /// Charges `n` bytes handed to the link by `fd` (its own count and the budget's).
+    fn charge_send(&mut self, fd: Fd, n: usize) -> Result<(), SocketError> {
+        let s = self.sockets.get_mut(&fd).ok_or(SocketError::BadHandle)?;
+        self.budget.charge(&mut s.budget, s.in_flight, n);
+        s.in_flight += n;
+        Ok(())
+    }
+
+    /// Gives back up to `n` of `fd`'s bytes in flight (acknowledged, or never taken).
+    fn release_send(&mut self, fd: Fd, n: usize) {
+        if let Some(s) = self.sockets.get_mut(&fd) {
+            self.budget.release(&mut s.budget, s.in_flight, n);
+            s.in_flight -= n.min(s.in_flight);
+        }
+    }
+
+    /// `fd`'s bytes in flight will never be acknowledged (it failed, or its count restarts).
+    fn drop_in_flight(&mut self, fd: Fd) {
+        if let Some(s) = self.sockets.get_mut(&fd) {
+            self.budget.forget(&mut s.budget, std::mem::take(&mut s.in_flight));
+        }
     }
 
     /// One step of a wait: resets `idle` after progress, otherwise idles the link.
@@ -197,6 +272,11 @@ impl<L: Link> AppSockets<L> {
             }
             self.idle_step(progressed, &mut idle)?;
         }
+    }
+
+    /// Waits until `fd` is gone or a write would not block (within the send budget).
+    fn wait_until_writable(&mut self, fd: Fd) -> Result<(), SocketError> {
+        self.wait_until(None, |app| app.sockets.get(&fd).is_none_or(|s| s.writable(&app.budget))).map(|_| ())
     }
 
     /// Waits until `fd` is gone or `ready` holds for it.

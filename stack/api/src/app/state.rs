@@ -5,6 +5,7 @@
 use std::collections::VecDeque;
 use std::net::{Ipv4Addr, SocketAddrV4};
 
+use super::send_budget::{BudgetMark, SendBudget};
 use crate::{EpollFd, Fd, Proto, Ready, SocketError};
 
 /// Datagrams kept per UDP socket; newer ones are dropped beyond it (UDP semantics).
@@ -60,6 +61,8 @@ pub struct SockEntry<R> {
     pub in_flight: usize,
     /// The limit of `in_flight` (`SO_SNDBUF`).
     pub sndbuf: usize,
+    /// Its place in the application's shared send budget (`in_flight` is charged to it).
+    pub budget: BudgetMark,
     /// Received datagrams and their sources.
     pub datagrams: VecDeque<(SocketAddrV4, R)>,
     /// Datagrams dropped because the queue was full.
@@ -91,6 +94,7 @@ impl<R> SockEntry<R> {
             failure: None,
             in_flight: 0,
             sndbuf,
+            budget: BudgetMark::default(),
             datagrams: VecDeque::new(),
             datagrams_dropped: 0,
             epolls: Vec::new(),
@@ -98,9 +102,26 @@ impl<R> SockEntry<R> {
         }
     }
 
-    /// Send bytes that may be handed to the link now.
+    /// Send bytes its own buffer has room for (`SO_SNDBUF` less what is in flight).
     pub fn send_room(&self) -> usize {
         self.sndbuf.saturating_sub(self.in_flight)
+    }
+
+    /// Send bytes that may be handed to the link now: its own room, within the shared budget.
+    pub fn send_room_within(&self, budget: &SendBudget) -> usize {
+        self.send_room().min(budget.room(self.budget))
+    }
+
+    /// A connected stream with room of its own that only the shared budget keeps from sending
+    /// (it must then wait for its turn, to be woken).
+    pub fn held_by_budget(&self, budget: &SendBudget) -> bool {
+        self.proto == Proto::Tcp
+            && self.phase == Phase::Connected
+            && self.send_room() > 0
+            && !self.no_link_room
+            && !self.wr_shut
+            && self.failure.is_none()
+            && budget.room(self.budget) == 0
     }
 
     /// A read would not block.
@@ -119,12 +140,14 @@ impl<R> SockEntry<R> {
     }
 
     /// A write would not block.
-    pub fn writable(&self) -> bool {
+    pub fn writable(&self, budget: &SendBudget) -> bool {
         match self.proto {
             Proto::Udp => !self.no_link_room,
             Proto::Tcp => match self.phase {
                 Phase::Connected => {
-                    (self.send_room() > 0 && !self.no_link_room) || self.wr_shut || self.failure.is_some()
+                    (self.send_room_within(budget) > 0 && !self.no_link_room)
+                        || self.wr_shut
+                        || self.failure.is_some()
                 }
                 Phase::Failed => true,
                 _ => false,
@@ -133,12 +156,12 @@ impl<R> SockEntry<R> {
     }
 
     /// Readiness as epoll reports it (Linux's rules for TCP).
-    pub fn readiness(&self) -> Ready {
+    pub fn readiness(&self, budget: &SendBudget) -> Ready {
         let mut r = Ready::empty();
         if self.readable() {
             r |= Ready::IN;
         }
-        if self.writable() {
+        if self.writable(budget) {
             r |= Ready::OUT;
         }
         if self.proto == Proto::Tcp {

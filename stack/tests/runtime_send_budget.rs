@@ -1,0 +1,209 @@
+//! The application's send budget over the host runtime: many sockets that all want to send share
+//! it in turns (the bytes in flight never exceed it, and no socket gets far ahead of another),
+//! and a peer that stops reading does not stop the application's other sockets.
+
+mod runtime_pair;
+
+use std::net::{Ipv4Addr, SocketAddrV4};
+use std::time::{Duration, Instant};
+
+use runtime_pair::{pair, Mode, PairConfig, B_IP};
+use slimtcp::api::{EpollEvent, EpollOp, Fd, Proto, Ready, Shutdown, SockOpt, SocketApi, SocketError};
+use slimtcp::runtime::HostSockets;
+use slimtcp_testkit::data::{pattern, pattern_mismatch};
+
+/// The budget of these tests: two quanta.
+const BUDGET: usize = 128 * 1024;
+/// What a pass lets a socket send while others wait: the host runtime's largest transmit
+/// buffer (a zero-copy send hands one over whole).
+const QUANTUM: usize = slimtcp::api::tx_classes::LARGE_TX;
+
+fn listener(api: &mut HostSockets, port: u16) -> Fd {
+    let l = api.socket(Proto::Tcp).expect("socket");
+    api.bind(l, SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, port)).expect("bind");
+    api.listen(l, 128).expect("listen");
+    l
+}
+
+/// Accepts `conns` connections and reads each to its end, checking its stream (the first 8
+/// bytes name its pattern); returns the bytes read per connection.
+/// Gives up after 30 s (so that a sender that stopped fails its test instead of hanging it).
+fn read_all(server: &mut HostSockets, l: Fd, conns: usize) -> Vec<u64> {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut open: Vec<(Fd, Option<u64>, Vec<u8>, u64)> = Vec::new();
+    server.setsockopt(l, SockOpt::NonBlocking(true)).expect("nonblocking");
+    while open.len() < conns {
+        assert!(Instant::now() < deadline, "{} of {conns} connections accepted", open.len());
+        match server.accept(l) {
+            Ok((c, _)) => {
+                server.setsockopt(c, SockOpt::NonBlocking(true)).expect("nonblocking");
+                open.push((c, None, Vec::new(), 0));
+            }
+            Err(SocketError::WouldBlock) => std::thread::sleep(Duration::from_millis(1)),
+            Err(e) => panic!("accept: {e}"),
+        }
+    }
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut done = vec![None; conns];
+    while done.iter().any(Option::is_none) {
+        assert!(Instant::now() < deadline, "streams still open: {done:?}");
+        for (i, (c, seed, header, seen)) in open.iter_mut().enumerate() {
+            if done[i].is_some() {
+                continue;
+            }
+            match server.recv(*c, &mut buf) {
+                Ok(0) => done[i] = Some(*seen),
+                Ok(n) => {
+                    let mut data = &buf[..n];
+                    if seed.is_none() {
+                        let take = (8 - header.len()).min(data.len());
+                        header.extend_from_slice(&data[..take]);
+                        data = &data[take..];
+                        if header.len() == 8 {
+                            *seed = Some(u64::from_le_bytes(header[..8].try_into().expect("8 bytes")));
+                        }
+                    }
+                    if let Some(seed) = *seed {
+                        assert_eq!(pattern_mismatch(seed, *seen, data), None, "stream {seed} near {seen}");
+                        *seen += data.len() as u64;
+                    }
+                }
+                Err(SocketError::WouldBlock) => {}
+                Err(e) => panic!("recv: {e}"),
+            }
+        }
+        server.progress().expect("progress");
+    }
+    done.into_iter().map(|d| d.unwrap_or(0)).collect()
+}
+
+/// A stream of `len` pattern bytes named `seed` behind its 8-byte name.
+fn stream(seed: u64, len: usize) -> Vec<u8> {
+    let mut data = seed.to_le_bytes().to_vec();
+    let mut body = vec![0u8; len];
+    pattern(seed, 0, &mut body);
+    data.extend_from_slice(&body);
+    data
+}
+
+fn sockets_share_the_budget_in_turns(mode: Mode) {
+    const CONNS: usize = 16;
+    const PER_CONN: usize = 512 * 1024;
+    let mut p = pair(mode, PairConfig::for_data());
+    let (mut client, mut server) = (p.client, p.server);
+    client.set_send_budget(BUDGET);
+    assert_eq!(client.send_budget(), (0, BUDGET));
+    let l = listener(&mut server, 6100);
+    std::thread::scope(|s| {
+        let reader = s.spawn(move || read_all(&mut server, l, CONNS));
+        let ep = client.epoll_create().expect("epoll");
+        let mut state = Vec::new();
+        for i in 0..CONNS {
+            let c = client.socket(Proto::Tcp).expect("socket");
+            client.connect(c, SocketAddrV4::new(B_IP, 6100)).expect("connect");
+            client.setsockopt(c, SockOpt::NonBlocking(true)).expect("nonblocking");
+            // Level-triggered: reported while writable, which the budget decides.
+            client
+                .epoll_ctl(ep, EpollOp::Add, c, EpollEvent { events: Ready::OUT, data: i as u64 })
+                .expect("add");
+            state.push((c, stream(500 + i as u64, PER_CONN), 0usize));
+        }
+        let mut finished = 0;
+        let mut events = [EpollEvent::default(); 64];
+        let mut widest = 0;
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while finished < CONNS {
+            assert!(Instant::now() < deadline, "{finished} of {CONNS} sockets finished sending");
+            let n = client.epoll_wait(ep, &mut events, 100).expect("epoll_wait");
+            for ev in &events[..n] {
+                let (c, data, sent) = &mut state[ev.data as usize];
+                match client.send(*c, &data[*sent..]) {
+                    Ok(n) => *sent += n,
+                    Err(SocketError::WouldBlock) => continue,
+                    Err(e) => panic!("send: {e}"),
+                }
+                let (used, limit) = client.send_budget();
+                assert!(used <= limit, "{used} bytes in flight against a budget of {limit}");
+                if *sent == data.len() {
+                    client.epoll_ctl(ep, EpollOp::Delete, *c, EpollEvent::default()).expect("delete");
+                    client.shutdown(*c, Shutdown::Write).expect("shutdown");
+                    finished += 1;
+                }
+            }
+            // Turns: among the sockets still sending, none is more than what the first one
+            // took before anybody waited (the budget) and one turn (a quantum) ahead.
+            let going = state.iter().filter(|(_, d, sent)| *sent < d.len());
+            let (lo, hi) =
+                going.fold((usize::MAX, 0), |(lo, hi), (_, _, sent)| (lo.min(*sent), hi.max(*sent)));
+            if hi >= lo {
+                widest = widest.max(hi - lo);
+            }
+        }
+        assert!(widest <= BUDGET + 2 * QUANTUM, "a socket got {widest} bytes ahead of another still sending");
+        let read = reader.join().expect("reader");
+        assert!(read.iter().all(|&n| n == PER_CONN as u64), "every stream arrives whole: {read:?}");
+    });
+    // The last acknowledgements reach the application side with its next pumps.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while client.send_budget().0 > 0 && Instant::now() < deadline {
+        client.progress().expect("progress");
+    }
+    assert_eq!(client.send_budget().0, 0, "everything acknowledged gave its budget back");
+    drop(p.worker.take());
+}
+
+fn a_peer_that_stops_reading_does_not_stop_the_others(mode: Mode) {
+    let mut p = pair(mode, PairConfig::for_data());
+    p.client.set_send_budget(BUDGET);
+    // The stalled connection's peer takes 16 KiB and then reads nothing.
+    let (stalled, _unread) = p.connected(6200, &[SockOpt::RecvBuffer(16 * 1024)]);
+    let (mut client, mut server) = (p.client, p.server);
+    client.setsockopt(stalled, SockOpt::NonBlocking(true)).expect("nonblocking");
+    let big = vec![7u8; 256 * 1024];
+    let mut stuck = 0;
+    let start = Instant::now();
+    // Fill until its bytes no longer leave: the peer's window is shut and the budget is spent.
+    while client.send_budget().0 < BUDGET {
+        assert!(start.elapsed() < Duration::from_secs(20), "the stalled socket fills the budget");
+        match client.send(stalled, &big) {
+            Ok(n) => stuck += n,
+            Err(SocketError::WouldBlock) => client.progress().map(|_| ()).expect("progress"),
+            Err(e) => panic!("send: {e}"),
+        }
+    }
+    assert!(stuck >= BUDGET, "{stuck} bytes written");
+    let l = listener(&mut server, 6201);
+    const LEN: usize = 512 * 1024;
+    std::thread::scope(|s| {
+        let reader = s.spawn(move || read_all(&mut server, l, 1));
+        let c = client.socket(Proto::Tcp).expect("socket");
+        client.connect(c, SocketAddrV4::new(B_IP, 6201)).expect("connect");
+        client.setsockopt(c, SockOpt::NonBlocking(true)).expect("nonblocking");
+        // It waits for budget, which the stalled socket's bytes give up after a stall.
+        let data = stream(77, LEN);
+        let mut sent = 0;
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while sent < data.len() {
+            assert!(
+                Instant::now() < deadline,
+                "{sent} of {LEN} bytes sent: the stalled socket holds the budget"
+            );
+            match client.send(c, &data[sent..]) {
+                Ok(n) => sent += n,
+                Err(SocketError::WouldBlock) => client.progress().map(|_| ()).expect("progress"),
+                Err(e) => panic!("send: {e}"),
+            }
+        }
+        client.shutdown(c, Shutdown::Write).expect("shutdown");
+        assert_eq!(reader.join().expect("reader"), vec![LEN as u64]);
+        client.close(c).expect("close");
+    });
+    assert!(client.send_budget().0 <= BUDGET, "the stalled socket's bytes stay out of the count");
+    client.close(stalled).expect("close");
+    drop(p.worker.take());
+}
+
+both_modes! {
+    sockets_share_the_budget_in_turns => sockets_share_the_budget_in_turns;
+    a_peer_that_stops_reading_does_not_stop_the_others => a_peer_that_stops_reading_does_not_stop_the_others;
+}
