@@ -1,10 +1,12 @@
 //! The application's send budget over the host runtime: many sockets that all want to send share
 //! it in turns (the bytes in flight never exceed it, and no socket gets far ahead of another),
-//! and a peer that stops reading does not stop the application's other sockets.
+//! and peers that stop reading, or read slowly, do not hold the application's other sockets
+//! back.
 
 mod runtime_pair;
 
 use std::net::{Ipv4Addr, SocketAddrV4};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use runtime_pair::{pair, Mode, PairConfig, B_IP};
@@ -203,7 +205,94 @@ fn a_peer_that_stops_reading_does_not_stop_the_others(mode: Mode) {
     drop(p.worker.take());
 }
 
+fn peers_that_read_slowly_do_not_hold_the_others_back(mode: Mode) {
+    const SLOW: u16 = 4;
+    /// What each slow peer reads per millisecond.
+    const SIP: usize = 256;
+    const LEN: usize = 8 * 1024 * 1024;
+    let mut p = pair(mode, PairConfig::for_data());
+    p.client.set_send_budget(BUDGET);
+    // The slow peers take 16 KiB, then read a little at a time.
+    let slow: Vec<(Fd, Fd)> =
+        (0..SLOW).map(|i| p.connected(6300 + i, &[SockOpt::RecvBuffer(16 * 1024)])).collect();
+    let (mut client, mut server) = (p.client, p.server);
+    let slow_read = AtomicU64::new(0);
+    let (slow_read, l) = (&slow_read, listener(&mut server, 6310));
+    let slow_conns: Vec<Fd> = slow.iter().map(|&(_, conn)| conn).collect();
+    std::thread::scope(|s| {
+        let reader = s.spawn(move || {
+            let deadline = Instant::now() + Duration::from_secs(30);
+            server.setsockopt(l, SockOpt::NonBlocking(true)).expect("nonblocking");
+            let fast = loop {
+                assert!(Instant::now() < deadline, "the fast connection is accepted");
+                match server.accept(l) {
+                    Ok((c, _)) => break c,
+                    Err(SocketError::WouldBlock) => server.progress().map(|_| ()).expect("progress"),
+                    Err(e) => panic!("accept: {e}"),
+                }
+            };
+            for &conn in &slow_conns {
+                server.setsockopt(conn, SockOpt::NonBlocking(true)).expect("nonblocking");
+            }
+            server.setsockopt(fast, SockOpt::NonBlocking(true)).expect("nonblocking");
+            let (mut buf, mut sip) = (vec![0u8; 64 * 1024], [0u8; SIP]);
+            let mut seen = 0u64;
+            loop {
+                assert!(Instant::now() < deadline, "{seen} of {LEN} fast bytes read");
+                match server.recv(fast, &mut buf) {
+                    Ok(0) => return seen,
+                    Ok(n) => {
+                        assert_eq!(pattern_mismatch(88, seen, &buf[..n]), None, "fast stream near {seen}");
+                        seen += n as u64;
+                        continue;
+                    }
+                    Err(SocketError::WouldBlock) => {}
+                    Err(e) => panic!("recv: {e}"),
+                }
+                for &conn in &slow_conns {
+                    if let Ok(n) = server.recv(conn, &mut sip) {
+                        slow_read.fetch_add(n as u64, Ordering::Relaxed);
+                    }
+                }
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        });
+        for &(c, _) in &slow {
+            client.setsockopt(c, SockOpt::NonBlocking(true)).expect("nonblocking");
+        }
+        let fast = client.socket(Proto::Tcp).expect("socket");
+        client.connect(fast, SocketAddrV4::new(B_IP, 6310)).expect("connect");
+        client.setsockopt(fast, SockOpt::NonBlocking(true)).expect("nonblocking");
+        let mut data = vec![0u8; LEN];
+        pattern(88, 0, &mut data);
+        let big = vec![7u8; 64 * 1024];
+        let (mut sent, deadline) = (0, Instant::now() + Duration::from_secs(30));
+        while sent < LEN {
+            assert!(Instant::now() < deadline, "{sent} of {LEN} fast bytes sent");
+            // The slow sockets want to send all the time.
+            for &(c, _) in &slow {
+                let _ = client.send(c, &big);
+            }
+            match client.send(fast, &data[sent..]) {
+                Ok(n) => sent += n,
+                Err(SocketError::WouldBlock) => client.progress().map(|_| ()).expect("progress"),
+                Err(e) => panic!("send: {e}"),
+            }
+        }
+        // Not bound to their pace: a stream that had to wait for the slow peers' reads would
+        // have seen them read about as much as it sent.
+        let read = slow_read.load(Ordering::Relaxed);
+        assert!(
+            read < (LEN / 8) as u64,
+            "the fast stream waited for the slow peers: they read {read} bytes meanwhile"
+        );
+        client.shutdown(fast, Shutdown::Write).expect("shutdown");
+        assert_eq!(reader.join().expect("reader"), LEN as u64);
+    });
+}
+
 both_modes! {
     sockets_share_the_budget_in_turns => sockets_share_the_budget_in_turns;
     a_peer_that_stops_reading_does_not_stop_the_others => a_peer_that_stops_reading_does_not_stop_the_others;
+    peers_that_read_slowly_do_not_hold_the_others_back => peers_that_read_slowly_do_not_hold_the_others_back;
 }

@@ -196,12 +196,12 @@ impl<L: Link> AppSockets<L> {
     }
 
     /// Wakes the sockets waiting for send budget that what is free now is enough for, in
-    /// their order, each with a pass for its next send (an edge for epoll); after a stall,
-    /// first lets the bytes of sockets that did not move stop counting.
+    /// their order, each with a pass for its next send (an edge for epoll); at the end of a
+    /// period of waiting, first lets the bytes that counted for all of it stop counting.
     fn wake_budget_waiters(&mut self) {
-        if self.budget.check_stall() {
+        if self.budget.period_ended() {
             for s in self.sockets.values_mut() {
-                self.budget.exempt_if_unmoved(&mut s.budget, s.in_flight);
+                self.budget.stop_counting_old(&mut s.budget, s.in_flight);
             }
         }
         let mut wakes = self.budget.wakes_due();

@@ -8,14 +8,15 @@
 //! budget spent joins a queue and is not writable; as acknowledgements give budget back, the
 //! sockets at the queue's head are woken in turn, one per quantum free ([`WAKE_QUANTUM`], or
 //! the largest buffer a send hands over whole), each with a pass to send up to a quantum ahead
-//! of the queue once: every waiting socket gets its turn,
-//! none is woken only to find nothing left, and a socket woken that does not send holds
-//! nothing back.
+//! of the queue once: every waiting socket gets its turn, none is woken only to find nothing
+//! left, and a socket woken that does not send holds nothing back.
 //!
-//! Peers that stop reading must not stop the others: when the queue has found nothing to wake
-//! it for [`STALL`], the bytes of every socket that had no acknowledgement in that time stop
-//! counting (they stay in that socket's own buffer), and they count again from its next
-//! acknowledgement or send; passes given to sockets that never sent are forgotten then too.
+//! Peers that read slowly or not at all must not hold up the others. While sockets wait, every
+//! [`STALL`] the bytes that have counted for a whole such period without being acknowledged
+//! stop counting (they stay in their socket's own buffer, and never count again; its later
+//! sends do): a peer that keeps up acknowledges within a round trip, so they are the bytes of
+//! peers that read slowly or not at all. Passes given to sockets that never sent are forgotten
+//! then too. An acknowledgement gives back the socket's counted bytes first.
 
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
@@ -30,11 +31,12 @@ pub const DEFAULT_SEND_BUDGET: usize = 256 * 1024;
 /// segments, and keep more sockets' state in use at once.
 pub const WAKE_QUANTUM: usize = 16 * 1024;
 
-/// How long the queue may find nothing to wake it before the sockets that had no
-/// acknowledgement meanwhile stop counting.
+/// While sockets wait, bytes that counted for a whole period this long without being
+/// acknowledged stop counting.
 pub const STALL: Duration = Duration::from_millis(10);
 
-/// Blocked checks between two looks at the clock (a busy application checks after every pump).
+/// Checks while sockets wait between two looks at the clock (a busy application checks after
+/// every pump).
 const CLOCK_EVERY: u32 = 64;
 
 /// What the budget knows of one socket.
@@ -46,16 +48,17 @@ pub struct BudgetMark {
     /// `pass_round` is the budget's).
     pass: bool,
     pass_round: u32,
-    /// Its bytes in flight do not count (they had no acknowledgement while the queue stalled).
-    exempt: bool,
-    /// The blocked period of its last acknowledgement, or of its first send after none.
-    moved_in: u32,
+    /// Of its bytes in flight, this many do not count (they counted for a whole period while
+    /// sockets waited).
+    uncounted: usize,
+    /// The period in which its counted bytes last rose from none.
+    counting_since: u32,
 }
 
-/// A time the queue finds nothing to wake (see [`SendBudget::check_stall`]).
+/// A time sockets wait (see [`SendBudget::period_ended`]).
 #[derive(Debug, Clone, Copy)]
-struct Blocked {
-    /// When it was first seen by a look at the clock.
+struct Waiting {
+    /// When the current period started, by the first look at the clock.
     since: Option<Instant>,
     /// Checks so far.
     checks: u32,
@@ -75,9 +78,9 @@ pub struct SendBudget {
     /// Passes are good in this round only; a new one starts whenever nothing is in flight and
     /// nobody waits (so that passes never used are forgotten).
     round: u32,
-    /// Counts blocked periods: a socket that moved during the current one is not stalled.
+    /// Counts the periods of [`STALL`] while sockets wait.
     period: u32,
-    blocked: Option<Blocked>,
+    waited: Option<Waiting>,
 }
 
 impl SendBudget {
@@ -93,7 +96,7 @@ impl SendBudget {
             passes: 0,
             round: 0,
             period: 0,
-            blocked: None,
+            waited: None,
         }
     }
 
@@ -157,9 +160,8 @@ impl SendBudget {
     /// `n` bytes were handed to the link by a socket that had `in_flight` before; a pass is
     /// used by the send that took it.
     pub fn charge(&mut self, mark: &mut BudgetMark, in_flight: usize, n: usize) {
-        self.count_again(mark, in_flight);
-        if in_flight == 0 {
-            mark.moved_in = self.period;
+        if in_flight <= mark.uncounted {
+            mark.counting_since = self.period;
         }
         self.used += n;
         self.drop_pass(mark);
@@ -167,9 +169,10 @@ impl SendBudget {
 
     /// `n` of the `in_flight` bytes of a socket were acknowledged (or never taken).
     pub fn release(&mut self, mark: &mut BudgetMark, in_flight: usize, n: usize) {
-        self.count_again(mark, in_flight);
-        self.used = self.used.saturating_sub(n.min(in_flight));
-        mark.moved_in = self.period;
+        let n = n.min(in_flight);
+        let counted = n.min(in_flight - mark.uncounted.min(in_flight));
+        mark.uncounted -= (n - counted).min(mark.uncounted);
+        self.used = self.used.saturating_sub(counted);
         if self.used == 0 && self.waiting.is_empty() {
             // Nothing in flight, nobody waiting: passes never used are forgotten.
             self.round = self.round.wrapping_add(1);
@@ -179,19 +182,9 @@ impl SendBudget {
 
     /// A socket with `in_flight` bytes is gone (closed, or failed: nothing more comes back).
     pub fn forget(&mut self, mark: &mut BudgetMark, in_flight: usize) {
-        if !mark.exempt {
-            self.used = self.used.saturating_sub(in_flight);
-        }
-        mark.exempt = false;
+        self.used = self.used.saturating_sub(in_flight.saturating_sub(mark.uncounted));
+        mark.uncounted = 0;
         self.drop_pass(mark);
-    }
-
-    /// An exempt socket moved: its bytes count again.
-    fn count_again(&mut self, mark: &mut BudgetMark, in_flight: usize) {
-        if mark.exempt {
-            mark.exempt = false;
-            self.used += in_flight;
-        }
     }
 
     /// A socket wants to send and the budget keeps it from it: it waits for its turn (once; a
@@ -219,29 +212,33 @@ impl SendBudget {
         self.waiting.pop_front()
     }
 
-    /// Called after each pump: true when sockets wait, nothing is free to wake them, and it
-    /// has been so for [`STALL`] (the caller then [`exempt_if_unmoved`](Self::exempt_if_unmoved)s
-    /// every socket). Looks at the clock only every [`CLOCK_EVERY`] checks.
-    pub fn check_stall(&mut self) -> bool {
-        if self.waiting.is_empty() || self.wakes_due() > 0 {
-            self.blocked = None;
+    /// Called after each pump: true when sockets have waited for a whole [`STALL`] since the
+    /// last period ended (the caller then [`stop_counting_old`](Self::stop_counting_old)s
+    /// every socket's bytes, and a new period starts). Looks at the clock only every
+    /// [`CLOCK_EVERY`] checks, and not at all while nobody waits.
+    pub fn period_ended(&mut self) -> bool {
+        if self.waiting.is_empty() {
+            self.waited = None;
             return false;
         }
         let period = &mut self.period;
-        let blocked = self.blocked.get_or_insert_with(|| {
+        let waited = self.waited.get_or_insert_with(|| {
+            // Sockets start waiting: a period starts, and bytes counted before it are old at
+            // its end.
             *period = period.wrapping_add(1);
-            Blocked { since: None, checks: 0 }
+            Waiting { since: None, checks: 0 }
         });
-        blocked.checks = blocked.checks.wrapping_add(1);
-        if blocked.checks % CLOCK_EVERY != 1 {
+        waited.checks = waited.checks.wrapping_add(1);
+        if waited.checks % CLOCK_EVERY != 1 {
             return false;
         }
         let now = Instant::now();
-        let since = *blocked.since.get_or_insert(now);
+        let since = *waited.since.get_or_insert(now);
         if now.duration_since(since) < STALL {
             return false;
         }
-        self.blocked = None;
+        *waited = Waiting { since: Some(now), checks: 1 };
+        self.period = self.period.wrapping_add(1);
         // Passes given and never used (their sockets woken and not sending) stand for nothing
         // from now on.
         self.round = self.round.wrapping_add(1);
@@ -249,12 +246,13 @@ impl SendBudget {
         true
     }
 
-    /// After a stall: a socket with bytes in flight that had no acknowledgement (nor first
-    /// send) in the stalled period stops counting them.
-    pub fn exempt_if_unmoved(&mut self, mark: &mut BudgetMark, in_flight: usize) {
-        if in_flight > 0 && !mark.exempt && mark.moved_in != self.period {
-            mark.exempt = true;
-            self.used = self.used.saturating_sub(in_flight);
+    /// At the end of a period: a socket's bytes that have counted since before it started
+    /// (none of its counted bytes was acknowledged for all of it) stop counting.
+    pub fn stop_counting_old(&mut self, mark: &mut BudgetMark, in_flight: usize) {
+        let counted = in_flight.saturating_sub(mark.uncounted);
+        if counted > 0 && self.period.wrapping_sub(mark.counting_since) >= 2 {
+            self.used = self.used.saturating_sub(counted);
+            mark.uncounted = in_flight;
         }
     }
 }
@@ -342,30 +340,38 @@ mod tests {
     }
 
     #[test]
-    fn after_a_stall_the_sockets_that_did_not_move_stop_counting_until_they_move() {
-        let mut b = SendBudget::new(32 * 1024, 0);
-        let (mut stuck, mut moving, mut waiter) =
-            (BudgetMark::default(), BudgetMark::default(), BudgetMark::default());
+    fn bytes_that_counted_for_a_whole_period_while_sockets_waited_stop_counting_for_good() {
+        let mut b = SendBudget::new(64 * 1024, 0);
+        let (mut stuck, mut slow, mut fast, mut waiter) =
+            (BudgetMark::default(), BudgetMark::default(), BudgetMark::default(), BudgetMark::default());
         b.charge(&mut stuck, 0, 24 * 1024);
-        b.charge(&mut moving, 0, 8 * 1024);
+        b.charge(&mut slow, 0, 24 * 1024);
         b.wait(Fd(9), &mut waiter);
-        // The first check starts the blocked period and looks at the clock.
-        assert!(!b.check_stall());
-        b.release(&mut moving, 8 * 1024, 4 * 1024);
+        // The first check starts a period and looks at the clock.
+        assert!(!b.period_ended());
+        // In it: the slow peer acknowledges a little (its counted bytes stay old), the fast
+        // socket starts sending.
+        b.release(&mut slow, 24 * 1024, 4 * 1024);
+        b.charge(&mut fast, 0, 16 * 1024);
         let start = Instant::now();
-        let mut stalled = false;
-        while !stalled {
-            assert!(start.elapsed() < Duration::from_secs(5), "a stall is found");
-            stalled = b.check_stall();
+        while !b.period_ended() {
+            assert!(start.elapsed() < Duration::from_secs(5), "the period ends");
         }
-        b.exempt_if_unmoved(&mut stuck, 24 * 1024);
-        b.exempt_if_unmoved(&mut moving, 4 * 1024);
-        assert_eq!(b.used(), 4 * 1024, "only the socket that moved still counts");
-        assert_eq!(b.wakes_due(), 1);
-        // The stuck socket's peer reads again: its bytes count again, less what was acknowledged.
-        b.release(&mut stuck, 24 * 1024, 8 * 1024);
-        assert_eq!(b.used(), 20 * 1024);
-        b.forget(&mut stuck, 16 * 1024);
-        assert_eq!(b.used(), 4 * 1024);
+        b.stop_counting_old(&mut stuck, 24 * 1024);
+        b.stop_counting_old(&mut slow, 20 * 1024);
+        b.stop_counting_old(&mut fast, 16 * 1024);
+        assert_eq!(b.used(), 16 * 1024, "only the bytes counted since the period began still count");
+        assert_eq!(b.wakes_due(), 3);
+        // The slow socket sends again: that counts; its acknowledgements give back the counted
+        // bytes first.
+        b.charge(&mut slow, 20 * 1024, 8 * 1024);
+        assert_eq!(b.used(), 24 * 1024);
+        b.release(&mut slow, 28 * 1024, 10 * 1024);
+        assert_eq!(b.used(), 16 * 1024, "8 KiB counted, then 2 KiB of the uncounted");
+        b.forget(&mut slow, 18 * 1024);
+        assert_eq!(b.used(), 16 * 1024, "the rest counted no more");
+        b.forget(&mut stuck, 24 * 1024);
+        b.release(&mut fast, 16 * 1024, 16 * 1024);
+        assert_eq!(b.used(), 0);
     }
 }
