@@ -10,7 +10,7 @@ use runtime_pair::{pair, Mode, PairConfig, A_IP, B_IP};
 use slimtcp::api::{
     EpollEvent, EpollOp, Fd, Proto, Ready, Shutdown, SockOpt, SockOptName, SocketApi, SocketError, ZeroCopyTx,
 };
-use slimtcp_testkit::data::{pattern, pattern_mismatch};
+use slimtcp_testkit::data::{named_stream, pattern, pattern_mismatch, NamedStreamCheck};
 
 fn listener<A: SocketApi>(api: &mut A, port: u16) -> Fd {
     let l = api.socket(Proto::Tcp).expect("socket");
@@ -184,8 +184,8 @@ fn epoll_many_sockets(mode: Mode) {
             server
                 .epoll_ctl(ep, EpollOp::Add, l, EpollEvent { events: Ready::IN, data: u64::MAX })
                 .expect("add");
-            // Per connection: (fd, its stream id once known, bytes seen, header bytes).
-            let mut conns: Vec<(Fd, Option<u64>, u64, Vec<u8>)> = Vec::new();
+            // Per connection: its fd and the check of its named stream.
+            let mut conns: Vec<(Fd, NamedStreamCheck)> = Vec::new();
             let mut finished = 0;
             let mut events = [EpollEvent::default(); 32];
             let mut buf = vec![0u8; 16 * 1024];
@@ -201,7 +201,7 @@ fn epoll_many_sockets(mode: Mode) {
                                     let reg =
                                         EpollEvent { events: Ready::IN | Ready::RDHUP | Ready::ET, data };
                                     server.epoll_ctl(ep, EpollOp::Add, c, reg).expect("add conn");
-                                    conns.push((c, None, 0, Vec::new()));
+                                    conns.push((c, NamedStreamCheck::new()));
                                 }
                                 Err(SocketError::WouldBlock) => break,
                                 Err(e) => panic!("accept: {e}"),
@@ -209,33 +209,17 @@ fn epoll_many_sockets(mode: Mode) {
                         }
                         continue;
                     }
-                    let (c, id, seen, header) = &mut conns[ev.data as usize];
+                    let (c, check) = &mut conns[ev.data as usize];
                     // Edge-triggered: read until EAGAIN.
                     loop {
                         match server.recv(*c, &mut buf) {
                             Ok(0) => {
-                                assert_eq!(*seen, PER_CONN, "stream {id:?} length");
+                                assert_eq!(check.bytes(), PER_CONN, "stream {:?} length", check.seed());
                                 server.close(*c).expect("close");
                                 finished += 1;
                                 break;
                             }
-                            Ok(n) => {
-                                let mut data = &buf[..n];
-                                if id.is_none() {
-                                    let take = (8 - header.len()).min(data.len());
-                                    header.extend_from_slice(&data[..take]);
-                                    data = &data[take..];
-                                    if header.len() == 8 {
-                                        *id = Some(u64::from_le_bytes(
-                                            header[..8].try_into().expect("8 bytes"),
-                                        ));
-                                    }
-                                }
-                                if let Some(seed) = *id {
-                                    assert_eq!(pattern_mismatch(seed, *seen, data), None);
-                                    *seen += data.len() as u64;
-                                }
-                            }
+                            Ok(n) => check.feed(&buf[..n]),
                             Err(SocketError::WouldBlock) => break,
                             Err(e) => panic!("recv: {e}"),
                         }
@@ -252,11 +236,7 @@ fn epoll_many_sockets(mode: Mode) {
             client
                 .epoll_ctl(ep, EpollOp::Add, c, EpollEvent { events: Ready::OUT, data: i as u64 })
                 .expect("add");
-            let mut header = (1000 + i as u64).to_le_bytes().to_vec();
-            let mut body = vec![0u8; PER_CONN as usize];
-            pattern(1000 + i as u64, 0, &mut body);
-            header.extend_from_slice(&body);
-            state.push((c, header, 0usize));
+            state.push((c, named_stream(1000 + i as u64, PER_CONN as usize), 0usize));
         }
         let mut done = 0;
         let mut events = [EpollEvent::default(); 16];

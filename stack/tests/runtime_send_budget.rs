@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use runtime_pair::{pair, Mode, PairConfig, B_IP};
 use slimtcp::api::{EpollEvent, EpollOp, Fd, Proto, Ready, Shutdown, SockOpt, SocketApi, SocketError};
 use slimtcp::runtime::HostSockets;
-use slimtcp_testkit::data::{pattern, pattern_mismatch};
+use slimtcp_testkit::data::{named_stream, pattern, pattern_mismatch, NamedStreamCheck};
 
 /// The budget of these tests: two quanta.
 const BUDGET: usize = 128 * 1024;
@@ -27,19 +27,19 @@ fn listener(api: &mut HostSockets, port: u16) -> Fd {
     l
 }
 
-/// Accepts `conns` connections and reads each to its end, checking its stream (the first 8
-/// bytes name its pattern); returns the bytes read per connection.
+/// Accepts `conns` connections and reads each to its end, checking its [`named_stream`];
+/// returns the pattern bytes read per connection.
 /// Gives up after 30 s (so that a sender that stopped fails its test instead of hanging it).
 fn read_all(server: &mut HostSockets, l: Fd, conns: usize) -> Vec<u64> {
     let deadline = Instant::now() + Duration::from_secs(30);
-    let mut open: Vec<(Fd, Option<u64>, Vec<u8>, u64)> = Vec::new();
+    let mut open: Vec<(Fd, NamedStreamCheck)> = Vec::new();
     server.setsockopt(l, SockOpt::NonBlocking(true)).expect("nonblocking");
     while open.len() < conns {
         assert!(Instant::now() < deadline, "{} of {conns} connections accepted", open.len());
         match server.accept(l) {
             Ok((c, _)) => {
                 server.setsockopt(c, SockOpt::NonBlocking(true)).expect("nonblocking");
-                open.push((c, None, Vec::new(), 0));
+                open.push((c, NamedStreamCheck::new()));
             }
             Err(SocketError::WouldBlock) => std::thread::sleep(Duration::from_millis(1)),
             Err(e) => panic!("accept: {e}"),
@@ -49,27 +49,13 @@ fn read_all(server: &mut HostSockets, l: Fd, conns: usize) -> Vec<u64> {
     let mut done = vec![None; conns];
     while done.iter().any(Option::is_none) {
         assert!(Instant::now() < deadline, "streams still open: {done:?}");
-        for (i, (c, seed, header, seen)) in open.iter_mut().enumerate() {
+        for (i, (c, check)) in open.iter_mut().enumerate() {
             if done[i].is_some() {
                 continue;
             }
             match server.recv(*c, &mut buf) {
-                Ok(0) => done[i] = Some(*seen),
-                Ok(n) => {
-                    let mut data = &buf[..n];
-                    if seed.is_none() {
-                        let take = (8 - header.len()).min(data.len());
-                        header.extend_from_slice(&data[..take]);
-                        data = &data[take..];
-                        if header.len() == 8 {
-                            *seed = Some(u64::from_le_bytes(header[..8].try_into().expect("8 bytes")));
-                        }
-                    }
-                    if let Some(seed) = *seed {
-                        assert_eq!(pattern_mismatch(seed, *seen, data), None, "stream {seed} near {seen}");
-                        *seen += data.len() as u64;
-                    }
-                }
+                Ok(0) => done[i] = Some(check.bytes()),
+                Ok(n) => check.feed(&buf[..n]),
                 Err(SocketError::WouldBlock) => {}
                 Err(e) => panic!("recv: {e}"),
             }
@@ -77,15 +63,6 @@ fn read_all(server: &mut HostSockets, l: Fd, conns: usize) -> Vec<u64> {
         server.progress().expect("progress");
     }
     done.into_iter().map(|d| d.unwrap_or(0)).collect()
-}
-
-/// A stream of `len` pattern bytes named `seed` behind its 8-byte name.
-fn stream(seed: u64, len: usize) -> Vec<u8> {
-    let mut data = seed.to_le_bytes().to_vec();
-    let mut body = vec![0u8; len];
-    pattern(seed, 0, &mut body);
-    data.extend_from_slice(&body);
-    data
 }
 
 fn sockets_share_the_budget_in_turns(mode: Mode) {
@@ -108,7 +85,7 @@ fn sockets_share_the_budget_in_turns(mode: Mode) {
             client
                 .epoll_ctl(ep, EpollOp::Add, c, EpollEvent { events: Ready::OUT, data: i as u64 })
                 .expect("add");
-            state.push((c, stream(500 + i as u64, PER_CONN), 0usize));
+            state.push((c, named_stream(500 + i as u64, PER_CONN), 0usize));
         }
         let mut finished = 0;
         let mut events = [EpollEvent::default(); 64];
@@ -182,7 +159,7 @@ fn a_peer_that_stops_reading_does_not_stop_the_others(mode: Mode) {
         client.connect(c, SocketAddrV4::new(B_IP, 6201)).expect("connect");
         client.setsockopt(c, SockOpt::NonBlocking(true)).expect("nonblocking");
         // It waits for budget, which the stalled socket's bytes give up after a stall.
-        let data = stream(77, LEN);
+        let data = named_stream(77, LEN);
         let mut sent = 0;
         let deadline = Instant::now() + Duration::from_secs(20);
         while sent < data.len() {

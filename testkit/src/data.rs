@@ -84,6 +84,61 @@ impl PatternStream {
     }
 }
 
+/// Stream `seed` of `len` pattern bytes behind its name: the seed's 8 bytes, little-endian (the
+/// form [`NamedStreamCheck`] reads back, for tests where a receiver cannot tell its
+/// connections apart otherwise).
+pub fn named_stream(seed: u64, len: usize) -> Vec<u8> {
+    let mut data = seed.to_le_bytes().to_vec();
+    data.resize(8 + len, 0);
+    pattern(seed, 0, &mut data[8..]);
+    data
+}
+
+/// Checks a [`named_stream`] fed in pieces of any size: learns the seed from the first 8 bytes,
+/// then each byte against the pattern (panicking at the first wrong one, naming the stream and
+/// the byte's offset in it).
+#[derive(Debug, Clone, Default)]
+pub struct NamedStreamCheck {
+    name: Vec<u8>,
+    seed: Option<u64>,
+    seen: u64,
+}
+
+impl NamedStreamCheck {
+    /// A check that has seen nothing yet.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Checks the next piece of the stream.
+    pub fn feed(&mut self, mut data: &[u8]) {
+        if self.seed.is_none() {
+            let take = (8 - self.name.len()).min(data.len());
+            self.name.extend_from_slice(&data[..take]);
+            data = &data[take..];
+            if let Ok(name) = <[u8; 8]>::try_from(self.name.as_slice()) {
+                self.seed = Some(u64::from_le_bytes(name));
+            }
+        }
+        if let Some(seed) = self.seed {
+            if let Some(at) = pattern_mismatch(seed, self.seen, data) {
+                panic!("stream {seed} corrupt at byte {}", self.seen + at as u64);
+            }
+            self.seen += data.len() as u64;
+        }
+    }
+
+    /// The stream's seed, once its name has arrived.
+    pub fn seed(&self) -> Option<u64> {
+        self.seed
+    }
+
+    /// Pattern bytes checked (the name not counted).
+    pub fn bytes(&self) -> u64 {
+        self.seen
+    }
+}
+
 /// A running SHA-256 over a byte stream, counting its length.
 #[derive(Debug, Clone, Default)]
 pub struct StreamHasher {
@@ -180,6 +235,32 @@ mod tests {
         assert_eq!(pattern_mismatch(9, 77, &buf), None);
         buf[5_001] ^= 1;
         assert_eq!(pattern_mismatch(9, 77, &buf), Some(5_001));
+    }
+
+    #[test]
+    fn a_named_stream_fed_in_pieces_of_any_size_is_read_back_with_its_name() {
+        let data = named_stream(42, 5000);
+        for piece in [1, 3, 7, 8, 9, 4096] {
+            let mut check = NamedStreamCheck::new();
+            for chunk in data.chunks(piece) {
+                check.feed(chunk);
+            }
+            assert_eq!((check.seed(), check.bytes()), (Some(42), 5000), "pieces of {piece}");
+        }
+        let mut check = NamedStreamCheck::new();
+        check.feed(&data[..5]);
+        assert_eq!((check.seed(), check.bytes()), (None, 0), "the name is not whole yet");
+    }
+
+    #[test]
+    #[should_panic(expected = "stream 42 corrupt at byte 150")]
+    fn a_named_stream_with_a_wrong_byte_fails_its_check() {
+        let mut data = named_stream(42, 300);
+        data[8 + 150] ^= 1;
+        let mut check = NamedStreamCheck::new();
+        for chunk in data.chunks(100) {
+            check.feed(chunk);
+        }
     }
 
     #[test]
