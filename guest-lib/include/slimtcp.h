@@ -319,6 +319,23 @@ int slim_setsockopt(struct slim_ctx *ctx, int fd, int opt, int64_t value);
 // `value` is NULL or writable for an `int64_t`; for `ctx`, see `slim_socket`.
 int slim_getsockopt(struct slim_ctx *ctx, int fd, int opt, int64_t *value);
 
+// Bounds the bytes in flight (handed to the device, not yet acknowledged) over all of the
+// context's stream sockets together: the send budget (docs/architecture.md, "The send
+// budget"; by default 256 KiB, or the device's largest send buffer when larger). A socket the
+// budget keeps from sending is not writable until its turn comes. A budget below 64 KiB is
+// taken as 64 KiB. Returns 0, or -EINVAL for a negative size.
+//
+// # Safety
+// See `slim_socket`.
+int slim_set_send_budget(struct slim_ctx *ctx, int64_t bytes);
+
+// Stores the send budget's size in `*limit` and the bytes in flight that count against it
+// now in `*used`. Returns 0 or a negative errno (-EINVAL for a NULL pointer).
+//
+// # Safety
+// `used` and `limit` are NULL or writable for an `int64_t`; for `ctx`, see `slim_socket`.
+int slim_send_budget(struct slim_ctx *ctx, int64_t *used, int64_t *limit);
+
 // Allocates a transmit buffer for `len` bytes (at most 65536) and stores its handle in
 // `*out`; its length starts at `len`, its capacity may be larger. Returns 0, or a negative
 // errno (`-ENOBUFS` when the pair's transmit memory is exhausted: buffers in flight come

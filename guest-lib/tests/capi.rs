@@ -208,6 +208,21 @@ fn a_connection_echoes_through_copy_zero_copy_and_epoll() {
         assert_eq!(slim_recv(ctx, fd, back.as_mut_ptr().cast(), back.len()), -(libc::EAGAIN as isize));
         assert_eq!(slim_setsockopt(ctx, fd, 1234, 1), -libc::EINVAL);
 
+        // The context's send budget: read, set, refused when negative, raised to its least.
+        let (mut used, mut limit) = (-1i64, -1i64);
+        assert_eq!(slim_send_budget(ctx, &mut used, &mut limit), 0);
+        assert_eq!(limit, 256 * 1024, "the default");
+        assert!((0..=limit).contains(&used), "{used} of {limit}");
+        assert_eq!(slim_set_send_budget(ctx, 1 << 20), 0);
+        assert_eq!(slim_send_budget(ctx, &mut used, &mut limit), 0);
+        assert_eq!(limit, 1 << 20);
+        assert_eq!(slim_set_send_budget(ctx, -1), -libc::EINVAL);
+        assert!(last_error().contains("bytes"), "{}", last_error());
+        assert_eq!(slim_send_budget(ctx, null_mut(), &mut limit), -libc::EINVAL);
+        assert_eq!(slim_set_send_budget(ctx, 1), 0);
+        assert_eq!(slim_send_budget(ctx, &mut used, &mut limit), 0);
+        assert_eq!(limit, 64 * 1024, "at least the largest buffer a send hands over whole");
+
         assert_eq!(slim_epoll_ctl(ctx, ep, SLIM_EPOLL_CTL_DEL, fd, null()), 0);
         assert_eq!(slim_epoll_close(ctx, ep), 0);
         assert_eq!(slim_close(ctx, fd), 0);

@@ -1,5 +1,6 @@
 //! Socket options as integers: `slim_setsockopt(ctx, fd, SLIM_OPT_*, value)` and
-//! `slim_getsockopt(ctx, fd, SLIM_OPT_*, &value)`.
+//! `slim_getsockopt(ctx, fd, SLIM_OPT_*, &value)`; the context's send budget
+//! (`slim_set_send_budget`, `slim_send_budget`).
 
 use std::ffi::c_int;
 
@@ -111,6 +112,47 @@ pub unsafe extern "C" fn slim_getsockopt(ctx: *mut SlimCtx, fd: c_int, opt: c_in
             .getsockopt(args::fd(fd, "getsockopt")?, name(opt)?)
             .map_err(CapiError::socket("getsockopt"))?;
         *out = self::value(got);
+        Ok(0)
+    })
+}
+
+/// Bounds the bytes in flight (handed to the device, not yet acknowledged) over all of the
+/// context's stream sockets together: the send budget (docs/architecture.md, "The send
+/// budget"; by default 256 KiB, or the device's largest send buffer when larger). A socket the
+/// budget keeps from sending is not writable until its turn comes. A budget below 64 KiB is
+/// taken as 64 KiB. Returns 0, or -EINVAL for a negative size.
+///
+/// # Safety
+/// See `slim_socket`.
+#[no_mangle]
+pub unsafe extern "C" fn slim_set_send_budget(ctx: *mut SlimCtx, bytes: i64) -> c_int {
+    guarded("slim_set_send_budget", || {
+        // SAFETY: forwarded from the caller.
+        let api = unsafe { api(ctx) }?;
+        let bytes = usize::try_from(bytes).map_err(|_| CapiError::BadArgument {
+            arg: "bytes",
+            value: bytes,
+            expected: "a byte count",
+        })?;
+        api.set_send_budget(bytes);
+        Ok(0)
+    })
+}
+
+/// Stores the send budget's size in `*limit` and the bytes in flight that count against it
+/// now in `*used`. Returns 0 or a negative errno (-EINVAL for a NULL pointer).
+///
+/// # Safety
+/// `used` and `limit` are NULL or writable for an `int64_t`; for `ctx`, see `slim_socket`.
+#[no_mangle]
+pub unsafe extern "C" fn slim_send_budget(ctx: *mut SlimCtx, used: *mut i64, limit: *mut i64) -> c_int {
+    guarded("slim_send_budget", || {
+        // SAFETY: forwarded from the caller.
+        let (api, used, limit) =
+            unsafe { (api(ctx)?, args::get_mut(used, "used")?, args::get_mut(limit, "limit")?) };
+        let (now, size) = api.send_budget();
+        *used = i64::try_from(now).unwrap_or(i64::MAX);
+        *limit = i64::try_from(size).unwrap_or(i64::MAX);
         Ok(0)
     })
 }
