@@ -20,7 +20,7 @@ use crate::id_map::IdMap;
 use std::time::Instant;
 
 pub use link::{Event, Limits, Link, Reply, Request, RxPayload, Submitted};
-pub use send_budget::{DEFAULT_SEND_BUDGET, STALL as SEND_BUDGET_STALL, WAKE_QUANTUM as SEND_BUDGET_QUANTUM};
+pub use send_budget::DEFAULT_SEND_BUDGET;
 pub use state::DATAGRAM_QUEUE;
 
 use send_budget::SendBudget;
@@ -112,8 +112,8 @@ impl<L: Link> AppSockets<L> {
     }
 
     /// Bounds the bytes in flight over all stream sockets together (`send_budget.rs`; at
-    /// least [`WAKE_QUANTUM`](send_budget::WAKE_QUANTUM) and the largest transmit buffer). Takes effect for the sends that
-    /// follow; sockets already waiting are woken as the new budget allows.
+    /// least 16 KiB and the largest transmit buffer). Takes effect for the sends that follow;
+    /// sockets already waiting are woken as the new budget allows.
     pub fn set_send_budget(&mut self, bytes: usize) {
         let mut budget = SendBudget::new(bytes, self.limits.max_tx_len);
         std::mem::swap(&mut budget, &mut self.budget);

@@ -12,11 +12,12 @@
 //! left, and a socket woken that does not send holds nothing back.
 //!
 //! Peers that read slowly or not at all must not hold up the others. While sockets wait, every
-//! [`STALL`] the bytes that have counted for a whole such period without being acknowledged
-//! stop counting (they stay in their socket's own buffer, and never count again; its later
-//! sends do): a peer that keeps up acknowledges within a round trip, so they are the bytes of
-//! peers that read slowly or not at all. Passes given to sockets that never sent are forgotten
-//! then too. An acknowledgement gives back the socket's counted bytes first.
+//! [`STALL`] the counted bytes of each socket whose counted bytes were never all acknowledged
+//! in the whole period stop counting (they stay in its own buffer, and never count again; its
+//! later sends do): a peer that keeps up acknowledges a turn's bytes within a round trip, so
+//! these are peers that read slowly or not at all (or, with few sockets, one that is never
+//! idle, which then goes a little beyond the budget). Passes given to sockets that never sent
+//! are forgotten then too. An acknowledgement gives back the socket's counted bytes first.
 
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
@@ -48,8 +49,8 @@ pub struct BudgetMark {
     /// `pass_round` is the budget's).
     pass: bool,
     pass_round: u32,
-    /// Of its bytes in flight, this many do not count (they counted for a whole period while
-    /// sockets waited).
+    /// Of its bytes in flight, this many do not count (they were never all acknowledged in a
+    /// whole period while sockets waited).
     uncounted: usize,
     /// The period in which its counted bytes last rose from none.
     counting_since: u32,
@@ -246,8 +247,8 @@ impl SendBudget {
         true
     }
 
-    /// At the end of a period: a socket's bytes that have counted since before it started
-    /// (none of its counted bytes was acknowledged for all of it) stop counting.
+    /// At the end of a period: a socket whose counted bytes have not all been acknowledged
+    /// since before it started stops counting them.
     pub fn stop_counting_old(&mut self, mark: &mut BudgetMark, in_flight: usize) {
         let counted = in_flight.saturating_sub(mark.uncounted);
         if counted > 0 && self.period.wrapping_sub(mark.counting_since) >= 2 {
