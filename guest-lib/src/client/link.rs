@@ -430,7 +430,6 @@ impl Link for GuestLink {
             max_datagram: usize::from(self.info.max_datagram),
             default_sndbuf: self.info.max_send_in_flight as usize,
             max_sndbuf: self.info.max_send_in_flight as usize,
-            send_budget: slimtcp_api::app::DEFAULT_SEND_BUDGET.max(self.info.max_send_in_flight as usize),
             max_tx_buffers: usize::MAX,
             max_tx_len: LARGE_TX,
             local_ip: None,

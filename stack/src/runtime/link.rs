@@ -296,7 +296,6 @@ pub(super) fn app_limits(limits: &crate::server::ServerLimits) -> Limits {
         max_datagram: limits.max_datagram,
         default_sndbuf: limits.default_sndbuf,
         max_sndbuf: limits.max_send_in_flight,
-        send_budget: slimtcp_api::app::DEFAULT_SEND_BUDGET.max(limits.default_sndbuf),
         max_tx_buffers: MAX_TX_BUFFERS,
         max_tx_len: LARGE_TX,
         local_ip: None,

@@ -249,9 +249,6 @@ pub struct Limits {
     pub default_sndbuf: usize,
     /// The largest send buffer (a larger `SO_SNDBUF` is clamped).
     pub max_sndbuf: usize,
-    /// The bytes in flight over all stream sockets together (the application's send budget,
-    /// `send_budget.rs`).
-    pub send_budget: usize,
     /// Zero-copy transmit buffers the application may hold or have in flight.
     pub max_tx_buffers: usize,
     /// The largest transmit buffer (and copy-send chunk).

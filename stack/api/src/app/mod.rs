@@ -20,7 +20,6 @@ use crate::id_map::IdMap;
 use std::time::Instant;
 
 pub use link::{Event, Limits, Link, Reply, Request, RxPayload, Submitted};
-pub use send_budget::DEFAULT_SEND_BUDGET;
 pub use state::DATAGRAM_QUEUE;
 
 use send_budget::SendBudget;
@@ -68,7 +67,7 @@ impl<L: Link> AppSockets<L> {
             replies: IdMap::default(),
             events: Vec::new(),
             room_waiters: Vec::new(),
-            budget: SendBudget::new(limits.send_budget, limits.max_tx_len),
+            budget: SendBudget::new(send_budget::default_for(limits.default_sndbuf), limits.max_tx_len),
             budget_held: Vec::new(),
         }
     }
@@ -115,9 +114,7 @@ impl<L: Link> AppSockets<L> {
     /// least 16 KiB and the largest transmit buffer). Takes effect for the sends that follow;
     /// sockets already waiting are woken as the new budget allows.
     pub fn set_send_budget(&mut self, bytes: usize) {
-        let mut budget = SendBudget::new(bytes, self.limits.max_tx_len);
-        std::mem::swap(&mut budget, &mut self.budget);
-        self.budget.adopt(budget);
+        self.budget.set_limit(bytes);
     }
 
     /// The bytes in flight over all stream sockets that count against the send budget, and

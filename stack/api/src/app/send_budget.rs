@@ -24,9 +24,14 @@ use std::time::{Duration, Instant};
 
 use crate::Fd;
 
-/// The default budget: the default send buffer of one socket, so that a lone connection sends
-/// as it would without one.
+/// The least default budget: the stack's default send buffer of one socket.
 pub const DEFAULT_SEND_BUDGET: usize = 256 * 1024;
+
+/// The default budget over sockets whose send buffer starts at `sndbuf`: at least one whole
+/// buffer, so that a lone connection sends as it would without a budget.
+pub fn default_for(sndbuf: usize) -> usize {
+    DEFAULT_SEND_BUDGET.max(sndbuf)
+}
 
 /// The least budget worth waking a socket for: wakes for a few bytes would send them as small
 /// segments, and keep more sockets' state in use at once.
@@ -54,6 +59,13 @@ pub struct BudgetMark {
     uncounted: usize,
     /// The period in which its counted bytes last rose from none.
     counting_since: u32,
+}
+
+impl BudgetMark {
+    /// Of a socket's `in_flight` bytes, those that count.
+    fn counted(&self, in_flight: usize) -> usize {
+        in_flight.saturating_sub(self.uncounted)
+    }
 }
 
 /// A time sockets wait (see [`SendBudget::period_ended`]).
@@ -111,13 +123,10 @@ impl SendBudget {
         self.used
     }
 
-    /// Takes over `old`'s count and queue (a new size for the same sockets).
-    pub fn adopt(&mut self, old: SendBudget) {
-        self.used = old.used;
-        self.waiting = old.waiting;
-        self.passes = old.passes;
-        self.round = old.round;
-        self.period = old.period;
+    /// A new size for the same sockets (at least a quantum): what is in flight and who waits
+    /// stay as they are.
+    pub fn set_limit(&mut self, limit: usize) {
+        self.limit = limit.max(self.quantum);
     }
 
     /// Bytes a socket with `mark` may hand to the link now, as far as the budget goes: what is
@@ -171,8 +180,8 @@ impl SendBudget {
     /// `n` of the `in_flight` bytes of a socket were acknowledged (or never taken).
     pub fn release(&mut self, mark: &mut BudgetMark, in_flight: usize, n: usize) {
         let n = n.min(in_flight);
-        let counted = n.min(in_flight - mark.uncounted.min(in_flight));
-        mark.uncounted -= (n - counted).min(mark.uncounted);
+        let counted = n.min(mark.counted(in_flight));
+        mark.uncounted = mark.uncounted.saturating_sub(n - counted);
         self.used = self.used.saturating_sub(counted);
         if self.used == 0 && self.waiting.is_empty() {
             // Nothing in flight, nobody waiting: passes never used are forgotten.
@@ -183,7 +192,7 @@ impl SendBudget {
 
     /// A socket with `in_flight` bytes is gone (closed, or failed: nothing more comes back).
     pub fn forget(&mut self, mark: &mut BudgetMark, in_flight: usize) {
-        self.used = self.used.saturating_sub(in_flight.saturating_sub(mark.uncounted));
+        self.used = self.used.saturating_sub(mark.counted(in_flight));
         mark.uncounted = 0;
         self.drop_pass(mark);
     }
@@ -250,7 +259,7 @@ impl SendBudget {
     /// At the end of a period: a socket whose counted bytes have not all been acknowledged
     /// since before it started stops counting them.
     pub fn stop_counting_old(&mut self, mark: &mut BudgetMark, in_flight: usize) {
-        let counted = in_flight.saturating_sub(mark.uncounted);
+        let counted = mark.counted(in_flight);
         if counted > 0 && self.period.wrapping_sub(mark.counting_since) >= 2 {
             self.used = self.used.saturating_sub(counted);
             mark.uncounted = in_flight;

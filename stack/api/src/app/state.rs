@@ -112,16 +112,10 @@ impl<R> SockEntry<R> {
         self.send_room().min(budget.room(self.budget))
     }
 
-    /// A connected stream with room of its own that only the shared budget keeps from sending
-    /// (it must then wait for its turn, to be woken).
+    /// A socket that would be writable on its own but that the shared budget keeps from
+    /// sending (it must then wait for its turn, to be woken).
     pub fn held_by_budget(&self, budget: &SendBudget) -> bool {
-        self.proto == Proto::Tcp
-            && self.phase == Phase::Connected
-            && self.send_room() > 0
-            && !self.no_link_room
-            && !self.wr_shut
-            && self.failure.is_none()
-            && budget.room(self.budget) == 0
+        self.writable_with(self.send_room()) && !self.writable(budget)
     }
 
     /// A read would not block.
@@ -141,13 +135,16 @@ impl<R> SockEntry<R> {
 
     /// A write would not block.
     pub fn writable(&self, budget: &SendBudget) -> bool {
+        self.writable_with(self.send_room_within(budget))
+    }
+
+    /// A write would not block if a stream had `room` bytes to send.
+    fn writable_with(&self, room: usize) -> bool {
         match self.proto {
             Proto::Udp => !self.no_link_room,
             Proto::Tcp => match self.phase {
                 Phase::Connected => {
-                    (self.send_room_within(budget) > 0 && !self.no_link_room)
-                        || self.wr_shut
-                        || self.failure.is_some()
+                    (room > 0 && !self.no_link_room) || self.wr_shut || self.failure.is_some()
                 }
                 Phase::Failed => true,
                 _ => false,
