@@ -7,6 +7,9 @@
 //! prediction would (`Connection::on_continuation`). Linux's GRO recognises its segments the
 //! same way, by comparing headers.
 //!
+//! The PSH flag may differ: a sender sets it on the last segment of each write, and a run goes
+//! on across writes (each continuation carries its own flag to the connection).
+//!
 //! Only the very next frame may continue a segment: any other frame, and the end of the burst
 //! (applications act between polls), ends the run.
 //!
@@ -32,13 +35,15 @@ pub(super) const HEADERS_LEN: usize = LINK_IP_LEN + HEADER_LEN;
 
 /// The frame bytes a continuation must repeat (offsets in the frame): the whole Ethernet header
 /// and the IPv4 version, header length and TOS; then flags, fragment offset, TTL and protocol;
-/// then the addresses and the TCP ports; then the ACK number, data offset, flags and window;
-/// then the urgent pointer. Between them lie the IPv4 total length, identification and checksum
-/// and the TCP sequence number and checksum.
+/// then the addresses and the TCP ports; then the ACK number and data offset; the flags but PSH;
+/// the window; then the urgent pointer. Between them lie the IPv4 total length, identification
+/// and checksum and the TCP sequence number and checksum.
 const LINK_TO_TOS: Range<usize> = 0..ETH_LEN + 2;
 const FLAGS_TO_PROTOCOL: Range<usize> = ETH_LEN + 6..ETH_LEN + 10;
 const ADDRESSES_AND_PORTS: Range<usize> = ETH_LEN + 12..LINK_IP_LEN + offs::SEQ;
-const ACK_TO_WINDOW: Range<usize> = LINK_IP_LEN + offs::ACK..LINK_IP_LEN + offs::CHECKSUM;
+const ACK_AND_DATA_OFF: Range<usize> = LINK_IP_LEN + offs::ACK..LINK_IP_LEN + offs::FLAGS;
+const FLAGS: usize = LINK_IP_LEN + offs::FLAGS;
+const WINDOW: Range<usize> = LINK_IP_LEN + offs::WINDOW..LINK_IP_LEN + offs::CHECKSUM;
 const URGENT: Range<usize> = LINK_IP_LEN + offs::URGENT..HEADERS_LEN;
 /// Fields read from a continuation, and the run's source address.
 const TOTAL_LEN: Range<usize> = ETH_LEN + 2..ETH_LEN + 4;
@@ -55,10 +60,9 @@ pub(super) struct RxFlow {
     /// Where the delivered segment's payload ended: the continuation's sequence number.
     next_seq: SeqNumber,
     handle: SocketHandle,
-    /// Its header's ACK number, window and PSH flag, decoded once for the run.
+    /// Its header's ACK number and window, decoded once for the run.
     ack: SeqNumber,
     window_len: u16,
-    push: bool,
     /// Where the last segment taken the short way starts, while the run's bookkeeping is owed.
     owed: Option<SeqNumber>,
 }
@@ -91,6 +95,7 @@ pub(super) struct Continuation {
     pub seq: SeqNumber,
     pub ack: SeqNumber,
     pub window_len: u16,
+    /// The continuation's own PSH flag.
     pub push: bool,
 }
 
@@ -103,7 +108,6 @@ impl Default for RxFlow {
             handle: SocketHandle::NONE,
             ack: SeqNumber(0),
             window_len: 0,
-            push: false,
             owed: None,
         }
     }
@@ -141,7 +145,6 @@ impl RxFlow {
             handle,
             ack,
             window_len: repr.window_len,
-            push: repr.flags.contains(TcpFlags::PSH),
             owed: None,
         };
     }
@@ -150,7 +153,7 @@ impl RxFlow {
     /// ended: its Ethernet and IPv4 headers repeat the run's but for the IPv4 total length
     /// (which must hold a TCP header and a payload, within the frame), identification and
     /// checksum; its TCP header repeats the run's but for the sequence number, which is where
-    /// the run's payload ended, and the checksum. The caller checks both checksums.
+    /// the run's payload ended, the PSH flag and the checksum. The caller checks both checksums.
     #[inline]
     pub(super) fn continued_by(&self, frame: &[u8]) -> Option<Continuation> {
         let headers: &[u8; HEADERS_LEN] = frame.first_chunk()?;
@@ -164,7 +167,9 @@ impl RxFlow {
             && same::<{ FLAGS_TO_PROTOCOL.start }, { FLAGS_TO_PROTOCOL.end }>(headers, run)
             && same::<{ ADDRESSES_AND_PORTS.start }, { ADDRESSES_AND_PORTS.end }>(headers, run)
             && headers[SEQ] == self.next_seq.0.to_be_bytes()
-            && same::<{ ACK_TO_WINDOW.start }, { ACK_TO_WINDOW.end }>(headers, run)
+            && same::<{ ACK_AND_DATA_OFF.start }, { ACK_AND_DATA_OFF.end }>(headers, run)
+            && (headers[FLAGS] ^ run[FLAGS]) & !TcpFlags::PSH.bits() == 0
+            && same::<{ WINDOW.start }, { WINDOW.end }>(headers, run)
             && same::<{ URGENT.start }, { URGENT.end }>(headers, run);
         let src = &self.headers[SRC_ADDR];
         continues.then_some(Continuation {
@@ -174,7 +179,7 @@ impl RxFlow {
             seq: self.next_seq,
             ack: self.ack,
             window_len: self.window_len,
-            push: self.push,
+            push: headers[FLAGS] & TcpFlags::PSH.bits() != 0,
         })
     }
 
@@ -268,6 +273,17 @@ mod tests {
     }
 
     #[test]
+    fn a_run_goes_on_across_writes_each_continuation_with_its_own_psh() {
+        // A write's last segment carries PSH; the next write's first does not.
+        let flow = run_after(&frame(&repr(1000, TcpFlags::empty()), &[7; 64]), 64);
+        let end_of_write = frame(&repr(1064, TcpFlags::PSH), &[9; 100]);
+        assert_eq!(flow.continued_by(&end_of_write).map(|c| c.push), Some(true));
+        let flow = run_after(&end_of_write, 100);
+        let next_write = frame(&repr(1164, TcpFlags::empty()), &[9; 100]);
+        assert_eq!(flow.continued_by(&next_write).map(|c| c.push), Some(false));
+    }
+
+    #[test]
     fn any_other_header_byte_or_sequence_number_ends_the_run() {
         let flow = run_after(&frame(&repr(1000, TcpFlags::empty()), &[7; 64]), 64);
         let next = frame(&repr(1064, TcpFlags::empty()), &[9; 10]);
@@ -277,10 +293,15 @@ mod tests {
         let free = [TOTAL_LEN, ETH_LEN + 4..ETH_LEN + 6, ETH_LEN + 10..ETH_LEN + 12];
         let tcp_checksum = LINK_IP_LEN + offs::CHECKSUM..LINK_IP_LEN + offs::URGENT;
         for byte in (0..LINK_IP_LEN + HEADER_LEN).filter(|b| !free.iter().any(|r| r.contains(b))) {
-            let mut changed = next.clone();
-            changed[byte] ^= 0x10;
-            let continues = flow.continued_by(&changed).is_some();
-            assert_eq!(continues, tcp_checksum.contains(&byte), "byte {byte} changed");
+            // The flags byte: every bit but PSH (which the test above covers).
+            let bits: &[u8] =
+                if byte == FLAGS { &[0x01, 0x02, 0x04, 0x10, 0x20, 0x40, 0x80] } else { &[0x10] };
+            for &bit in bits {
+                let mut changed = next.clone();
+                changed[byte] ^= bit;
+                let continues = flow.continued_by(&changed).is_some();
+                assert_eq!(continues, tcp_checksum.contains(&byte), "byte {byte} bit {bit:#x} changed");
+            }
         }
         for byte in [ETH_LEN + 4, ETH_LEN + 5, ETH_LEN + 10, ETH_LEN + 11] {
             let mut changed = next.clone();
