@@ -44,14 +44,19 @@ if exp or peers:
                     f"{gb(p.get('smoltcp_one_poll'))}\n")
 if exp:
     with open(f"{tmp}/conns.dat", "w") as f:
-        f.write("# connections slimtcp linux slimtcp_min slimtcp_max linux_min linux_max (over the rounds)\n")
+        f.write("# connections, then for split and stack socket buffers: slimtcp linux slimtcp_min slimtcp_max "
+                "linux_min linux_max (over the rounds)\n")
         def extent(p, kind):
             v = [x for x in p.get("runs", {}).get(f"{kind}_bps", []) if x]
             return (f"{min(v) / 1e9:.3f}", f"{max(v) / 1e9:.3f}") if v else ("-", "-")
-        for p in exp["points"]:
-            if p["experiment"] == 2:
-                f.write(f"{p['connections']} {gb(p.get('slimtcp'))} {gb(p.get('linux'))} "
-                        f"{' '.join(extent(p, 'slimtcp'))} {' '.join(extent(p, 'linux'))}\n")
+        def cells(p):
+            if p is None:
+                return "- - - - - -"
+            return (f"{gb(p.get('slimtcp'))} {gb(p.get('linux'))} "
+                    f"{' '.join(extent(p, 'slimtcp'))} {' '.join(extent(p, 'linux'))}")
+        e2 = {(p["connections"], p.get("socket_buffer", "split")): p for p in exp["points"] if p["experiment"] == 2}
+        for conns in sorted({c for c, _ in e2}):
+            f.write(f"{conns} {cells(e2.get((conns, 'split')))} {cells(e2.get((conns, 'stack')))}\n")
 if cg:
     with open(f"{tmp}/cg.dat", "w") as f:
         f.write("# mss slimtcp smoltcp smoltcp_one_poll\n")
@@ -85,10 +90,12 @@ else
 fi
 if [[ -f $tmp/conns.dat ]]; then
     gnuplot -e "$common; set output '$OUT/goodput_vs_connections.png';
-        set title 'Experiment 2: MSS 1400, goodput against connections';
+        set title 'Experiment 2: MSS 1400, goodput against connections'; set key bottom left;
         set xlabel 'connections'; set ylabel 'goodput (Gb/s)'; set yrange [0:*];
-        plot '$tmp/conns.dat' using 0:2:4:5:xtic(1) with yerrorlines lw 2 title 'SlimTCP, memwire, two-core runtime (median run, range)',
-             '' using 0:3:6:7 with yerrorlines lw 2 title 'Linux, veth, offloads off (median run, range)'"
+        plot '$tmp/conns.dat' using 0:2:4:5:xtic(1) with yerrorlines lw 2 title 'SlimTCP, memwire, two-core runtime, 64 MiB split over the sockets (median run, range)',
+             '' using 0:3:6:7 with yerrorlines lw 2 title 'Linux, veth, offloads off, 64 MiB split',
+             '' using 0:8:10:11 with yerrorlines lw 2 dt 2 title 'SlimTCP, each stack its own buffers',
+             '' using 0:9:12:13 with yerrorlines lw 2 dt 2 title 'Linux, each stack its own buffers (autotuning)'"
     echo "bench-plots: $OUT/goodput_vs_connections.png"
 else
     echo "bench-plots: no experiments.json: goodput_vs_connections.png skipped" >&2

@@ -103,7 +103,7 @@ enum Peer {
 }
 
 fn settings(mss: u16) -> Settings {
-    Settings { mss, win_scale: None, buffer: 256 << 10, zero_copy: false }
+    Settings { mss, win_scale: None, buffer: Some(256 << 10), zero_copy: false }
 }
 
 /// The two measurements, over any provider.

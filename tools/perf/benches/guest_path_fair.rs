@@ -224,7 +224,7 @@ fn bench(plan: &Plan) -> Result<Results, BenchError> {
             let shape = Shape {
                 connections,
                 mss: plan.conn_mss,
-                buffer: plan.conn_buffer.bytes(connections),
+                buffer: plan.conn_buffer.per_connection(connections),
                 warm_up: Duration::from_secs_f64(plan.conn_warm_up),
             };
             let mut row = ConnRow {

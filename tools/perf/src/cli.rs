@@ -86,6 +86,11 @@ pub struct Args {
     /// Extension: send with alloc_tx/send_zc and receive with recv_zc instead of copying.
     #[arg(long)]
     pub zero_copy: bool,
+    /// Extension: every socket's send and receive buffers: `split` (the default: 64 MiB over the
+    /// connections, within 16-256 KiB each), `stack` (none set: each stack's own; Linux tunes
+    /// its own), or BYTES (4096..=16777216)
+    #[arg(long, value_name = "SIZE", default_value = "split")]
+    pub socket_buffer: String,
     /// Extension: `--nic memwire` offers checksum offload (the link fills and verifies checksums
     /// where anything needs them, as a NIC would; nothing does here), and both stacks use it.
     #[arg(long)]

@@ -217,6 +217,8 @@ pub struct Config {
     pub duration: Option<Duration>,
     /// Zero-copy data path.
     pub zero_copy: bool,
+    /// The sockets' send and receive buffers (`--socket-buffer`).
+    pub socket_buffer: crate::workload::SocketBuffer,
     /// The memwire link offers checksum offload.
     pub checksum_offload: bool,
     /// The TAP goes without its checksum offload (`--no-checksum-offload`).
@@ -338,6 +340,8 @@ impl TryFrom<(Vec<String>, Args)> for Config {
                 "--zero-copy is SlimTCP's API; the kernel path copies".to_owned(),
             ));
         }
+        let socket_buffer =
+            args.socket_buffer.parse().map_err(|e| bad("socket-buffer", &args.socket_buffer, e))?;
         let connect_ip = args.connect_ip.as_deref().map(|ip| parse_ip("connect-ip", ip)).transpose()?;
         let memwire = nic == NicChoice::Memwire && !args.kernel;
         if args.checksum_offload && !memwire {
@@ -415,6 +419,7 @@ impl TryFrom<(Vec<String>, Args)> for Config {
             connections_given: args.connections.is_some(),
             duration,
             zero_copy: args.zero_copy,
+            socket_buffer,
             checksum_offload: args.checksum_offload,
             no_checksum_offload: args.no_checksum_offload,
             json: args.json,
@@ -495,6 +500,25 @@ mod tests {
         assert!(e.to_string().starts_with("--connections"), "{e}");
         let e = config("--nic memwire --runtime three").expect_err("bad runtime");
         assert!(e.to_string().starts_with("--runtime"), "{e}");
+    }
+
+    #[test]
+    fn socket_buffers_are_split_by_default_the_stacks_own_or_one_size() {
+        use crate::workload::SocketBuffer;
+        let per_conn = |line: &str| {
+            let c = config(line).expect("valid");
+            c.socket_buffer.per_connection(c.connections)
+        };
+        assert_eq!(per_conn("--nic memwire --connections 4096"), Some(16 << 10), "64 MiB split");
+        assert_eq!(per_conn("--nic memwire --connections 1"), Some(256 << 10));
+        assert_eq!(per_conn("--nic memwire --connections 4096 --socket-buffer split"), Some(16 << 10));
+        assert_eq!(per_conn("--nic memwire --connections 4096 --socket-buffer stack"), None);
+        assert_eq!(per_conn("--nic memwire --connections 4096 --socket-buffer 65536"), Some(65536));
+        assert_eq!(config("--nic memwire").expect("valid").socket_buffer, SocketBuffer::Split);
+        for bad in ["4095", "16777217", "auto", "-1", ""] {
+            let e = config(&format!("--nic memwire --socket-buffer={bad}")).expect_err(bad);
+            assert!(e.to_string().starts_with("--socket-buffer"), "{bad}: {e}");
+        }
     }
 
     #[test]

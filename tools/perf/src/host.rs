@@ -102,7 +102,7 @@ pub fn settings(cfg: &Config) -> Settings {
     Settings {
         mss: cfg.mss,
         win_scale: cfg.win_scale,
-        buffer: workload::buffer_per_connection(cfg.connections),
+        buffer: cfg.socket_buffer.per_connection(cfg.connections),
         zero_copy: cfg.zero_copy,
     }
 }

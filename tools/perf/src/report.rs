@@ -17,6 +17,8 @@ pub struct Summary {
     pub zero_copy: bool,
     /// MSS in effect.
     pub mss: u16,
+    /// Send and receive buffer each socket asked for (`None`: the stack's own).
+    pub socket_buffer: Option<usize>,
     /// What was measured.
     pub measurement: Measurement,
 }
@@ -48,6 +50,7 @@ impl Summary {
             role: self.role,
             zero_copy: self.zero_copy,
             mss: self.mss,
+            socket_buffer_bytes: self.socket_buffer,
             connections: m.connections,
             duration_s: m.elapsed.as_secs_f64(),
             bytes: m.bytes,
@@ -100,6 +103,8 @@ struct JsonSummary<'a> {
     role: &'a str,
     zero_copy: bool,
     mss: u16,
+    /// `null`: no buffer asked for (the stack's own).
+    socket_buffer_bytes: Option<usize>,
     connections: usize,
     duration_s: f64,
     bytes: u64,
@@ -145,6 +150,7 @@ mod tests {
             role: "sender",
             zero_copy: false,
             mss: 1000,
+            socket_buffer: Some(16 << 10),
             measurement: Measurement {
                 bytes: 2_000_000,
                 total_bytes: 2_500_000,
@@ -174,6 +180,9 @@ mod tests {
         assert!(j.starts_with('{') && j.ends_with('}') && !j.contains('\n'));
         assert!(!j.contains("datagrams"), "TCP runs have no datagram counts: {j}");
         assert!(j.contains(r#""run_queue_wait_ms":1.5"#), "{j}");
+        assert!(j.contains(r#""socket_buffer_bytes":16384"#), "{j}");
+        let stack_own = Summary { socket_buffer: None, ..summary() }.to_json();
+        assert!(stack_own.contains(r#""socket_buffer_bytes":null"#), "the stack's own buffers: {stack_own}");
     }
 
     #[test]

@@ -35,6 +35,7 @@ pub fn run(cfg: &Config, progress: Progress<'_>) -> Result<Summary, RunError> {
         role: cfg.role.label(),
         zero_copy: cfg.zero_copy,
         mss: cfg.mss,
+        socket_buffer: host::settings(cfg).buffer,
         measurement,
     })
 }

@@ -25,6 +25,8 @@ fn unknown_options_and_bad_values_are_one_line() {
     assert!(one_line_error("--nic ether").contains("--nic"));
     assert!(one_line_error("--nic memwire --duration 0").contains("--duration"));
     assert!(one_line_error("--nic memwire --arp 10.0.0.1").contains("--arp"));
+    assert!(one_line_error("--nic memwire --socket-buffer 1024").contains("--socket-buffer"));
+    assert!(one_line_error("--nic memwire --socket-buffer auto").contains("--socket-buffer"));
 }
 
 #[test]

@@ -42,6 +42,23 @@ fn experiment_2_many_connections_at_mss_1400() {
 }
 
 #[test]
+fn socket_buffers_split_the_stacks_own_or_one_size_are_reported() {
+    let with = |buffer: &str| {
+        let args = format!(
+            "--tcp --mss 1400 --connections 64 --duration 1 --nic memwire --json --socket-buffer {buffer}"
+        );
+        point(&args, 1400, 64)
+    };
+    // The default: 64 MiB over the connections, at most 256 KiB each.
+    let split = with("split");
+    assert_eq!(number(&split, "socket_buffer_bytes"), f64::from(256u32 << 10), "{split}");
+    let own = with("stack");
+    assert!(own.contains(r#""socket_buffer_bytes":null"#), "none asked for: {own}");
+    let fixed = with("32768");
+    assert_eq!(number(&fixed, "socket_buffer_bytes"), 32768.0, "{fixed}");
+}
+
+#[test]
 fn both_runtimes_and_both_data_paths_move_data() {
     for extra in ["--runtime single", "--runtime single --zero-copy", "--runtime two-core --zero-copy"] {
         let args = format!("--nic memwire --tcp --mss 1460 --connections 4 --duration 1 --json {extra}");

@@ -101,20 +101,22 @@ pub struct Bulk {
     pub checked: u64,
 }
 
-/// Socket options of a run's connections: MSS and both buffers, on both ends.
-pub fn options(mss: u16, buffer: usize) -> [SockOpt; 3] {
-    [SockOpt::Mss(mss), SockOpt::SendBuffer(buffer), SockOpt::RecvBuffer(buffer)]
+/// Socket options of a run's connections, on both ends: MSS and both buffers (`None`: the
+/// stack's own).
+pub fn options(mss: u16, buffer: Option<usize>) -> Vec<SockOpt> {
+    let buffers = buffer.map(|b| [SockOpt::SendBuffer(b), SockOpt::RecvBuffer(b)]);
+    std::iter::once(SockOpt::Mss(mss)).chain(buffers.into_iter().flatten()).collect()
 }
 
 /// The peer's listener on `port` (accepted sockets take its options).
 pub fn listen<P: SocketApi>(
     peer: &mut P,
     port: u16,
-    opts: [SockOpt; 3],
+    opts: &[SockOpt],
     backlog: usize,
 ) -> Result<Fd, AppError> {
     let l = peer.socket(Proto::Tcp).map_err(sock("peer socket"))?;
-    for opt in opts {
+    for &opt in opts {
         peer.setsockopt(l, opt).map_err(sock("peer setsockopt"))?;
     }
     peer.bind(l, SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, port)).map_err(sock("peer bind"))?;
@@ -129,10 +131,10 @@ pub fn connect_one<G: SocketApi, P: SocketApi>(
     peer: &mut P,
     l: Fd,
     to: SocketAddrV4,
-    opts: [SockOpt; 3],
+    opts: &[SockOpt],
 ) -> Result<(Fd, Fd), AppError> {
     let c = under.socket(Proto::Tcp).map_err(sock("socket"))?;
-    for opt in opts.into_iter().chain([SockOpt::NoDelay(true)]) {
+    for opt in opts.iter().copied().chain([SockOpt::NoDelay(true)]) {
         under.setsockopt(c, opt).map_err(sock("setsockopt"))?;
     }
     // Blocking: the handshake needs only the stacks (thread B), the peer accepts from its
@@ -153,9 +155,9 @@ fn connect_pair<G: SocketApi, P: SocketApi>(
     port: u16,
     mss: u16,
 ) -> Result<(Fd, Fd, Fd), AppError> {
-    let opts = options(mss, BUFFER);
-    let l = listen(peer, port, opts, 1)?;
-    let (c, s) = connect_one(under, peer, l, SocketAddrV4::new(peer_ip, port), opts)?;
+    let opts = options(mss, Some(BUFFER));
+    let l = listen(peer, port, &opts, 1)?;
+    let (c, s) = connect_one(under, peer, l, SocketAddrV4::new(peer_ip, port), &opts)?;
     Ok((c, s, l))
 }
 

@@ -32,8 +32,8 @@ const EVENTS_PER_WAIT: usize = 1024;
 pub struct Shape {
     pub connections: usize,
     pub mss: u16,
-    /// Send and receive buffer of every socket, both ends.
-    pub buffer: usize,
+    /// Send and receive buffer of every socket, both ends (`None`: the stack's own).
+    pub buffer: Option<usize>,
     /// Sending before the measured window (bytes checked, not counted).
     pub warm_up: Duration,
 }
@@ -78,7 +78,7 @@ pub fn bulk_many<G: SocketApi, P: SocketApi>(
     window: Duration,
 ) -> Result<Bulk, AppError> {
     let opts = options(shape.mss, shape.buffer);
-    let l = listen(peer, MANY_PORT, opts, shape.connections.clamp(1, MAX_BACKLOG))?;
+    let l = listen(peer, MANY_PORT, &opts, shape.connections.clamp(1, MAX_BACKLOG))?;
     let mut pairs = Vec::with_capacity(shape.connections);
     let mut r = Ok(());
     for k in 0..shape.connections {
@@ -86,7 +86,7 @@ pub fn bulk_many<G: SocketApi, P: SocketApi>(
             log::debug!("connecting {k} of {}", shape.connections);
         }
         watchdog::beat(Instant::now());
-        match connect_one(under, peer, l, SocketAddrV4::new(peer_ip, MANY_PORT), opts) {
+        match connect_one(under, peer, l, SocketAddrV4::new(peer_ip, MANY_PORT), &opts) {
             Ok(p) => pairs.push(p),
             Err(e) => {
                 r = Err(e);

@@ -1,6 +1,6 @@
 //! What the bench's environment asks for (`FAIR_*` variables), checked before anything runs.
 
-use slimtcp_perf::workload::buffer_per_connection;
+use slimtcp_perf::workload::SocketBuffer;
 
 /// A `FAIR_*` variable that does not say what it must.
 #[derive(Debug, thiserror::Error)]
@@ -27,9 +27,10 @@ pub struct Plan {
     /// MSS of the connection-count rows (`FAIR_CONN_MSS`, default 1400: the issue's).
     pub conn_mss: u16,
     /// Send and receive buffer per socket in the connection-count rows (`FAIR_CONN_BUFFER`:
-    /// bytes, or `auto`, the default: slimtcp-perf's experiment 2 split, 64 MiB over the
-    /// connections within 16..=256 KiB; 4096 x 256 KiB x 2 would be 2 GiB per stack).
-    pub conn_buffer: ConnBuffer,
+    /// slimtcp-perf's `--socket-buffer` values: `split`, the default (also `auto`), experiment
+    /// 2's 64 MiB over the connections, 16..=256 KiB each (4096 x 256 KiB x 2 would be 2 GiB
+    /// per stack without the application's send budget); `stack`, the stacks' own; or bytes).
+    pub conn_buffer: SocketBuffer,
     /// Seconds of sending before the measured window in the connection-count rows
     /// (`FAIR_CONN_WARMUP`, default 2; 0: none).
     pub conn_warm_up: f64,
@@ -37,25 +38,6 @@ pub struct Plan {
     pub zero_copy: bool,
     /// MSS of the zero-copy rows (`FAIR_ZC_MSS`, default 64,1460).
     pub zc_mss: Vec<u16>,
-}
-
-/// The socket buffer of the connection-count rows.
-#[derive(Clone, Copy, Debug)]
-pub enum ConnBuffer {
-    /// slimtcp-perf's: [`buffer_per_connection`] (the same total over any count).
-    Split,
-    /// The same for every count.
-    Fixed(usize),
-}
-
-impl ConnBuffer {
-    /// Bytes per socket buffer at `connections` connections.
-    pub fn bytes(self, connections: usize) -> usize {
-        match self {
-            ConnBuffer::Split => buffer_per_connection(connections),
-            ConnBuffer::Fixed(b) => b,
-        }
-    }
 }
 
 /// Most connections a row may ask for (the backend's default socket limit per tenant).
@@ -121,15 +103,14 @@ impl Plan {
         )?;
         let conn_mss = number("FAIR_CONN_MSS", 1400u16, |m| (1..=1460).contains(m), "an MSS in 1..=1460")?;
         let conn_buffer = match std::env::var("FAIR_CONN_BUFFER").as_deref().map(str::trim) {
-            Err(_) | Ok("auto") => ConnBuffer::Split,
-            Ok(v) => v
-                .parse::<usize>()
-                .ok()
-                .filter(|b| (4096..=(256 << 10)).contains(b))
-                .map(ConnBuffer::Fixed)
-                .ok_or_else(|| {
-                    err("FAIR_CONN_BUFFER", v.into(), "auto, or bytes per socket buffer in 4096..=262144")
-                })?,
+            Err(_) | Ok("auto") => SocketBuffer::Split,
+            Ok(v) => v.parse().map_err(|_| {
+                err(
+                    "FAIR_CONN_BUFFER",
+                    v.into(),
+                    "split (or auto), stack, or bytes per socket buffer in 4096..=16777216",
+                )
+            })?,
         };
         let conn_warm_up =
             number("FAIR_CONN_WARMUP", 2.0f64, |s| s.is_finite() && *s >= 0.0, "seconds >= 0")?;

@@ -60,8 +60,8 @@ pub struct ConnRow {
     pub direction: &'static str,
     pub connections: usize,
     pub mss: u16,
-    /// Send and receive buffer of every socket, both ends.
-    pub buffer: usize,
+    /// Send and receive buffer of every socket, both ends (`None`: the stacks' own).
+    pub buffer: Option<usize>,
     pub guest_bps: Vec<f64>,
     pub host_bps: Vec<f64>,
     /// Per run, the two cores' round trip (ns) just before it (NaN: not measured).
@@ -148,7 +148,7 @@ pub fn markdown(
                 r.direction,
                 r.connections,
                 r.mss,
-                r.buffer >> 10,
+                r.buffer.map_or_else(|| "stack".to_owned(), |b| (b >> 10).to_string()),
                 cell(&r.guest_bps, 1e-9, 2),
                 cell(&r.host_bps, 1e-9, 2),
                 ratio_cell(&r.guest_bps, &r.host_bps),

@@ -15,7 +15,7 @@ pub mod udp;
 
 use std::net::SocketAddrV4;
 
-use slimtcp::api::SocketError;
+use slimtcp::api::{SockOpt, SocketError};
 
 pub use drive::{run_both, run_receiver, run_sender, Measurement, Progress, UdpCounts};
 pub use receiver::Receiver;
@@ -31,11 +31,71 @@ pub const BUFFER_BUDGET: usize = 64 << 20;
 pub const MAX_CONN_BUFFER: usize = 256 << 10;
 /// Smallest per-connection socket buffer.
 pub const MIN_CONN_BUFFER: usize = 16 << 10;
+/// The sizes [`SocketBuffer::Fixed`] accepts.
+pub const FIXED_BUFFER_RANGE: std::ops::RangeInclusive<usize> = 4096..=(16 << 20);
 
 /// Per-connection socket buffer for `connections` connections: the budget split evenly,
 /// within [`MIN_CONN_BUFFER`]..=[`MAX_CONN_BUFFER`].
 pub fn buffer_per_connection(connections: usize) -> usize {
     (BUFFER_BUDGET / connections.max(1)).clamp(MIN_CONN_BUFFER, MAX_CONN_BUFFER)
+}
+
+/// The send and receive buffers a run's sockets ask for (`--socket-buffer`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SocketBuffer {
+    /// [`buffer_per_connection`]: the same total at any connection count (16 KiB each at 4096
+    /// connections, 256 KiB for one).
+    #[default]
+    Split,
+    /// None asked for: each stack's own (SlimTCP's default 256 KiB, within the application's
+    /// send budget; Linux's autotuning).
+    Stack,
+    /// The same bytes for every socket, within [`FIXED_BUFFER_RANGE`].
+    Fixed(usize),
+}
+
+impl SocketBuffer {
+    /// The buffer each of `connections` sockets asks for (`None`: the stack's own).
+    pub fn per_connection(self, connections: usize) -> Option<usize> {
+        match self {
+            SocketBuffer::Split => Some(buffer_per_connection(connections)),
+            SocketBuffer::Stack => None,
+            SocketBuffer::Fixed(bytes) => Some(bytes),
+        }
+    }
+}
+
+/// A `--socket-buffer` value that is none of `split`, `stack` or bytes in [`FIXED_BUFFER_RANGE`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0:?}: want split, stack, or bytes per socket buffer in 4096..=16777216")]
+pub struct BadSocketBuffer(pub String);
+
+impl std::str::FromStr for SocketBuffer {
+    type Err = BadSocketBuffer;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.trim() {
+            "split" => Ok(SocketBuffer::Split),
+            "stack" => Ok(SocketBuffer::Stack),
+            v => v
+                .parse::<usize>()
+                .ok()
+                .filter(|b| FIXED_BUFFER_RANGE.contains(b))
+                .map(SocketBuffer::Fixed)
+                .ok_or_else(|| BadSocketBuffer(s.to_owned())),
+        }
+    }
+}
+
+/// Socket options every socket of a run gets: non-blocking, the MSS, the buffers when asked for
+/// (`settings.buffer`), the window-scale shift when given.
+pub fn socket_options(settings: &Settings) -> Vec<SockOpt> {
+    let mut opts = vec![SockOpt::NonBlocking(true), SockOpt::Mss(settings.mss)];
+    if let Some(bytes) = settings.buffer {
+        opts.extend([SockOpt::SendBuffer(bytes), SockOpt::RecvBuffer(bytes)]);
+    }
+    opts.extend(settings.win_scale.map(|w| SockOpt::WindowScale(Some(w))));
+    opts
 }
 
 /// Socket settings shared by both roles.
@@ -45,8 +105,8 @@ pub struct Settings {
     pub mss: u16,
     /// Window-scale shift to offer (`None`: the provider's default).
     pub win_scale: Option<u8>,
-    /// Send and receive buffer per connection.
-    pub buffer: usize,
+    /// Send and receive buffer per connection (`None`: the stack's own).
+    pub buffer: Option<usize>,
     /// Zero-copy data path.
     pub zero_copy: bool,
 }
@@ -99,4 +159,24 @@ pub enum WorkloadError {
 /// `op` failed with `source`.
 fn sock_err(op: impl Into<String>, source: SocketError) -> WorkloadError {
     WorkloadError::Socket { op: op.into(), source }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sockets_ask_for_buffers_only_when_given_one() {
+        let settings = |buffer| Settings { mss: 1400, win_scale: Some(3), buffer, zero_copy: false };
+        let given = socket_options(&settings(Some(16 << 10)));
+        assert!(
+            given.contains(&SockOpt::SendBuffer(16 << 10)) && given.contains(&SockOpt::RecvBuffer(16 << 10))
+        );
+        assert!(
+            given.contains(&SockOpt::WindowScale(Some(3))) && given.contains(&SockOpt::NonBlocking(true))
+        );
+        let own = socket_options(&settings(None));
+        assert!(!own.iter().any(|o| matches!(o, SockOpt::SendBuffer(_) | SockOpt::RecvBuffer(_))), "{own:?}");
+        assert!(own.contains(&SockOpt::Mss(1400)));
+    }
 }

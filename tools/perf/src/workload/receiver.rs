@@ -5,7 +5,7 @@ use std::net::{Ipv4Addr, SocketAddrV4};
 
 use slimtcp::api::{EpollEvent, EpollFd, EpollOp, Fd, Proto, Ready, SockOpt, SocketApi, SocketError};
 
-use super::{sock_err, Settings, WorkloadError, COPY_CHUNK, EVENTS_PER_WAIT};
+use super::{sock_err, socket_options, Settings, WorkloadError, COPY_CHUNK, EVENTS_PER_WAIT};
 
 /// Connections waiting to be accepted, at most (the stack clamps larger values).
 const BACKLOG: usize = 4096;
@@ -34,13 +34,7 @@ impl Receiver {
     pub fn open<A: SocketApi>(api: &mut A, port: u16, settings: Settings) -> Result<Self, WorkloadError> {
         let ep = api.epoll_create().map_err(|e| sock_err("epoll_create", e))?;
         let listener = api.socket(Proto::Tcp).map_err(|e| sock_err("socket(TCP)", e))?;
-        let opts = [
-            SockOpt::NonBlocking(true),
-            SockOpt::Mss(settings.mss),
-            SockOpt::SendBuffer(settings.buffer),
-            SockOpt::RecvBuffer(settings.buffer),
-        ];
-        for opt in opts.into_iter().chain(settings.win_scale.map(|w| SockOpt::WindowScale(Some(w)))) {
+        for opt in socket_options(&settings) {
             api.setsockopt(listener, opt).map_err(|e| sock_err(format!("setsockopt({opt:?})"), e))?;
         }
         let local = SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, port);

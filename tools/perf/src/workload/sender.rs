@@ -8,7 +8,7 @@ use slimtcp::api::{
     ZeroCopyTx,
 };
 
-use super::{sock_err, Settings, WorkloadError, COPY_CHUNK, EVENTS_PER_WAIT};
+use super::{sock_err, socket_options, Settings, WorkloadError, COPY_CHUNK, EVENTS_PER_WAIT};
 
 /// Zero-copy buffers allocated per refill of one connection.
 const ZC_BATCH: usize = 32;
@@ -83,13 +83,7 @@ impl<A: SocketApi> Sender<A> {
     fn open_one(&mut self, api: &mut A) -> Result<(), WorkloadError> {
         let s = self.settings;
         let fd = api.socket(Proto::Tcp).map_err(|e| sock_err("socket(TCP)", e))?;
-        let opts = [
-            SockOpt::NonBlocking(true),
-            SockOpt::Mss(s.mss),
-            SockOpt::SendBuffer(s.buffer),
-            SockOpt::RecvBuffer(s.buffer),
-        ];
-        for opt in opts.into_iter().chain(s.win_scale.map(|w| SockOpt::WindowScale(Some(w)))) {
+        for opt in socket_options(&s) {
             api.setsockopt(fd, opt).map_err(|e| sock_err(format!("setsockopt({opt:?})"), e))?;
         }
         let state = match api.connect(fd, self.target) {

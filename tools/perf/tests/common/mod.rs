@@ -48,7 +48,8 @@ fn raw_field<'a>(json: &'a str, key: &str) -> Option<&'a str> {
     Some(rest[..end].trim())
 }
 
-/// Checks the shape `{"k":v,...}` with string, number and boolean values (what the tool writes).
+/// Checks the shape `{"k":v,...}` with string, number, boolean and null values (what the tool
+/// writes).
 fn is_flat_json_object(s: &str) -> bool {
     let Some(body) = s.strip_prefix('{').and_then(|b| b.strip_suffix('}')) else { return false };
     let mut chars = body.chars().peekable();
@@ -64,7 +65,7 @@ fn is_flat_json_object(s: &str) -> bool {
             }
             Some(_) => {
                 let v: String = std::iter::from_fn(|| chars.next_if(|c| *c != ',')).collect();
-                if !(v == "true" || v == "false" || v.parse::<f64>().is_ok()) {
+                if !(v == "true" || v == "false" || v == "null" || v.parse::<f64>().is_ok()) {
                     return false;
                 }
             }
