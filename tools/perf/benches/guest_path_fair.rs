@@ -31,8 +31,9 @@
 //!   `recv_zc`; the peer copies) at MSS `FAIR_ZC_MSS` (default 64,1460), unless
 //!   `FAIR_ZERO_COPY=0`;
 //! - bulk goodput over `FAIR_CONNECTIONS` connections at once (default 1,1024,4096; MSS
-//!   `FAIR_CONN_MSS`, default 1400; buffers `FAIR_CONN_BUFFER`, default slimtcp-perf's split of
-//!   64 MiB, 16..=256 KiB per socket), epoll-driven, after `FAIR_CONN_WARMUP` s (default 2), with
+//!   `FAIR_CONN_MSS`, default 1400; buffers `FAIR_CONN_BUFFER`, default `split,stack`: a set of
+//!   rows with slimtcp-perf's split of 64 MiB, 16..=256 KiB per socket, and one with the stacks'
+//!   own buffers), epoll-driven, after `FAIR_CONN_WARMUP` s (default 2), with
 //!   goodput at N over goodput at 1 connection per path (`guest_path_fair/many.rs`) (the guest
 //!   library's one queue pair lets the backend hold send chains for up to half its
 //!   descriptors; beyond that sends wait for chains to come back, and only if those chains
@@ -75,6 +76,7 @@ use plan::Plan;
 use report::{BulkRow, ConnRow, RttRow};
 use slimtcp::report::error_chain;
 use slimtcp_perf::core_link::{self, ProbeSettings};
+use slimtcp_perf::workload::SocketBuffer;
 use stream::Api;
 
 const WARM_UP: usize = 1_000;
@@ -219,29 +221,11 @@ fn bench(plan: &Plan) -> Result<Results, BenchError> {
         }
     }
     let mut conns = Vec::new();
-    for dir in [Direction::Sends, Direction::Receives] {
-        for &connections in &plan.connections {
-            let shape = Shape {
-                connections,
-                mss: plan.conn_mss,
-                buffer: plan.conn_buffer.per_connection(connections),
-                warm_up: Duration::from_secs_f64(plan.conn_warm_up),
-            };
-            let mut row = ConnRow {
-                direction: dir.label(),
-                connections,
-                mss: shape.mss,
-                buffer: shape.buffer,
-                guest_bps: Vec::new(),
-                host_bps: Vec::new(),
-                core_rt_ns: Vec::new(),
-            };
-            for _ in 0..plan.runs {
-                row.core_rt_ns.push(core_round_trip());
-                row.guest_bps.push(guest_many(dir, shape, window)?);
-                row.host_bps.push(host_many(dir, shape, window)?);
+    for &socket_buffer in &plan.conn_buffers {
+        for dir in [Direction::Sends, Direction::Receives] {
+            for &connections in &plan.connections {
+                conns.push(conn_row(plan, socket_buffer, dir, connections, window)?);
             }
-            conns.push(row);
         }
     }
     let mut p50 = RttRow { percentile: "p50", guest_us: Vec::new(), host_us: Vec::new() };
@@ -258,6 +242,38 @@ fn bench(plan: &Plan) -> Result<Results, BenchError> {
         p99.host_us.push(h.1);
     }
     Ok(Results { bulk, conns, rtt: vec![p50, p99] })
+}
+
+/// One connection-count row: `connections` connections with `socket_buffer`, both paths in turn.
+fn conn_row(
+    plan: &Plan,
+    socket_buffer: SocketBuffer,
+    dir: Direction,
+    connections: usize,
+    window: Duration,
+) -> Result<ConnRow, BenchError> {
+    let shape = Shape {
+        connections,
+        mss: plan.conn_mss,
+        buffer: socket_buffer.per_connection(connections),
+        warm_up: Duration::from_secs_f64(plan.conn_warm_up),
+    };
+    let mut row = ConnRow {
+        direction: dir.label(),
+        connections,
+        mss: shape.mss,
+        socket_buffer,
+        buffer: shape.buffer,
+        guest_bps: Vec::new(),
+        host_bps: Vec::new(),
+        core_rt_ns: Vec::new(),
+    };
+    for _ in 0..plan.runs {
+        row.core_rt_ns.push(core_round_trip());
+        row.guest_bps.push(guest_many(dir, shape, window)?);
+        row.host_bps.push(host_many(dir, shape, window)?);
+    }
+    Ok(row)
 }
 
 fn main() {

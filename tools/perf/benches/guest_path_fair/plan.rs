@@ -26,11 +26,12 @@ pub struct Plan {
     pub connections: Vec<usize>,
     /// MSS of the connection-count rows (`FAIR_CONN_MSS`, default 1400: the issue's).
     pub conn_mss: u16,
-    /// Send and receive buffer per socket in the connection-count rows (`FAIR_CONN_BUFFER`:
-    /// slimtcp-perf's `--socket-buffer` values: `split`, the default (also `auto`), experiment
-    /// 2's 64 MiB over the connections, 16..=256 KiB each (4096 x 256 KiB x 2 would be 2 GiB
-    /// per stack without the application's send budget); `stack`, the stacks' own; or bytes).
-    pub conn_buffer: SocketBuffer,
+    /// The socket buffers of the connection-count rows, each a set of rows (`FAIR_CONN_BUFFER`,
+    /// comma-separated slimtcp-perf `--socket-buffer` values; default `split,stack`): `split`
+    /// (also `auto`), experiment 2's 64 MiB over the connections, 16..=256 KiB each (4096 x 256
+    /// KiB x 2 would be 2 GiB per stack without the application's send budget); `stack`, the
+    /// stacks' own; or bytes.
+    pub conn_buffers: Vec<SocketBuffer>,
     /// Seconds of sending before the measured window in the connection-count rows
     /// (`FAIR_CONN_WARMUP`, default 2; 0: none).
     pub conn_warm_up: f64,
@@ -102,16 +103,20 @@ impl Plan {
             "connection counts 1..=4096, comma-separated (empty: no connection-count rows)",
         )?;
         let conn_mss = number("FAIR_CONN_MSS", 1400u16, |m| (1..=1460).contains(m), "an MSS in 1..=1460")?;
-        let conn_buffer = match std::env::var("FAIR_CONN_BUFFER").as_deref().map(str::trim) {
-            Err(_) | Ok("auto") => SocketBuffer::Split,
-            Ok(v) => v.parse().map_err(|_| {
-                err(
-                    "FAIR_CONN_BUFFER",
-                    v.into(),
-                    "split (or auto), stack, or bytes per socket buffer in 4096..=16777216",
-                )
-            })?,
-        };
+        let conn_buffers = std::env::var("FAIR_CONN_BUFFER")
+            .unwrap_or_else(|_| "split,stack".into())
+            .split(',')
+            .map(|v| match v.trim() {
+                "auto" => Ok(SocketBuffer::Split),
+                v => v.parse().map_err(|_| {
+                    err(
+                        "FAIR_CONN_BUFFER",
+                        v.into(),
+                        "split (or auto), stack, or bytes per socket buffer in 4096..=16777216, comma-separated",
+                    )
+                }),
+            })
+            .collect::<Result<Vec<_>, _>>()?;
         let conn_warm_up =
             number("FAIR_CONN_WARMUP", 2.0f64, |s| s.is_finite() && *s >= 0.0, "seconds >= 0")?;
         let zero_copy = flag("FAIR_ZERO_COPY", true)?;
@@ -125,7 +130,7 @@ impl Plan {
             round_trips,
             connections,
             conn_mss,
-            conn_buffer,
+            conn_buffers,
             conn_warm_up,
             zero_copy,
             zc_mss,

@@ -2,6 +2,7 @@
 //! and the JSON record.
 
 use serde_json::{json, Value};
+use slimtcp_perf::workload::SocketBuffer;
 
 pub use slimtcp_perf::report::median;
 
@@ -60,6 +61,9 @@ pub struct ConnRow {
     pub direction: &'static str,
     pub connections: usize,
     pub mss: u16,
+    /// How the socket buffers were chosen (rows are compared with the one-connection row of
+    /// the same choice).
+    pub socket_buffer: SocketBuffer,
     /// Send and receive buffer of every socket, both ends (`None`: the stacks' own).
     pub buffer: Option<usize>,
     pub guest_bps: Vec<f64>,
@@ -68,10 +72,23 @@ pub struct ConnRow {
     pub core_rt_ns: Vec<f64>,
 }
 
-/// Goodput at `r.connections` over goodput at one connection (same direction), per path:
+/// How a row's buffers were chosen: `split, 16` (KiB each), `stack` (the stacks' own), or the KiB.
+fn buffers_cell(r: &ConnRow) -> String {
+    match (r.socket_buffer, r.buffer) {
+        (SocketBuffer::Split, Some(b)) => format!("split, {}", b >> 10),
+        (_, Some(b)) => (b >> 10).to_string(),
+        (_, None) => "stack".to_owned(),
+    }
+}
+
+/// Goodput at `r.connections` over goodput at one connection (same direction, same buffer
+/// choice), per path:
 /// (guest, host) ratios of the medians; `None` without a one-connection row or a run.
 fn over_one(rows: &[ConnRow], r: &ConnRow) -> (Option<f64>, Option<f64>) {
-    let Some(one) = rows.iter().find(|o| o.connections == 1 && o.direction == r.direction) else {
+    let Some(one) = rows
+        .iter()
+        .find(|o| o.connections == 1 && o.direction == r.direction && o.socket_buffer == r.socket_buffer)
+    else {
         return (None, None);
     };
     let ratio = |n: &[f64], d: &[f64]| (!n.is_empty() && !d.is_empty()).then(|| median(n) / median(d));
@@ -137,7 +154,7 @@ pub fn markdown(
                  socket as given, both ends, both paths; {warm_up} s of sending before each {seconds} s \
                  window); N/1: goodput at N connections over goodput at 1 connection (same \
                  direction, same path; ratio of the medians; the issue's target >= 0.90).\n\n\
-                 | measurement | connections | MSS | buffer KiB | guest Gb/s | host Gb/s | guest/host | guest N/1 | host N/1 | cores' RT (ns) |\n\
+                 | measurement | connections | MSS | buffers (KiB) | guest Gb/s | host Gb/s | guest/host | guest N/1 | host N/1 | cores' RT (ns) |\n\
                  | --- | ---: | ---: | ---: | --- | --- | --- | ---: | ---: | --- |\n"
         );
         for r in conns {
@@ -148,7 +165,7 @@ pub fn markdown(
                 r.direction,
                 r.connections,
                 r.mss,
-                r.buffer.map_or_else(|| "stack".to_owned(), |b| (b >> 10).to_string()),
+                buffers_cell(r),
                 cell(&r.guest_bps, 1e-9, 2),
                 cell(&r.host_bps, 1e-9, 2),
                 ratio_cell(&r.guest_bps, &r.host_bps),
@@ -215,6 +232,7 @@ pub fn json(
                 "api": "copy",
                 "connections": r.connections,
                 "mss": r.mss,
+                "socket_buffer": r.socket_buffer.to_string(),
                 "buffer_bytes": r.buffer,
                 "guest_bps": (!r.guest_bps.is_empty()).then(|| median(&r.guest_bps)),
                 "host_bps": median(&r.host_bps),

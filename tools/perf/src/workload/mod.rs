@@ -65,6 +65,17 @@ impl SocketBuffer {
     }
 }
 
+/// The `--socket-buffer` value: `split`, `stack`, or the bytes.
+impl std::fmt::Display for SocketBuffer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SocketBuffer::Split => f.write_str("split"),
+            SocketBuffer::Stack => f.write_str("stack"),
+            SocketBuffer::Fixed(bytes) => write!(f, "{bytes}"),
+        }
+    }
+}
+
 /// A `--socket-buffer` value that is none of `split`, `stack` or bytes in [`FIXED_BUFFER_RANGE`].
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{0:?}: want split, stack, or bytes per socket buffer in 4096..=16777216")]
@@ -178,5 +189,13 @@ mod tests {
         let own = socket_options(&settings(None));
         assert!(!own.iter().any(|o| matches!(o, SockOpt::SendBuffer(_) | SockOpt::RecvBuffer(_))), "{own:?}");
         assert!(own.contains(&SockOpt::Mss(1400)));
+    }
+
+    #[test]
+    fn a_socket_buffer_choice_reads_back_as_written() {
+        for text in ["split", "stack", "4096", "65536", "16777216"] {
+            let choice: SocketBuffer = text.parse().expect(text);
+            assert_eq!(choice.to_string(), text);
+        }
     }
 }
