@@ -90,7 +90,7 @@ else
 fi
 if [[ -f $tmp/conns.dat ]]; then
     gnuplot -e "$common; set output '$OUT/goodput_vs_connections.png';
-        set title 'Experiment 2: MSS 1400, goodput against connections'; set key bottom left;
+        set title 'Experiment 2: MSS 1400, goodput against connections'; set key outside below;
         set xlabel 'connections'; set ylabel 'goodput (Gb/s)'; set yrange [0:*];
         plot '$tmp/conns.dat' using 0:2:4:5:xtic(1) with yerrorlines lw 2 title 'SlimTCP, memwire, two-core runtime, 64 MiB split over the sockets (median run, range)',
              '' using 0:3:6:7 with yerrorlines lw 2 title 'Linux, veth, offloads off, 64 MiB split',
