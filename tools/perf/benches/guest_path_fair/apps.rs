@@ -104,8 +104,7 @@ pub struct Bulk {
 /// Socket options of a run's connections, on both ends: MSS and both buffers (`None`: the
 /// stack's own).
 pub fn options(mss: u16, buffer: Option<usize>) -> Vec<SockOpt> {
-    let buffers = buffer.map(|b| [SockOpt::SendBuffer(b), SockOpt::RecvBuffer(b)]);
-    std::iter::once(SockOpt::Mss(mss)).chain(buffers.into_iter().flatten()).collect()
+    std::iter::once(SockOpt::Mss(mss)).chain(slimtcp_perf::workload::buffer_options(buffer)).collect()
 }
 
 /// The peer's listener on `port` (accepted sockets take its options).

@@ -98,15 +98,20 @@ impl std::str::FromStr for SocketBuffer {
     }
 }
 
+/// The send and receive buffer options of a socket that asks for `bytes` of each (none for
+/// `None`: the stack's own).
+pub fn buffer_options(bytes: Option<usize>) -> impl Iterator<Item = SockOpt> {
+    bytes.into_iter().flat_map(|b| [SockOpt::SendBuffer(b), SockOpt::RecvBuffer(b)])
+}
+
 /// Socket options every socket of a run gets: non-blocking, the MSS, the buffers when asked for
 /// (`settings.buffer`), the window-scale shift when given.
 pub fn socket_options(settings: &Settings) -> Vec<SockOpt> {
-    let mut opts = vec![SockOpt::NonBlocking(true), SockOpt::Mss(settings.mss)];
-    if let Some(bytes) = settings.buffer {
-        opts.extend([SockOpt::SendBuffer(bytes), SockOpt::RecvBuffer(bytes)]);
-    }
-    opts.extend(settings.win_scale.map(|w| SockOpt::WindowScale(Some(w))));
-    opts
+    [SockOpt::NonBlocking(true), SockOpt::Mss(settings.mss)]
+        .into_iter()
+        .chain(buffer_options(settings.buffer))
+        .chain(settings.win_scale.map(|w| SockOpt::WindowScale(Some(w))))
+        .collect()
 }
 
 /// Socket settings shared by both roles.
