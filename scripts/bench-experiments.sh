@@ -2,9 +2,9 @@
 # The paper's experiments, SlimTCP beside the Linux kernel, in one run (make bench):
 #   experiment 1: MSS 64, 256, 512, 1460 over one connection;
 #   experiment 2: MSS 1400 over 1, 1024, 2048, 4096 connections, every socket's buffers 64 MiB
-#   split over the connections (16 KiB each at 4096; `--socket-buffer split`), and over 1, 1024
-#   and 4096 connections with each stack's own buffers (`--socket-buffer stack`: SlimTCP's
-#   256 KiB within the application's send budget, Linux's autotuning).
+#   split over the connections (16 KiB each at 4096; `--socket-buffer split`), and over the same
+#   counts with each stack's own buffers (`--socket-buffer stack`: SlimTCP's 256 KiB within the
+#   application's send budget, Linux's autotuning).
 # SlimTCP: slimtcp-perf --nic memwire --runtime two-core (sender and receiver in one process).
 # Linux:   slimtcp-perf --kernel, receiver and sender in two namespaces joined by a veth pair
 #          with offloads off (tso gso gro lro tx rx) and MTU = MSS + 40.
@@ -34,7 +34,7 @@ TX_IP=10.99.0.2
 # exp mss connections socket-buffer
 EXP1=("1 64 1 split" "1 256 1 split" "1 512 1 split" "1 1460 1 split")
 EXP2=("2 1400 1 split" "2 1400 1024 split" "2 1400 2048 split" "2 1400 4096 split"
-      "2 1400 1 stack" "2 1400 1024 stack" "2 1400 4096 stack")
+      "2 1400 1 stack" "2 1400 1024 stack" "2 1400 2048 stack" "2 1400 4096 stack")
 
 cleanup() {
     ip netns del "$NS_RX" 2>/dev/null || true
