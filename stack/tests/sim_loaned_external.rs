@@ -26,7 +26,7 @@ use slimtcp::iface::{Interface, SocketHandle, EXTERNAL_MIN_PAYLOAD};
 use slimtcp::nic::memwire::{self, LinkConfig, MemwireNic};
 use slimtcp::nic::{ExternalFrame, Nic, NicCapabilities, NicError, PacketBuf};
 use slimtcp::sim::{default_configs, B_IP};
-use slimtcp::tcp::TxPayload;
+use slimtcp::tcp::{TcpConfig, TxPayload};
 use slimtcp::time::{Instant, VirtualClock};
 
 const PORT: u16 = 7001;
@@ -161,7 +161,13 @@ impl Sim {
 
     /// A connection from A to a listener on B, established; returns (a side, b side).
     fn connect(&mut self) -> (SocketHandle, SocketHandle) {
-        let listener = self.b.tcp_listen(PORT, 4).expect("listen");
+        self.connect_to_mss(None)
+    }
+
+    /// [`connect`](Self::connect) to a listener that advertises `mss` (its default when `None`).
+    fn connect_to_mss(&mut self, mss: Option<u16>) -> (SocketHandle, SocketHandle) {
+        let config = mss.map(|mss| TcpConfig { mss, ..TcpConfig::default() });
+        let listener = self.b.tcp_listen_with(PORT, 4, config).expect("listen");
         let a = self.a.tcp_connect(self.clock.now(), SocketAddrV4::new(B_IP, PORT)).expect("connect");
         let mut b = None;
         self.run_until("handshake", |s| {
@@ -285,6 +291,37 @@ fn a_short_segment_is_copied_and_a_long_one_sent_by_reference() {
     assert_eq!(counters.tx_external_bytes, EXTERNAL_MIN_PAYLOAD as u64, "sent by reference");
     assert_eq!(sim.a.nic().held(), 1, "its transmission is held");
     assert_eq!(sim.returned(a), 0, "so the loan waits for it");
+}
+
+/// A 20,000-byte loan sent over `link` to a peer whose MSS keeps every segment shorter than
+/// [`EXTERNAL_MIN_PAYLOAD`]: each segment is copied (and counted short), none is sent by
+/// reference, and the loan comes back once acknowledged, with nothing to wait for.
+fn short_segments_of_a_loan_are_copied_over(link: LinkConfig) {
+    let mut sim = Sim::over(link);
+    let mss = EXTERNAL_MIN_PAYLOAD - 56;
+    let (a, b) = sim.connect_to_mss(Some(mss as u16));
+    let dropped = Arc::new(AtomicUsize::new(0));
+    let payload = loan(20_000, 9, &dropped);
+    let expect = payload.as_slice().expect("plain memory").to_vec();
+    sim.a.tcp_send_loaned(a, payload).expect("open").expect("fits");
+    assert_eq!(read_all(&mut sim, b, expect.len()), expect, "the bytes arrive intact");
+    sim.run_until("acknowledged", |s| s.a.tcp_info(a).expect("info").send_queued == 0);
+    sim.step(false);
+    let counters = sim.a.counters();
+    assert!(counters.tcp_segs_out >= 20_000u64.div_ceil(mss as u64), "segments of at most {mss} bytes");
+    assert_eq!(counters.tx_payload_copied_bytes, 20_000, "every byte copied behind its headers");
+    assert_eq!(counters.tx_short_payload_copied_bytes, 20_000, "because every segment was short");
+    assert_eq!(counters.tx_external_bytes, 0);
+    assert_eq!(sim.a.nic().held(), 0, "no transmission by reference to wait for");
+    assert_eq!(sim.returned(a), 1, "acknowledged: handed back at once");
+}
+
+#[test]
+fn short_segments_of_a_loan_are_copied() {
+    // Software checksums, and the NIC filling them (where longer segments would go by
+    // reference as one run).
+    short_segments_of_a_loan_are_copied_over(LinkConfig::default());
+    short_segments_of_a_loan_are_copied_over(offload());
 }
 
 #[test]

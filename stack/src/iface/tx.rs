@@ -225,9 +225,10 @@ impl<N: Nic> SegmentSink for FrameSink<'_, N> {
         if !plain_header(first) {
             return emit_each(self, first, run);
         }
-        if !run.from_by_reference_loans() {
+        if !run.from_by_reference_loans() || run.segment_len() < EXTERNAL_MIN_PAYLOAD {
             // Every segment copied behind the template's headers, as `emit` would build it,
-            // without asking again per segment what the run already says.
+            // without asking again per segment what the run already says (segments of a
+            // by-reference loan too short to be sent by reference are copied as well).
             return run.emit_with(first, |repr, payload| self.emit_copied(repr, payload, true));
         }
         // Inside one by-reference loan, where the NIC fills the checksum (no sum to take per

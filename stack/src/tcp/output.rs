@@ -118,6 +118,11 @@ impl SegmentRun<'_> {
         self.len.div_ceil(self.seg_len)
     }
 
+    /// Bytes of its longest segment (every one but maybe the last).
+    pub fn segment_len(&self) -> usize {
+        self.seg_len.min(self.len)
+    }
+
     /// True when the send buffer queues loans a NIC may send by reference (the run may be one:
     /// [`Payload::from_by_reference_loans`]).
     pub fn from_by_reference_loans(&self) -> bool {
