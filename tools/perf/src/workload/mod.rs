@@ -78,7 +78,12 @@ impl std::fmt::Display for SocketBuffer {
 
 /// A `--socket-buffer` value that is none of `split`, `stack` or bytes in [`FIXED_BUFFER_RANGE`].
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{0:?}: want split, stack, or bytes per socket buffer in 4096..=16777216")]
+#[error(
+    "{value:?}: want split, stack, or bytes per socket buffer in {min}..={max}",
+    value = .0,
+    min = FIXED_BUFFER_RANGE.start(),
+    max = FIXED_BUFFER_RANGE.end()
+)]
 pub struct BadSocketBuffer(pub String);
 
 impl std::str::FromStr for SocketBuffer {
