@@ -409,3 +409,40 @@ fn connections_past_the_socket_limit_wait_until_a_socket_closes() {
     w.run_until("the third handed out", |w| accepted(w).len() == 3);
     assert_eq!(peers.len(), 3);
 }
+
+#[test]
+fn a_send_whose_loans_came_back_without_news_is_completed_by_the_sweep() {
+    let mut w = World::new();
+    let (id, peer) = w.connected();
+    let (quiet, _) = w.connected();
+    w.server.send(id, 3000, [vec![6; 3000]], 9).expect("send");
+    // The stack's news of the returned loans is lost (as a path that returned them silently
+    // would lose it): the interface is polled and its activity dropped.
+    let mut got = 0;
+    let mut dropped = Vec::new();
+    for _ in 0..200 {
+        let now = w.clock.now();
+        w.server.iface_mut().poll(now).expect("server iface poll");
+        w.server.iface_mut().take_activity(&mut dropped);
+        dropped.clear();
+        w.peer.poll(now).expect("peer poll");
+        let mut buf = [0u8; 4096];
+        while let Ok(n) = w.peer.tcp_recv(peer, &mut buf) {
+            if n == 0 {
+                break;
+            }
+            got += n;
+        }
+        w.clock.advance(Duration::from_millis(1));
+    }
+    assert_eq!(got, 3000, "the peer has it all and acknowledged it");
+    assert_eq!(w.server.held_sends(id), 1, "no news: the send is still held");
+    assert_eq!(w.server.held_sends(quiet), 0);
+    // The sweep runs at most 100 ms apart: the send completes without any activity.
+    w.run_until("the sweep completes the send", |w| w.send_done() == vec![(9, Ok(3000))]);
+    assert_eq!(w.server.held_sends(id), 0);
+    // A socket that holds sends again is swept again.
+    w.server.send(id, 1000, [vec![7; 1000]], 10).expect("send again");
+    w.run_until("acknowledged", |w| w.send_done().len() == 2);
+    assert_eq!(w.send_done()[1], (10, Ok(1000)));
+}

@@ -129,6 +129,8 @@ struct ServerSocket<T: Transport> {
     writable_wanted: bool,
     eof_sent: bool,
     reset_sent: bool,
+    /// On the server's list of sockets the sweep looks at (`sweep_list`).
+    on_sweep_list: bool,
 }
 
 impl<T: Transport> ServerSocket<T> {
@@ -151,6 +153,7 @@ impl<T: Transport> ServerSocket<T> {
             writable_wanted: false,
             eof_sent: false,
             reset_sent: false,
+            on_sweep_list: false,
         }
     }
 }
@@ -183,6 +186,10 @@ pub struct SocketServer<N: Nic, T: Transport> {
     accept_waiting: Vec<u32>,
     /// When [`sweep_held_sends`](Self::sweep_held_sends) runs next.
     next_sweep: Instant,
+    /// The sockets that held sends since the last sweep (each once: `on_sweep_list`), the
+    /// only ones the sweep looks at: a walk over every socket would cost a cache miss per
+    /// socket at every sweep, most of them holding nothing.
+    sweep_list: Vec<u32>,
     events: VecDeque<ServerEvent<T>>,
     activity: Vec<Activity>,
     completed: Vec<Box<dyn TxPayload>>,
@@ -205,6 +212,7 @@ impl<N: Nic, T: Transport> SocketServer<N, T> {
             next_id: 1,
             accept_waiting: Vec::new(),
             next_sweep: Instant::ZERO,
+            sweep_list: Vec::new(),
             events: VecDeque::new(),
             activity: Vec::new(),
             completed: Vec::new(),
@@ -300,16 +308,31 @@ impl<N: Nic, T: Transport> SocketServer<N, T> {
     /// loan to the server; this bounded, rare walk is the backstop that keeps a send (a guest's
     /// chain) from being held for ever should a path of the stack ever return a loan silently.
     fn sweep_held_sends(&mut self) {
-        let holding: Vec<u32> =
-            self.sockets.iter().filter(|(_, s)| !s.sends.is_empty()).map(|(&id, _)| id).collect();
-        for id in holding {
-            let before = self.held_sends(id);
+        // Sockets closed meanwhile leave the list, and so does an entry whose socket was seen
+        // already in this sweep (an id reused after wrapping); a socket still holding sends
+        // stays on it.
+        let mut list = std::mem::take(&mut self.sweep_list);
+        list.retain(|&id| {
+            let Some(s) = self.sockets.get_mut(&id) else { return false };
+            if !std::mem::take(&mut s.on_sweep_list) {
+                return false;
+            }
+            let before = s.sends.len();
             self.collect_completed(id);
             let late = before.saturating_sub(self.held_sends(id));
             if late > 0 {
                 log::debug!("socket {id}: {late} sends completed by the sweep, not by activity");
             }
+            self.held_sends(id) > 0
+        });
+        for &id in &list {
+            if let Some(s) = self.sockets.get_mut(&id) {
+                s.on_sweep_list = true;
+            }
         }
+        // Sockets that began holding sends during the sweep joined the new list already.
+        list.append(&mut self.sweep_list);
+        self.sweep_list = list;
     }
 
     /// Ends the server: resets every connection (the transport is gone), drops held sends

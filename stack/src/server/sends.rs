@@ -147,6 +147,10 @@ impl<N: Nic, T: Transport> SocketServer<N, T> {
         }
         s.in_flight += send.len;
         s.sends.insert(seq, send);
+        if !s.on_sweep_list {
+            s.on_sweep_list = true;
+            self.sweep_list.push(id);
+        }
     }
 
     /// Completes the sends of `id` whose loans came back: bytes the peer acknowledged (TCP), or

@@ -197,8 +197,12 @@ impl<L: Link> AppSockets<L> {
     /// period of waiting, first lets the bytes that counted for all of it stop counting.
     fn wake_budget_waiters(&mut self) {
         if self.budget.period_ended() {
-            for s in self.sockets.values_mut() {
-                self.budget.stop_counting_old(&mut s.budget, s.in_flight);
+            // Only the sockets that may hold counted bytes, not every socket (a socket gone
+            // meanwhile leaves the list: descriptors are never reused).
+            for fd in self.budget.take_counting() {
+                if let Some(s) = self.sockets.get_mut(&fd) {
+                    self.budget.stop_counting_old(fd, &mut s.budget, s.in_flight);
+                }
             }
         }
         let mut wakes = self.budget.wakes_due();
@@ -221,8 +225,15 @@ impl<L: Link> AppSockets<L> {
     /// Charges `n` bytes handed to the link by `fd` (its own count and the budget's).
     fn charge_send(&mut self, fd: Fd, n: usize) -> Result<(), SocketError> {
         let s = self.sockets.get_mut(&fd).ok_or(SocketError::BadHandle)?;
-        self.budget.charge(&mut s.budget, s.in_flight, n);
+        self.budget.charge(fd, &mut s.budget, s.in_flight, n);
         s.in_flight += n;
+        if self.budget.prune_due(self.sockets.len()) {
+            for fd in self.budget.take_counting() {
+                if let Some(s) = self.sockets.get_mut(&fd) {
+                    self.budget.relist(fd, &mut s.budget, s.in_flight);
+                }
+            }
+        }
         Ok(())
     }
 

@@ -18,6 +18,9 @@
 //! these are peers that read slowly or not at all (or, with few sockets, one that is never
 //! idle, which then goes a little beyond the budget). Passes given to sockets that never sent
 //! are forgotten then too. An acknowledgement gives back the socket's counted bytes first.
+//! A period's end looks only at the sockets that may hold counted bytes (a list kept as they
+//! charge), not at every socket: with thousands of sockets a walk over all of them every
+//! [`STALL`] would cost a cache miss each, most of them with nothing counted.
 
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
@@ -59,6 +62,8 @@ pub struct BudgetMark {
     uncounted: usize,
     /// The period in which its counted bytes last rose from none.
     counting_since: u32,
+    /// On the budget's list of sockets that may hold counted bytes.
+    listed: bool,
 }
 
 impl BudgetMark {
@@ -94,6 +99,10 @@ pub struct SendBudget {
     /// Counts the periods of [`STALL`] while sockets wait.
     period: u32,
     waited: Option<Waiting>,
+    /// The sockets that may hold counted bytes (each once: `BudgetMark::listed`), the only
+    /// ones a period's end must look at: a walk over every socket would cost one cache miss
+    /// per socket every [`STALL`], most of them with nothing counted.
+    counting: Vec<Fd>,
 }
 
 impl SendBudget {
@@ -110,6 +119,7 @@ impl SendBudget {
             round: 0,
             period: 0,
             waited: None,
+            counting: Vec::new(),
         }
     }
 
@@ -167,11 +177,15 @@ impl SendBudget {
         mark.pass_round = self.round;
     }
 
-    /// `n` bytes were handed to the link by a socket that had `in_flight` before; a pass is
-    /// used by the send that took it.
-    pub fn charge(&mut self, mark: &mut BudgetMark, in_flight: usize, n: usize) {
+    /// `n` bytes were handed to the link by socket `fd`, which had `in_flight` before; a pass
+    /// is used by the send that took it.
+    pub fn charge(&mut self, fd: Fd, mark: &mut BudgetMark, in_flight: usize, n: usize) {
         if in_flight <= mark.uncounted {
             mark.counting_since = self.period;
+        }
+        if n > 0 && !mark.listed {
+            mark.listed = true;
+            self.counting.push(fd);
         }
         self.used += n;
         self.drop_pass(mark);
@@ -224,7 +238,8 @@ impl SendBudget {
 
     /// Called after each pump: true when sockets have waited for a whole [`STALL`] since the
     /// last period ended (the caller then [`stop_counting_old`](Self::stop_counting_old)s
-    /// every socket's bytes, and a new period starts). Looks at the clock only every
+    /// the bytes of the sockets [`take_counting`](Self::take_counting) names, and a new period
+    /// starts). Looks at the clock only every
     /// [`CLOCK_EVERY`] checks, and not at all while nobody waits.
     pub fn period_ended(&mut self) -> bool {
         if self.waiting.is_empty() {
@@ -256,14 +271,45 @@ impl SendBudget {
         true
     }
 
-    /// At the end of a period: a socket whose counted bytes have not all been acknowledged
-    /// since before it started stops counting them.
-    pub fn stop_counting_old(&mut self, mark: &mut BudgetMark, in_flight: usize) {
+    /// The sockets that may hold counted bytes, taken off the list for a period's end: each
+    /// that still lives goes through [`stop_counting_old`](Self::stop_counting_old), which
+    /// lists it again while it still counts.
+    pub fn take_counting(&mut self) -> Vec<Fd> {
+        std::mem::take(&mut self.counting)
+    }
+
+    /// At the end of a period: socket `fd` (from [`take_counting`](Self::take_counting)), whose
+    /// counted bytes have not all been acknowledged since before the period started, stops
+    /// counting them; one that still counts bytes stays on the list.
+    pub fn stop_counting_old(&mut self, fd: Fd, mark: &mut BudgetMark, in_flight: usize) {
         let counted = mark.counted(in_flight);
         if counted > 0 && self.period.wrapping_sub(mark.counting_since) >= 2 {
             self.used = self.used.saturating_sub(counted);
             mark.uncounted = in_flight;
         }
+        self.relist(fd, mark, in_flight);
+    }
+
+    /// Socket `fd` (taken off the list with [`take_counting`](Self::take_counting)) goes back
+    /// on it while it counts bytes, and off it otherwise (its next charge lists it again).
+    pub fn relist(&mut self, fd: Fd, mark: &mut BudgetMark, in_flight: usize) {
+        mark.listed = mark.counted(in_flight) > 0;
+        if mark.listed {
+            self.counting.push(fd);
+        }
+    }
+
+    /// Entries on the list, stale ones (sockets gone, or no longer counting) included.
+    pub fn counting_len(&self) -> usize {
+        self.counting.len()
+    }
+
+    /// True when the list has outgrown `sockets` (those that live), and the caller is to take
+    /// it and [`relist`](Self::relist) the live ones: sockets closed, or whose bytes were all
+    /// acknowledged, stay listed until a period ends, and without waiters none ends. Amortised:
+    /// a prune leaves at most one entry per socket, so the next comes after as many charges.
+    pub fn prune_due(&self, sockets: usize) -> bool {
+        self.counting.len() > 2 * sockets + 64
     }
 }
 
@@ -287,7 +333,7 @@ mod tests {
         let mut b = SendBudget::new(64 * 1024, 0);
         let (mut a, mut c, mut d) = (BudgetMark::default(), BudgetMark::default(), BudgetMark::default());
         assert_eq!(b.room(a), 64 * 1024);
-        b.charge(&mut a, 0, 64 * 1024);
+        b.charge(Fd(1), &mut a, 0, 64 * 1024);
         assert_eq!(b.room(c), 0);
         b.wait(Fd(2), &mut c);
         b.wait(Fd(3), &mut d);
@@ -308,9 +354,9 @@ mod tests {
         assert_eq!(b.room(c), WAKE_QUANTUM);
         assert_eq!(b.room(d), WAKE_QUANTUM);
         assert_eq!(b.room(BudgetMark::default()), 0);
-        b.charge(&mut c, 0, WAKE_QUANTUM);
+        b.charge(Fd(2), &mut c, 0, WAKE_QUANTUM);
         assert_eq!(b.room(c), 0, "a pass is good for one send");
-        b.charge(&mut d, 0, WAKE_QUANTUM);
+        b.charge(Fd(3), &mut d, 0, WAKE_QUANTUM);
         assert_eq!(b.used(), 64 * 1024);
         assert_eq!(b.room(BudgetMark::default()), 0, "spent");
         b.release(&mut c, WAKE_QUANTUM, 8 * 1024);
@@ -321,7 +367,7 @@ mod tests {
     fn a_gone_socket_in_the_queue_is_skipped_and_its_bytes_and_pass_are_given_back() {
         let mut b = SendBudget::new(32 * 1024, 0);
         let (mut a, mut c, mut e) = (BudgetMark::default(), BudgetMark::default(), BudgetMark::default());
-        b.charge(&mut a, 0, 32 * 1024);
+        b.charge(Fd(1), &mut a, 0, 32 * 1024);
         b.wait(Fd(7), &mut BudgetMark::default());
         b.wait(Fd(8), &mut c);
         b.wait(Fd(9), &mut e);
@@ -339,7 +385,7 @@ mod tests {
     fn passes_never_used_are_forgotten_once_nothing_is_in_flight_and_nobody_waits() {
         let mut b = SendBudget::new(32 * 1024, 0);
         let (mut a, mut idle) = (BudgetMark::default(), BudgetMark::default());
-        b.charge(&mut a, 0, 32 * 1024);
+        b.charge(Fd(1), &mut a, 0, 32 * 1024);
         b.wait(Fd(5), &mut idle);
         b.release(&mut a, 32 * 1024, 16 * 1024);
         assert_eq!(wake(&mut b, Fd(5), &mut idle), Some(Fd(5)));
@@ -354,27 +400,34 @@ mod tests {
         let mut b = SendBudget::new(64 * 1024, 0);
         let (mut stuck, mut slow, mut fast, mut waiter) =
             (BudgetMark::default(), BudgetMark::default(), BudgetMark::default(), BudgetMark::default());
-        b.charge(&mut stuck, 0, 24 * 1024);
-        b.charge(&mut slow, 0, 24 * 1024);
+        b.charge(Fd(1), &mut stuck, 0, 24 * 1024);
+        b.charge(Fd(2), &mut slow, 0, 24 * 1024);
         b.wait(Fd(9), &mut waiter);
         // The first check starts a period and looks at the clock.
         assert!(!b.period_ended());
         // In it: the slow peer acknowledges a little (its counted bytes stay old), the fast
         // socket starts sending.
         b.release(&mut slow, 24 * 1024, 4 * 1024);
-        b.charge(&mut fast, 0, 16 * 1024);
+        b.charge(Fd(3), &mut fast, 0, 16 * 1024);
         let start = Instant::now();
         while !b.period_ended() {
             assert!(start.elapsed() < Duration::from_secs(5), "the period ends");
         }
-        b.stop_counting_old(&mut stuck, 24 * 1024);
-        b.stop_counting_old(&mut slow, 20 * 1024);
-        b.stop_counting_old(&mut fast, 16 * 1024);
+        let listed = b.take_counting();
+        assert_eq!(listed, [Fd(1), Fd(2), Fd(3)], "every socket that charged, once");
+        for (fd, mark, in_flight) in
+            [(Fd(1), &mut stuck, 24 * 1024), (Fd(2), &mut slow, 20 * 1024), (Fd(3), &mut fast, 16 * 1024)]
+        {
+            assert!(listed.contains(&fd));
+            b.stop_counting_old(fd, mark, in_flight);
+        }
         assert_eq!(b.used(), 16 * 1024, "only the bytes counted since the period began still count");
+        assert_eq!(b.take_counting(), [Fd(3)], "only the socket that still counts stays listed");
+        b.relist(Fd(3), &mut fast, 16 * 1024);
         assert_eq!(b.wakes_due(), 3);
         // The slow socket sends again: that counts; its acknowledgements give back the counted
         // bytes first.
-        b.charge(&mut slow, 20 * 1024, 8 * 1024);
+        b.charge(Fd(2), &mut slow, 20 * 1024, 8 * 1024);
         assert_eq!(b.used(), 24 * 1024);
         b.release(&mut slow, 28 * 1024, 10 * 1024);
         assert_eq!(b.used(), 16 * 1024, "8 KiB counted, then 2 KiB of the uncounted");
@@ -383,5 +436,47 @@ mod tests {
         b.forget(&mut stuck, 24 * 1024);
         b.release(&mut fast, 16 * 1024, 16 * 1024);
         assert_eq!(b.used(), 0);
+    }
+
+    #[test]
+    fn a_socket_is_listed_once_while_it_counts_and_its_next_charge_lists_it_again() {
+        let mut b = SendBudget::new(64 * 1024, 0);
+        let mut a = BudgetMark::default();
+        for sent in 0..4 {
+            b.charge(Fd(4), &mut a, sent * 1024, 1024);
+        }
+        assert_eq!(b.counting_len(), 1, "four sends, one entry");
+        b.release(&mut a, 4 * 1024, 4 * 1024);
+        for fd in b.take_counting() {
+            b.relist(fd, &mut a, 0);
+        }
+        assert_eq!(b.counting_len(), 0, "nothing counted: off the list");
+        b.charge(Fd(4), &mut a, 0, 1024);
+        assert_eq!(b.take_counting(), [Fd(4)]);
+    }
+
+    #[test]
+    fn the_list_stays_bounded_by_the_live_sockets_however_many_come_and_go() {
+        let mut b = SendBudget::new(64 * 1024, 0);
+        let mut live = BudgetMark::default();
+        b.charge(Fd(3), &mut live, 0, 1024);
+        let mut most = 0;
+        for fd in 4..10_000 {
+            // A socket sends, is acknowledged and closes; nobody ever waits.
+            let mut gone = BudgetMark::default();
+            b.charge(Fd(fd), &mut gone, 0, 512);
+            b.release(&mut gone, 512, 512);
+            b.forget(&mut gone, 0);
+            if b.prune_due(1) {
+                for listed in b.take_counting() {
+                    if listed == Fd(3) {
+                        b.relist(listed, &mut live, 1024);
+                    }
+                }
+            }
+            most = most.max(b.counting_len());
+        }
+        assert!(most <= 2 + 64 + 1, "at most {most} entries for one live socket");
+        assert!(b.take_counting().contains(&Fd(3)), "the live socket stays listed");
     }
 }
