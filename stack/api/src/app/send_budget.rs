@@ -309,7 +309,7 @@ impl SendBudget {
     /// acknowledged, stay listed until a period ends, and without waiters none ends. Amortised:
     /// a prune leaves at most one entry per socket, so the next comes after as many charges.
     pub fn prune_due(&self, sockets: usize) -> bool {
-        self.counting.len() > 2 * sockets + 64
+        self.counting_len() > 2 * sockets + 64
     }
 }
 
