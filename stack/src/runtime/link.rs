@@ -12,7 +12,7 @@ use slimtcp_api::{Fd, SocketError};
 use super::buffers::{ReleaseQueue, RxBuf, TxBuf, TxPool, LARGE_TX};
 use super::driver::{self, AppEnd, Driver, IdlePolicy};
 use super::messages::{Event as WorkerEvent, Reply as WorkerReply, Request as WorkerRequest};
-use super::spare_vecs::SpareVecs;
+use super::spare_vecs::{LocalSpares, SpareVecs};
 use crate::nic::PacketBuf;
 use crate::server::IdMap;
 
@@ -42,6 +42,9 @@ pub struct HostLink {
     releases: Arc<ReleaseQueue>,
     /// Where a data event's vector goes back to the worker once emptied.
     spare_vecs: Arc<SpareVecs<PacketBuf>>,
+    /// The application's emptied vectors of data events ([`Link::reuse_vec`]), filled again by
+    /// the next ones: a data event allocates nothing on the application's thread.
+    rx_vecs: LocalSpares<RxBuf>,
     pool: TxPool,
     limits: Limits,
     /// The server's id of each socket.
@@ -72,6 +75,7 @@ impl HostLink {
             end,
             releases,
             spare_vecs,
+            rx_vecs: LocalSpares::default(),
             pool,
             limits,
             ids: IdMap::default(),
@@ -186,7 +190,12 @@ impl HostLink {
         events: &mut Vec<Event<RxBuf>>,
     ) {
         let rx = |buf| RxBuf::new(buf, id, self.releases.clone());
-        let (buf, rx_more) = (rx(first), more.drain(..).map(rx).collect());
+        let buf = rx(first);
+        let mut rx_more = Vec::new();
+        if !more.is_empty() {
+            rx_more = self.rx_vecs.take();
+            rx_more.extend(more.drain(..).map(rx));
+        }
         self.spare_vecs.give(more);
         match self.fds.get(&id) {
             Some(&fd) => events.push(Event::Data { fd, buf, more: rx_more }),
@@ -275,6 +284,10 @@ impl Link for HostLink {
 
     fn recycle(&mut self, buf: TxBuf) {
         drop(buf);
+    }
+
+    fn reuse_vec(&mut self, vec: Vec<RxBuf>) {
+        self.rx_vecs.give(vec);
     }
 
     fn tx_outstanding(&self) -> usize {

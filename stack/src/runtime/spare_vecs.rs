@@ -35,12 +35,47 @@ impl<T> SpareVecs<T> {
     /// Keeps `vec`, emptied, for [`take`](Self::take) (drops it when there are enough spares or
     /// it is too large to keep).
     pub fn give(&self, mut vec: Vec<T>) {
-        if vec.capacity() == 0 || vec.capacity() > MAX_KEPT_CAPACITY {
+        if !worth_keeping(vec.capacity()) {
             return;
         }
         vec.clear();
         // Full: enough spares already; this one is freed here.
         let _ = self.spares.push(vec);
+    }
+}
+
+/// Whether an emptied vector of this capacity is worth keeping.
+fn worth_keeping(capacity: usize) -> bool {
+    capacity > 0 && capacity <= MAX_KEPT_CAPACITY
+}
+
+/// Empty vectors of `T` kept on the thread that fills and empties them both (the application
+/// side's data events: filled by the link, emptied into the socket's queue), by the same rules
+/// as [`SpareVecs`].
+#[derive(Debug)]
+pub struct LocalSpares<T> {
+    kept: Vec<Vec<T>>,
+}
+
+impl<T> Default for LocalSpares<T> {
+    fn default() -> Self {
+        LocalSpares { kept: Vec::new() }
+    }
+}
+
+impl<T> LocalSpares<T> {
+    /// An empty vector: a kept one if any, else a new one (allocated when filled).
+    pub fn take(&mut self) -> Vec<T> {
+        self.kept.pop().unwrap_or_default()
+    }
+
+    /// Keeps `vec`, emptied, for [`take`](Self::take), unless enough are kept or it is too
+    /// large to keep.
+    pub fn give(&mut self, mut vec: Vec<T>) {
+        if worth_keeping(vec.capacity()) && self.kept.len() < SPARES {
+            vec.clear();
+            self.kept.push(vec);
+        }
     }
 }
 
@@ -71,5 +106,25 @@ mod tests {
             spares.give(Vec::with_capacity(4));
         }
         assert_eq!(spares.spares.len(), SPARES);
+    }
+
+    #[test]
+    fn local_spares_keep_by_the_same_rules() {
+        let mut spares = LocalSpares::<u8>::default();
+        assert_eq!(spares.take().capacity(), 0);
+        spares.give(Vec::new());
+        spares.give(Vec::with_capacity(MAX_KEPT_CAPACITY + 1));
+        assert_eq!(spares.kept.len(), 0, "unallocated and oversized vectors are not kept");
+        let mut v = Vec::with_capacity(8);
+        v.push(1);
+        let at = v.as_ptr();
+        spares.give(v);
+        let back = spares.take();
+        assert!(back.is_empty());
+        assert_eq!(back.as_ptr(), at, "the same allocation, emptied");
+        for _ in 0..SPARES + 3 {
+            spares.give(Vec::with_capacity(4));
+        }
+        assert_eq!(spares.kept.len(), SPARES);
     }
 }

@@ -25,13 +25,19 @@ impl<L: Link> AppSockets<L> {
                 }
                 fd
             }
-            Event::Data { fd, buf, more } => {
+            Event::Data { fd, buf, mut more } => {
                 match self.sockets.get_mut(&fd) {
                     Some(s) if !s.rd_shut => {
                         s.rxq.push_back(buf);
-                        s.rxq.extend(more);
+                        s.rxq.extend(more.drain(..));
                     }
-                    _ => drop((buf, more)),
+                    _ => {
+                        drop(buf);
+                        more.clear();
+                    }
+                }
+                if more.capacity() > 0 {
+                    self.link.reuse_vec(more);
                 }
                 fd
             }

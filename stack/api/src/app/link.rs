@@ -280,6 +280,11 @@ pub trait Link {
     fn alloc(&mut self, len: usize) -> Option<Self::TxBuf>;
     /// Takes back a buffer that will not be sent.
     fn recycle(&mut self, buf: Self::TxBuf);
+    /// Takes back the emptied `more` vector of an [`Event::Data`], for a link that fills such
+    /// vectors to use again instead of allocating one per event (dropped by default).
+    fn reuse_vec(&mut self, vec: Vec<Self::RxBuf>) {
+        drop(vec);
+    }
     /// Transmit buffers handed out (held by the application or in flight).
     fn tx_outstanding(&self) -> usize;
     /// True when a send request of `fd` (with its buffer) would be taken now: [`try_submit`]
