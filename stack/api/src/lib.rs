@@ -21,6 +21,7 @@ pub mod prefetch;
 mod release_list;
 pub mod report;
 mod socket_api;
+pub mod spares;
 pub mod tx_classes;
 mod types;
 

@@ -12,9 +12,10 @@ use slimtcp_api::{Fd, SocketError};
 use super::buffers::{ReleaseQueue, RxBuf, TxBuf, TxPool, LARGE_TX};
 use super::driver::{self, AppEnd, Driver, IdlePolicy};
 use super::messages::{Event as WorkerEvent, Reply as WorkerReply, Request as WorkerRequest};
-use super::spare_vecs::{LocalSpares, SpareVecs};
+use super::spare_vecs::SpareVecs;
 use crate::nic::PacketBuf;
 use crate::server::IdMap;
+use slimtcp_api::spares::LocalSpares;
 
 /// Zero-copy transmit buffers the application may hold or have in flight at once.
 const MAX_TX_BUFFERS: usize = 1 << 20;

@@ -8,11 +8,7 @@
 //! the emptied vector back instead; the worker reuses it for the next event.
 
 use crossbeam_queue::ArrayQueue;
-
-/// Spare vectors kept, at most (beyond them, one is freed where it is given back).
-const SPARES: usize = 256;
-/// A vector this large is not kept (one socket's burst after a long stall).
-const MAX_KEPT_CAPACITY: usize = 1024;
+use slimtcp_api::spares::{worth_keeping, KEPT as SPARES};
 
 /// Empty vectors of `T` on their way back to the thread that fills them.
 #[derive(Debug)]
@@ -44,44 +40,10 @@ impl<T> SpareVecs<T> {
     }
 }
 
-/// Whether an emptied vector of this capacity is worth keeping.
-fn worth_keeping(capacity: usize) -> bool {
-    capacity > 0 && capacity <= MAX_KEPT_CAPACITY
-}
-
-/// Empty vectors of `T` kept on the thread that fills and empties them both (the application
-/// side's data events: filled by the link, emptied into the socket's queue), by the same rules
-/// as [`SpareVecs`].
-#[derive(Debug)]
-pub struct LocalSpares<T> {
-    kept: Vec<Vec<T>>,
-}
-
-impl<T> Default for LocalSpares<T> {
-    fn default() -> Self {
-        LocalSpares { kept: Vec::new() }
-    }
-}
-
-impl<T> LocalSpares<T> {
-    /// An empty vector: a kept one if any, else a new one (allocated when filled).
-    pub fn take(&mut self) -> Vec<T> {
-        self.kept.pop().unwrap_or_default()
-    }
-
-    /// Keeps `vec`, emptied, for [`take`](Self::take), unless enough are kept or it is too
-    /// large to keep.
-    pub fn give(&mut self, mut vec: Vec<T>) {
-        if worth_keeping(vec.capacity()) && self.kept.len() < SPARES {
-            vec.clear();
-            self.kept.push(vec);
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use slimtcp_api::spares::MAX_KEPT_CAPACITY;
 
     #[test]
     fn a_given_vector_comes_back_empty_with_its_allocation() {
@@ -106,25 +68,5 @@ mod tests {
             spares.give(Vec::with_capacity(4));
         }
         assert_eq!(spares.spares.len(), SPARES);
-    }
-
-    #[test]
-    fn local_spares_keep_by_the_same_rules() {
-        let mut spares = LocalSpares::<u8>::default();
-        assert_eq!(spares.take().capacity(), 0);
-        spares.give(Vec::new());
-        spares.give(Vec::with_capacity(MAX_KEPT_CAPACITY + 1));
-        assert_eq!(spares.kept.len(), 0, "unallocated and oversized vectors are not kept");
-        let mut v = Vec::with_capacity(8);
-        v.push(1);
-        let at = v.as_ptr();
-        spares.give(v);
-        let back = spares.take();
-        assert!(back.is_empty());
-        assert_eq!(back.as_ptr(), at, "the same allocation, emptied");
-        for _ in 0..SPARES + 3 {
-            spares.give(Vec::with_capacity(4));
-        }
-        assert_eq!(spares.kept.len(), SPARES);
     }
 }

@@ -10,7 +10,10 @@
 //! (`rx_memory.rs`): a payload whose storage would not fit is refused, and the window offers
 //! at most half the budget's room.
 
+use std::cell::RefCell;
 use std::collections::VecDeque;
+
+use slimtcp_api::spares::{release_when_empty, storage_for, LocalSpares};
 
 use super::config::MAX_TCP_BUFFER;
 use crate::nic::buf::move_all;
@@ -18,7 +21,18 @@ use crate::nic::PacketBuf;
 pub use crate::rx_memory::COMPACT_CHUNK;
 use crate::rx_memory::{RxBudget, RxCharge};
 
+thread_local! {
+    /// The storage of emptied queues, for the next queue to get a first segment (see
+    /// [`RecvBuffer`]).
+    static QUEUE_STORAGE: RefCell<LocalSpares<PacketBuf>> = const { RefCell::new(LocalSpares::new()) };
+}
+
 /// In-order received bytes, as a queue of packet buffers trimmed to their payload.
+///
+/// An empty queue holds no storage: emptied, it gives its storage to the thread's spares, and
+/// its next first segment takes the spare given last (`slimtcp_api::spares`). With thousands
+/// of connections a queue's own storage would be cold at every turn of its connection, and
+/// each segment queued would wait for its line.
 ///
 /// Its byte counts are kept in 32 bits (a connection's state stays small): they are bounded by
 /// the capacity, at most [`MAX_TCP_BUFFER`] (the window never promises more than it holds,
@@ -124,6 +138,7 @@ impl RecvBuffer {
         self.len += narrow(payload.len());
         if !Self::compacts(payload) {
             self.memory.add(payload.capacity());
+            self.take_storage();
             self.segments.push_back(std::mem::take(payload));
             self.compact_tail = false;
             return;
@@ -151,6 +166,7 @@ impl RecvBuffer {
                 _ => {
                     let chunk = self.memory.compact_chunk();
                     self.memory.add(chunk.capacity());
+                    self.take_storage();
                     self.segments.push_back(chunk);
                     self.compact_tail = true;
                     match self.segments.back_mut() {
@@ -164,6 +180,20 @@ impl RecvBuffer {
                 dst.copy_from_slice(&bytes[..n]);
             }
             bytes = &bytes[n..];
+        }
+    }
+
+    /// Gives an empty queue storage: the spare given last on this thread, if any.
+    #[inline]
+    fn take_storage(&mut self) {
+        storage_for(&QUEUE_STORAGE, &mut self.segments);
+    }
+
+    /// An emptied queue gives its storage to the thread's spares.
+    #[inline]
+    fn give_storage_when_empty(&mut self) {
+        if release_when_empty(&QUEUE_STORAGE, &mut self.segments) {
+            self.compact_tail = false;
         }
     }
 
@@ -188,9 +218,7 @@ impl RecvBuffer {
     fn pop_front(&mut self) -> Option<PacketBuf> {
         let seg = self.segments.pop_front()?;
         self.memory.sub(seg.capacity());
-        if self.segments.is_empty() {
-            self.compact_tail = false;
-        }
+        self.give_storage_when_empty();
         Some(seg)
     }
 
@@ -220,9 +248,7 @@ impl RecvBuffer {
         if whole > 0 {
             self.memory.sub(storage);
             self.segments.drain(..whole);
-            if self.segments.is_empty() {
-                self.compact_tail = false;
-            }
+            self.give_storage_when_empty();
         }
         self.len -= narrow(written);
         written
@@ -251,11 +277,11 @@ impl RecvBuffer {
         let storage: usize = self.segments.iter().map(PacketBuf::capacity).sum();
         self.memory.sub(storage);
         // In bulk, not a buffer at a time: the queue's storage becomes `out` when that is empty
-        // (`out`'s own, emptied, is kept for the next payloads), else it is appended in one move.
+        // (`out`'s own, emptied, goes to the thread's spares), else it is appended in one move.
         let mut taken = Vec::from(std::mem::take(&mut self.segments));
         move_all(&mut taken, out);
         self.segments = VecDeque::from(taken);
-        self.compact_tail = false;
+        self.give_storage_when_empty();
         self.len = 0;
         self.held += bytes;
         bytes as usize
@@ -496,5 +522,43 @@ mod tests {
         assert_eq!((refused.len(), refused.capacity()), (0, 0), "taken: an empty buffer is left");
         drop(q);
         assert_eq!(budget.reading().used, 0, "a dropped queue gives its memory back");
+    }
+
+    #[test]
+    fn an_emptied_queue_holds_no_storage_and_the_next_takes_the_spare() {
+        let mut a = RecvBuffer::new(64 * 1024);
+        let mut b = RecvBuffer::new(64 * 1024);
+        for _ in 0..3 {
+            assert!(a.push(&mut whole(&[1; 1400])));
+        }
+        assert!(a.segments.capacity() > 0);
+        let storage = a.segments.as_slices().0.as_ptr();
+        let mut out = Vec::new();
+        assert_eq!(a.pop_all_held(&mut out), 3 * 1400);
+        assert_eq!(a.segments.capacity(), 0, "emptied: its storage went to the spares");
+        // `out` took the queue's storage, and `out`'s own (none) went nowhere; read out whole,
+        // a queue gives its storage back too.
+        assert!(b.push(&mut whole(&[2; 1400])));
+        let mut dst = [0u8; 1400];
+        assert_eq!(b.read(&mut dst), 1400);
+        assert_eq!(b.segments.capacity(), 0);
+        let spare = QUEUE_STORAGE.with(|s| s.borrow().len());
+        assert!(spare >= 1, "the emptied storage is kept");
+        // The next first segment of any queue takes the spare given last.
+        let mut c = RecvBuffer::new(64 * 1024);
+        assert!(c.push(&mut whole(&[3; 1400])));
+        assert_eq!(QUEUE_STORAGE.with(|s| s.borrow().len()), spare - 1);
+        assert_ne!(c.segments.as_slices().0.as_ptr(), storage, "`a`'s storage left with `out`");
+        let mut dst = [0u8; 1400];
+        assert_eq!(c.read(&mut dst), 1400);
+        assert_eq!(dst, [3; 1400]);
+        // Zero-copy pops give it back once the last segment is out.
+        assert!(c.push(&mut whole(&[4; 1400])));
+        assert!(c.push(&mut whole(&[5; 1400])));
+        assert!(c.pop_segment().is_some());
+        assert!(c.segments.capacity() > 0, "a segment is left");
+        assert!(c.pop_segment().is_some());
+        assert_eq!(c.segments.capacity(), 0);
+        drop(out);
     }
 }

@@ -13,9 +13,12 @@
 //! transmissions in flight, and is handed back only once every byte is acknowledged AND that
 //! count is zero.
 
+use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU64, Ordering};
+
+use slimtcp_api::spares::{release_when_empty, storage_for, LocalSpares};
 
 use super::config::MAX_TCP_BUFFER;
 use super::tx_payload::{copy_all, payload_sum, TxPayload};
@@ -131,7 +134,18 @@ impl LoanedSlice {
     }
 }
 
+thread_local! {
+    /// The storage of emptied chunk queues and loan indexes, for the next buffer to queue
+    /// bytes (see [`SendBuffer`]).
+    static CHUNK_STORAGE: RefCell<LocalSpares<Chunk>> = const { RefCell::new(LocalSpares::new()) };
+    static INDEX_STORAGE: RefCell<LocalSpares<(LoanId, u64)>> = const { RefCell::new(LocalSpares::new()) };
+}
+
 /// Bytes queued for sending and not yet acknowledged, in sequence order.
+///
+/// Once all acknowledged, its queues give their storage to the thread's spares, and its next
+/// bytes take the spares given last (`slimtcp_api::spares`): with thousands of connections a
+/// buffer's own storage would be cold at every turn of its connection.
 ///
 /// Its byte counts, offsets and chunk indexes are kept in 32 bits (a connection's state stays
 /// small): all of them are bounded by the capacity, at most [`MAX_TCP_BUFFER`]; the methods
@@ -234,6 +248,7 @@ impl SendBuffer {
                 let mut v = self.spare.pop().unwrap_or_default();
                 v.clear();
                 v.reserve_exact(COPY_CHUNK);
+                storage_for(&CHUNK_STORAGE, &mut self.chunks);
                 self.chunks.push_back(Chunk::Copied(v));
             }
             if let Some(Chunk::Copied(v)) = self.chunks.back_mut() {
@@ -259,8 +274,10 @@ impl SendBuffer {
         }
         let id = NEXT_LOAN.fetch_add(1, Ordering::Relaxed);
         let by_reference = payload.external_addr().is_some();
+        storage_for(&INDEX_STORAGE, &mut loans.index);
         loans.index.push_back((id, loans.popped + self.chunks.len() as u64));
         loans.by_reference += usize::from(by_reference);
+        storage_for(&CHUNK_STORAGE, &mut self.chunks);
         self.chunks.push_back(Chunk::Loaned(Loan {
             payload,
             len: narrow(n),
@@ -295,6 +312,10 @@ impl SendBuffer {
         if self.len == 0 {
             while !self.chunks.is_empty() {
                 self.pop_front_chunk();
+            }
+            release_when_empty(&CHUNK_STORAGE, &mut self.chunks);
+            if let Some(loans) = self.loans.as_deref_mut() {
+                release_when_empty(&INDEX_STORAGE, &mut loans.index);
             }
         }
     }

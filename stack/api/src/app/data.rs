@@ -184,6 +184,9 @@ impl<L: Link> AppSockets<L> {
                         front.consume(n);
                     }
                 }
+                if let Some(storage) = s.emptied_rxq_storage() {
+                    self.rxq_spares.give(storage);
+                }
                 return Ok(written);
             }
             match stream_recv_empty(s) {
@@ -366,6 +369,9 @@ impl<L: Link> AppSockets<L> {
                     return Ok(None);
                 }
                 if let Some(buf) = s.rxq.pop_front() {
+                    if let Some(storage) = s.emptied_rxq_storage() {
+                        self.rxq_spares.give(storage);
+                    }
                     return Ok(Some(buf));
                 }
                 match stream_recv_empty(s) {

@@ -2,6 +2,8 @@
 
 use super::state::{Phase, SockEntry, DATAGRAM_QUEUE};
 use super::{AppSockets, Event, Link, Request};
+use std::collections::VecDeque;
+
 use crate::{Fd, Proto, Ready};
 
 impl<L: Link> AppSockets<L> {
@@ -28,6 +30,9 @@ impl<L: Link> AppSockets<L> {
             Event::Data { fd, buf, mut more } => {
                 match self.sockets.get_mut(&fd) {
                     Some(s) if !s.rd_shut => {
+                        if s.rxq.capacity() == 0 {
+                            s.rxq = VecDeque::from(self.rxq_spares.take());
+                        }
                         s.rxq.push_back(buf);
                         s.rxq.extend(more.drain(..));
                     }

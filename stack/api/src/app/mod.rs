@@ -17,6 +17,7 @@ mod send_budget;
 mod state;
 
 use crate::id_map::IdMap;
+use crate::spares::LocalSpares;
 use std::time::Instant;
 
 pub use link::{Event, Limits, Link, Reply, Request, RxPayload, Submitted};
@@ -51,6 +52,10 @@ pub struct AppSockets<L: Link> {
     budget: SendBudget,
     /// Sockets an epoll wait found held back by the budget only, to queue for it.
     budget_held: Vec<Fd>,
+    /// The storage of emptied receive queues, for the next queue to get data: a queue holds
+    /// none while empty, so the buffers of a connection's turn go into storage just used
+    /// instead of its own, cold since its last turn (`crate::spares`).
+    rxq_spares: LocalSpares<L::RxBuf>,
 }
 
 impl<L: Link> AppSockets<L> {
@@ -69,6 +74,7 @@ impl<L: Link> AppSockets<L> {
             room_waiters: Vec::new(),
             budget: SendBudget::new(send_budget::default_for(limits.default_sndbuf), limits.max_tx_len),
             budget_held: Vec::new(),
+            rxq_spares: LocalSpares::new(),
         }
     }
 
