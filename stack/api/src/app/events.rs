@@ -1,9 +1,9 @@
 //! Applying a link's [`Event`]s to the socket table.
 
-use super::state::{Phase, SockEntry, DATAGRAM_QUEUE};
-use super::{AppSockets, Event, Link, Request};
 use std::collections::VecDeque;
 
+use super::state::{Phase, SockEntry, DATAGRAM_QUEUE};
+use super::{AppSockets, Event, Link, Request};
 use crate::{Fd, Proto, Ready};
 
 impl<L: Link> AppSockets<L> {

@@ -239,8 +239,8 @@ impl SendBudget {
     /// Called after each pump: true when sockets have waited for a whole [`STALL`] since the
     /// last period ended (the caller then [`stop_counting_old`](Self::stop_counting_old)s
     /// the bytes of the sockets [`take_counting`](Self::take_counting) names, and a new period
-    /// starts). Looks at the clock only every
-    /// [`CLOCK_EVERY`] checks, and not at all while nobody waits.
+    /// starts). Looks at the clock only every [`CLOCK_EVERY`] checks, and not at all while
+    /// nobody waits.
     pub fn period_ended(&mut self) -> bool {
         if self.waiting.is_empty() {
             self.waited = None;
