@@ -72,7 +72,7 @@ pub type ThreadSpares<T> = LocalKey<RefCell<LocalSpares<T>>>;
 #[inline]
 pub fn storage_for<T: 'static>(spares: &'static ThreadSpares<T>, queue: &mut VecDeque<T>) {
     if queue.capacity() == 0 {
-        *queue = VecDeque::from(spares.with(|s| s.borrow_mut().take()));
+        take_spare(spares, queue);
     }
 }
 
@@ -84,10 +84,24 @@ pub fn release_when_empty<T: 'static>(spares: &'static ThreadSpares<T>, queue: &
         return false;
     }
     if queue.capacity() > 0 {
-        let storage = Vec::from(std::mem::take(queue));
-        spares.with(|s| s.borrow_mut().give(storage));
+        give_spare(spares, queue);
     }
     true
+}
+
+// Out of line: a queue's every entry passes the tests above, only its first after an empty
+// spell and its last before one get here; inlined, these would weigh on every caller's code.
+#[cold]
+#[inline(never)]
+fn take_spare<T: 'static>(spares: &'static ThreadSpares<T>, queue: &mut VecDeque<T>) {
+    *queue = VecDeque::from(spares.with(|s| s.borrow_mut().take()));
+}
+
+#[cold]
+#[inline(never)]
+fn give_spare<T: 'static>(spares: &'static ThreadSpares<T>, queue: &mut VecDeque<T>) {
+    let storage = Vec::from(std::mem::take(queue));
+    spares.with(|s| s.borrow_mut().give(storage));
 }
 
 #[cfg(test)]

@@ -138,7 +138,7 @@ impl RecvBuffer {
         self.len += narrow(payload.len());
         if !Self::compacts(payload) {
             self.memory.add(payload.capacity());
-            self.take_storage();
+            self.make_room();
             self.segments.push_back(std::mem::take(payload));
             self.compact_tail = false;
             return;
@@ -166,7 +166,7 @@ impl RecvBuffer {
                 _ => {
                     let chunk = self.memory.compact_chunk();
                     self.memory.add(chunk.capacity());
-                    self.take_storage();
+                    self.make_room();
                     self.segments.push_back(chunk);
                     self.compact_tail = true;
                     match self.segments.back_mut() {
@@ -183,18 +183,36 @@ impl RecvBuffer {
         }
     }
 
-    /// Gives an empty queue storage: the spare given last on this thread, if any.
+    /// Before an entry is pushed: a full queue grows (as `push_back` would), and a queue with
+    /// no storage takes the spare given last on this thread, if any. The test is the one
+    /// `push_back` makes; the rest is out of line.
     #[inline]
-    fn take_storage(&mut self) {
-        storage_for(&QUEUE_STORAGE, &mut self.segments);
+    fn make_room(&mut self) {
+        if self.segments.len() == self.segments.capacity() {
+            self.grow();
+        }
     }
 
-    /// An emptied queue gives its storage to the thread's spares.
+    #[cold]
+    #[inline(never)]
+    fn grow(&mut self) {
+        storage_for(&QUEUE_STORAGE, &mut self.segments);
+        self.segments.reserve(1);
+    }
+
+    /// An emptied queue gives its storage to the thread's spares (checked where a read or a
+    /// release ends, not at every segment popped).
     #[inline]
     fn give_storage_when_empty(&mut self) {
-        if release_when_empty(&QUEUE_STORAGE, &mut self.segments) {
-            self.compact_tail = false;
+        if self.segments.is_empty() && self.segments.capacity() > 0 {
+            self.emptied();
         }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn emptied(&mut self) {
+        release_when_empty(&QUEUE_STORAGE, &mut self.segments);
     }
 
     /// True when `payload` fills less than half of its buffer (it is copied into chunks).
@@ -218,7 +236,9 @@ impl RecvBuffer {
     fn pop_front(&mut self) -> Option<PacketBuf> {
         let seg = self.segments.pop_front()?;
         self.memory.sub(seg.capacity());
-        self.give_storage_when_empty();
+        if self.segments.is_empty() {
+            self.compact_tail = false;
+        }
         Some(seg)
     }
 
@@ -248,14 +268,25 @@ impl RecvBuffer {
         if whole > 0 {
             self.memory.sub(storage);
             self.segments.drain(..whole);
-            self.give_storage_when_empty();
+            if self.segments.is_empty() {
+                self.compact_tail = false;
+            }
         }
+        self.give_storage_when_empty();
         self.len -= narrow(written);
         written
     }
 
     /// Hands the oldest payload buffer to the caller (zero-copy receive).
     pub fn pop_segment(&mut self) -> Option<PacketBuf> {
+        let seg = self.take_front()?;
+        self.give_storage_when_empty();
+        Some(seg)
+    }
+
+    /// The oldest payload buffer, out of the queue and its byte count.
+    #[inline(always)]
+    fn take_front(&mut self) -> Option<PacketBuf> {
         let seg = self.pop_front()?;
         self.len -= narrow(seg.len());
         Some(seg)
@@ -264,7 +295,7 @@ impl RecvBuffer {
     /// Like [`pop_segment`](Self::pop_segment), but its bytes keep occupying the window until
     /// [`release`](Self::release)d.
     pub fn pop_held(&mut self) -> Option<PacketBuf> {
-        let seg = self.pop_segment()?;
+        let seg = self.take_front()?;
         self.held += narrow(seg.len());
         Some(seg)
     }
@@ -281,6 +312,7 @@ impl RecvBuffer {
         let mut taken = Vec::from(std::mem::take(&mut self.segments));
         move_all(&mut taken, out);
         self.segments = VecDeque::from(taken);
+        self.compact_tail = false;
         self.give_storage_when_empty();
         self.len = 0;
         self.held += bytes;
@@ -290,6 +322,9 @@ impl RecvBuffer {
     /// Gives back `n` bytes taken with [`pop_held`](Self::pop_held) (more than held is clamped).
     pub fn release(&mut self, n: usize) {
         self.held = narrow(self.held().saturating_sub(n));
+        // Buffers handed out one by one (`pop_held`) are given back in batches: an emptied
+        // queue's storage goes to the spares here.
+        self.give_storage_when_empty();
     }
 }
 
@@ -552,12 +587,18 @@ mod tests {
         let mut dst = [0u8; 1400];
         assert_eq!(c.read(&mut dst), 1400);
         assert_eq!(dst, [3; 1400]);
-        // Zero-copy pops give it back once the last segment is out.
+        // A zero-copy pop gives it back once the last segment is out.
         assert!(c.push(&mut whole(&[4; 1400])));
         assert!(c.push(&mut whole(&[5; 1400])));
         assert!(c.pop_segment().is_some());
         assert!(c.segments.capacity() > 0, "a segment is left");
         assert!(c.pop_segment().is_some());
+        assert_eq!(c.segments.capacity(), 0);
+        // Buffers handed out one at a time and held give it back with their release.
+        assert!(c.push(&mut whole(&[6; 1400])));
+        assert!(c.pop_held().is_some());
+        assert!(c.segments.capacity() > 0, "checked at the release, not at every pop");
+        c.release(1400);
         assert_eq!(c.segments.capacity(), 0);
         drop(out);
     }
