@@ -52,6 +52,13 @@ impl<T> LocalSpares<T> {
         }
     }
 
+    /// Gives `queue` storage when it has none: the vector kept last, if any.
+    pub fn storage_for(&mut self, queue: &mut VecDeque<T>) {
+        if queue.capacity() == 0 {
+            *queue = VecDeque::from(self.take());
+        }
+    }
+
     /// Vectors kept now.
     pub fn len(&self) -> usize {
         self.kept.len()
@@ -61,6 +68,12 @@ impl<T> LocalSpares<T> {
     pub fn is_empty(&self) -> bool {
         self.kept.is_empty()
     }
+}
+
+/// The storage of `queue`, taken, once the queue is empty (for [`LocalSpares::give`]); `None`
+/// while it holds entries or no storage.
+pub fn take_emptied<T>(queue: &mut VecDeque<T>) -> Option<Vec<T>> {
+    (queue.is_empty() && queue.capacity() > 0).then(|| Vec::from(std::mem::take(queue)))
 }
 
 /// One thread's spares of one kind: a `thread_local!` of [`LocalSpares`], for queues that live
@@ -94,14 +107,15 @@ pub fn release_when_empty<T: 'static>(spares: &'static ThreadSpares<T>, queue: &
 #[cold]
 #[inline(never)]
 fn take_spare<T: 'static>(spares: &'static ThreadSpares<T>, queue: &mut VecDeque<T>) {
-    *queue = VecDeque::from(spares.with(|s| s.borrow_mut().take()));
+    spares.with(|s| s.borrow_mut().storage_for(queue));
 }
 
 #[cold]
 #[inline(never)]
 fn give_spare<T: 'static>(spares: &'static ThreadSpares<T>, queue: &mut VecDeque<T>) {
-    let storage = Vec::from(std::mem::take(queue));
-    spares.with(|s| s.borrow_mut().give(storage));
+    if let Some(storage) = take_emptied(queue) {
+        spares.with(|s| s.borrow_mut().give(storage));
+    }
 }
 
 #[cfg(test)]

@@ -204,14 +204,6 @@ impl RecvBuffer {
     /// release ends, not at every segment popped).
     #[inline]
     fn give_storage_when_empty(&mut self) {
-        if self.segments.is_empty() && self.segments.capacity() > 0 {
-            self.emptied();
-        }
-    }
-
-    #[cold]
-    #[inline(never)]
-    fn emptied(&mut self) {
         release_when_empty(&QUEUE_STORAGE, &mut self.segments);
     }
 

@@ -4,6 +4,7 @@ use std::net::SocketAddrV4;
 
 use super::state::{Phase, SockEntry};
 use super::{AppSockets, Link, Request, RxPayload};
+use crate::spares::take_emptied;
 use crate::{Fd, Proto, SocketError, ZeroCopyTx};
 
 /// Why a stream cannot send now, if it cannot.
@@ -184,7 +185,7 @@ impl<L: Link> AppSockets<L> {
                         front.consume(n);
                     }
                 }
-                if let Some(storage) = s.emptied_rxq_storage() {
+                if let Some(storage) = take_emptied(&mut s.rxq) {
                     self.rxq_spares.give(storage);
                 }
                 return Ok(written);
@@ -369,7 +370,7 @@ impl<L: Link> AppSockets<L> {
                     return Ok(None);
                 }
                 if let Some(buf) = s.rxq.pop_front() {
-                    if let Some(storage) = s.emptied_rxq_storage() {
+                    if let Some(storage) = take_emptied(&mut s.rxq) {
                         self.rxq_spares.give(storage);
                     }
                     return Ok(Some(buf));

@@ -1,7 +1,5 @@
 //! Applying a link's [`Event`]s to the socket table.
 
-use std::collections::VecDeque;
-
 use super::state::{Phase, SockEntry, DATAGRAM_QUEUE};
 use super::{AppSockets, Event, Link, Request};
 use crate::{Fd, Proto, Ready};
@@ -30,9 +28,7 @@ impl<L: Link> AppSockets<L> {
             Event::Data { fd, buf, mut more } => {
                 match self.sockets.get_mut(&fd) {
                     Some(s) if !s.rd_shut => {
-                        if s.rxq.capacity() == 0 {
-                            s.rxq = VecDeque::from(self.rxq_spares.take());
-                        }
+                        self.rxq_spares.storage_for(&mut s.rxq);
                         s.rxq.push_back(buf);
                         s.rxq.extend(more.drain(..));
                     }

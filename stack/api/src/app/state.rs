@@ -107,12 +107,6 @@ impl<R> SockEntry<R> {
         self.sndbuf.saturating_sub(self.in_flight)
     }
 
-    /// Its receive queue's storage, taken, once the queue is empty (for the spares); `None`
-    /// while it holds data or no storage.
-    pub fn emptied_rxq_storage(&mut self) -> Option<Vec<R>> {
-        (self.rxq.is_empty() && self.rxq.capacity() > 0).then(|| Vec::from(std::mem::take(&mut self.rxq)))
-    }
-
     /// Send bytes that may be handed to the link now: its own room, within the shared budget.
     pub fn send_room_within(&self, budget: &SendBudget) -> usize {
         self.send_room().min(budget.room(self.budget))
