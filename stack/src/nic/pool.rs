@@ -19,6 +19,7 @@
 //! found the same way whichever it is.
 
 use std::cell::RefCell;
+use std::mem::ManuallyDrop;
 use std::sync::Arc;
 
 use crossbeam_queue::ArrayQueue;
@@ -57,9 +58,11 @@ impl BufferPool {
     /// starts after `headroom` bytes.
     #[inline]
     pub fn take(self: &Arc<Self>, headroom: usize) -> PacketBuf {
-        let bytes = take_spare(self).unwrap_or_else(|| HeapBytes {
-            bytes: self.free.pop().unwrap_or_else(|| vec![0u8; self.buf_size].into_boxed_slice()),
-            pool: Some(Arc::clone(self)),
+        let bytes = take_spare(self).unwrap_or_else(|| {
+            HeapBytes::new(
+                self.free.pop().unwrap_or_else(|| vec![0u8; self.buf_size].into_boxed_slice()),
+                Some(Arc::clone(self)),
+            )
         });
         PacketBuf::on_heap(bytes, headroom)
     }
@@ -121,19 +124,29 @@ fn release_orphaned_spare(spare: &mut Vec<HeapBytes>) -> bool {
 /// A buffer's heap bytes: returned to their pool on drop when they came from one (a pool's
 /// buffer), freed otherwise (a buffer made on its own). One type for both, so that a buffer's
 /// bytes are found without asking which kind it is.
+///
+/// Neither field is dropped by itself: [`Drop`] lets them go (recycled, or freed), so that
+/// dropping bytes that hold nothing (the stand-in a frame whose payload was taken leaves, an
+/// emptied queue slot) is one test wherever it is inlined, not a call to drop glue that looks
+/// at both fields.
 #[derive(Debug)]
 pub(crate) struct HeapBytes {
     /// Empty (an empty boxed slice allocates nothing) after being given back.
-    bytes: Box<[u8]>,
+    bytes: ManuallyDrop<Box<[u8]>>,
     /// The pool the bytes go back to; taken out only by `drop`.
-    pool: Option<Arc<BufferPool>>,
+    pool: ManuallyDrop<Option<Arc<BufferPool>>>,
 }
 
 impl HeapBytes {
+    #[inline]
+    fn new(bytes: Box<[u8]>, pool: Option<Arc<BufferPool>>) -> Self {
+        HeapBytes { bytes: ManuallyDrop::new(bytes), pool: ManuallyDrop::new(pool) }
+    }
+
     /// Bytes of no pool, freed with the buffer.
     #[inline]
     pub(crate) fn unpooled(bytes: Box<[u8]>) -> Self {
-        HeapBytes { bytes, pool: None }
+        HeapBytes::new(bytes, None)
     }
 
     #[inline]
@@ -162,17 +175,20 @@ impl HeapBytes {
                 if !spare_has_room(&mut spare, pool) {
                     return false;
                 }
-                let bytes = std::mem::take(&mut self.bytes);
-                spare.push(HeapBytes { bytes, pool: self.pool.take() });
+                let bytes = std::mem::take(&mut *self.bytes);
+                spare.push(HeapBytes::new(bytes, self.pool.take()));
                 true
             })
             .unwrap_or(false)
     }
 
-    /// Keeps a pool's buffer in this thread's spare, or gives it back to the pool's queue.
+    /// Lets the bytes go: a pool's are kept in this thread's spare or given back to the pool's
+    /// queue; others are freed. Nothing is left to drop.
     #[inline(never)]
-    fn recycle(&mut self) {
-        if !self.keep_in_spare() {
+    fn let_go(&mut self) {
+        if self.pool.is_none() {
+            drop(std::mem::take(&mut *self.bytes));
+        } else if !self.keep_in_spare() {
             self.give_back();
         }
     }
@@ -182,7 +198,7 @@ impl HeapBytes {
     #[cold]
     #[inline(never)]
     fn give_back(&mut self) {
-        let bytes = std::mem::take(&mut self.bytes);
+        let bytes = std::mem::take(&mut *self.bytes);
         if let Some(pool) = self.pool.take() {
             // Full: the buffer is freed instead.
             let _ = pool.free.push(bytes);
@@ -191,12 +207,11 @@ impl HeapBytes {
 }
 
 impl Drop for HeapBytes {
-    /// A buffer of no pool frees its bytes (the field's own drop, at the caller: an emptied
-    /// buffer costs a test); a pool's is recycled.
+    /// Bytes that hold nothing (empty, of no pool) cost a test; others are let go.
     #[inline]
     fn drop(&mut self) {
-        if self.pool.is_some() {
-            self.recycle();
+        if self.pool.is_some() || !self.bytes.is_empty() {
+            self.let_go();
         }
     }
 }
