@@ -91,7 +91,11 @@ impl RxBudget {
 
     fn add(&self, n: usize) {
         let now = self.0.used.fetch_add(n, Ordering::Relaxed) + n;
-        self.0.peak.fetch_max(now, Ordering::Relaxed);
+        // Looked at before it is written: a new peak is rare once a flow runs, and the
+        // read-modify-write `fetch_max` would be a locked instruction at every segment.
+        if now > self.0.peak.load(Ordering::Relaxed) {
+            self.0.peak.fetch_max(now, Ordering::Relaxed);
+        }
     }
 
     fn sub(&self, n: usize) {

@@ -178,6 +178,7 @@ impl SocketSet {
     }
 
     /// The socket of `h`, mutable, if it still lives.
+    #[inline]
     pub fn get_mut(&mut self, h: SocketHandle) -> Option<&mut Socket> {
         let slot = self.slots.get_mut(h.index as usize)?;
         if slot.generation != h.generation {
@@ -186,7 +187,8 @@ impl SocketSet {
         slot.socket.as_mut()
     }
 
-    /// The TCP connection socket of `h`.
+    /// The TCP connection socket of `h` (inline: a few loads and tests at every segment).
+    #[inline]
     pub fn tcp_mut(&mut self, h: SocketHandle) -> Option<&mut TcpSocket> {
         match self.get_mut(h)? {
             Socket::Tcp(s) => Some(s),
