@@ -71,6 +71,7 @@ impl HeaderTemplate {
 
     /// Writes a segment without TCP options into `buf` (empty, with headroom). With the TCP
     /// checksum in software the payload is summed as it is copied ([`checksum::copy_summed`]).
+    #[inline(always)]
     pub fn write(
         &self,
         buf: &mut PacketBuf,
