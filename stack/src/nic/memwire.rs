@@ -21,7 +21,7 @@ use crate::nic::burst_queue::BurstQueue;
 use crate::nic::fault::{Fate, FaultConfig, FaultError, FaultInjector, FaultStats, Rng};
 use crate::nic::offload;
 use crate::nic::pcap::{PcapError, PcapWriter};
-use crate::nic::pool::{BufferPool, LocalBuffers};
+use crate::nic::pool::BufferPool;
 use crate::nic::{ExternalFrame, Nic, NicCapabilities, NicError, PacketBuf};
 use crate::time::Instant;
 
@@ -159,7 +159,6 @@ pub fn link(config: LinkConfig) -> Result<(MemwireNic, MemwireNic), MemwireError
         completed: Vec::new(),
         scratch: Vec::new(),
         external_copied_bytes: 0,
-        tx_buffers: LocalBuffers::new(Arc::clone(&shared.pool)),
     };
     Ok((end(0), end(1)))
 }
@@ -177,8 +176,6 @@ pub struct MemwireNic {
     scratch: Vec<PacketBuf>,
     /// External payload bytes this end copied (memwire has no zero-copy path).
     external_copied_bytes: u64,
-    /// This end's transmit buffers, taken from the link's pool a batch at a time.
-    tx_buffers: LocalBuffers,
 }
 
 #[derive(Debug)]
@@ -427,7 +424,7 @@ impl Nic for MemwireNic {
     }
 
     fn alloc_tx(&mut self) -> Result<PacketBuf, NicError> {
-        Ok(self.tx_buffers.take(DEFAULT_HEADROOM))
+        Ok(self.shared.pool.take(DEFAULT_HEADROOM))
     }
 
     /// Takes frames from the front while the link has room; the rest stay in `frames` for a
@@ -521,8 +518,8 @@ impl Nic for MemwireNic {
             let mut flat = if frame.headers.tailroom() >= frame.payload.len() {
                 std::mem::take(&mut frame.headers)
             } else {
-                let mut flat = if len <= self.tx_buffers.pool().buf_size() {
-                    self.tx_buffers.take(0)
+                let mut flat = if len <= self.shared.pool.buf_size() {
+                    self.shared.pool.take(0)
                 } else {
                     PacketBuf::with_headroom(len, 0)
                 };

@@ -58,16 +58,13 @@ impl BufferPool {
     /// starts after `headroom` bytes.
     #[inline]
     pub fn take(self: &Arc<Self>, headroom: usize) -> PacketBuf {
-        let bytes = take_spare(self).unwrap_or_else(|| self.take_from_queue());
+        let bytes = take_spare(self).unwrap_or_else(|| {
+            HeapBytes::new(
+                self.free.pop().unwrap_or_else(|| vec![0u8; self.buf_size].into_boxed_slice()),
+                Some(Arc::clone(self)),
+            )
+        });
         PacketBuf::on_heap(bytes, headroom)
-    }
-
-    /// A buffer from the pool's queue, or a new one.
-    fn take_from_queue(self: &Arc<Self>) -> HeapBytes {
-        HeapBytes::new(
-            self.free.pop().unwrap_or_else(|| vec![0u8; self.buf_size].into_boxed_slice()),
-            Some(Arc::clone(self)),
-        )
     }
 
     /// Free buffers in the pool's queue now (threads' spares not counted).
@@ -78,64 +75,6 @@ impl BufferPool {
     /// Size of its buffers.
     pub fn buf_size(&self) -> usize {
         self.buf_size
-    }
-}
-
-/// Most free buffers a [`LocalBuffers`] takes from this thread's spare at once (a burst's).
-const LOCAL_BATCH: usize = 32;
-
-/// Free buffers of one pool kept by one user (a NIC's transmit and receive side), taken from
-/// this thread's spare a batch at a time, as a DPDK port takes mbufs from its lcore's cache in
-/// bulk: a take is a pop, not a look at the thread's spare (its thread-local access, borrow
-/// and check of the pool) per buffer. Holds at most twice [`LOCAL_BATCH`] buffers (128 KiB of
-/// 2 KiB ones); they go back to the spare or the pool when it is dropped.
-#[derive(Debug)]
-pub(crate) struct LocalBuffers {
-    pool: Arc<BufferPool>,
-    bufs: Vec<HeapBytes>,
-}
-
-impl LocalBuffers {
-    /// Buffers of `pool`, none taken yet.
-    pub(crate) fn new(pool: Arc<BufferPool>) -> Self {
-        LocalBuffers { pool, bufs: Vec::new() }
-    }
-
-    /// The pool they come from.
-    pub(crate) fn pool(&self) -> &Arc<BufferPool> {
-        &self.pool
-    }
-
-    /// An empty buffer whose data starts after `headroom` bytes: the one kept last, or one of
-    /// a batch taken now ([`BufferPool::take`]'s sources, the thread's spare first).
-    #[inline]
-    pub(crate) fn take(&mut self, headroom: usize) -> PacketBuf {
-        let bytes = match self.bufs.pop() {
-            Some(bytes) => bytes,
-            None => self.refill(),
-        };
-        PacketBuf::on_heap(bytes, headroom)
-    }
-
-    /// Moves the pool's buffers from this thread's spare into the batch (all of them when they
-    /// are at most twice [`LOCAL_BATCH`], else the [`LOCAL_BATCH`] given back last) and returns
-    /// one; without any there, one from the pool's queue or a new one.
-    #[inline(never)]
-    fn refill(&mut self) -> HeapBytes {
-        let _ = SPARE.try_with(|spare| {
-            let Ok(mut spare) = spare.try_borrow_mut() else { return };
-            if !spare.first().is_some_and(|first| first.is_of(&self.pool)) {
-                return;
-            }
-            if spare.len() <= 2 * LOCAL_BATCH {
-                // All of them, in one move of the vectors (the emptied batch is the spare now).
-                std::mem::swap(&mut self.bufs, &mut *spare);
-            } else {
-                let from = spare.len() - LOCAL_BATCH;
-                self.bufs.extend(spare.drain(from..));
-            }
-        });
-        self.bufs.pop().unwrap_or_else(|| self.pool.take_from_queue())
     }
 }
 
@@ -351,48 +290,6 @@ mod tests {
         assert_eq!(spare_len(), 0, "this thread's spare untouched");
         let _taken = pool.take(0);
         assert_eq!(pool.free_count(), 2, "taken from the queue");
-    }
-
-    #[test]
-    fn a_local_batch_takes_the_whole_spare_at_once_and_gives_back_what_it_holds() {
-        let pool = BufferPool::new(4, 256);
-        let given: Vec<PacketBuf> = (0..5).map(|_| pool.take(0)).collect();
-        let last = address(&given[4]);
-        drop(given);
-        assert_eq!(spare_len(), 5);
-        let mut local = LocalBuffers::new(Arc::clone(&pool));
-        let b = local.take(16);
-        assert_eq!((b.headroom(), b.len(), b.capacity()), (16, 0, 256));
-        assert_eq!(address(&b), last, "the buffer given back last comes first");
-        assert_eq!((spare_len(), local.bufs.len()), (0, 4), "the spare's five moved at once");
-        drop(b);
-        assert_eq!(spare_len(), 1, "a dropped buffer goes to the spare as ever");
-        drop(local);
-        assert_eq!((spare_len(), pool.free_count()), (5, 0), "the batch's four back in the spare");
-        assert_eq!(Arc::strong_count(&pool), 6, "one reference per buffer, none lost");
-    }
-
-    #[test]
-    fn a_local_batch_takes_part_of_a_large_spare_and_else_the_queue_or_a_new_buffer() {
-        let pool = BufferPool::new(4, 256);
-        let n = 2 * LOCAL_BATCH + 3;
-        drop((0..n).map(|_| pool.take(0)).collect::<Vec<_>>());
-        let mut local = LocalBuffers::new(Arc::clone(&pool));
-        let _b = local.take(0);
-        assert_eq!((spare_len(), local.bufs.len()), (n - LOCAL_BATCH, LOCAL_BATCH - 1));
-
-        // The spare holds the first pool's buffers: another pool's come from its queue ...
-        let other = BufferPool::new(4, 128);
-        drop(other.take(0));
-        assert_eq!(other.free_count(), 1, "queued: the spare is the first pool's");
-        let mut other_local = LocalBuffers::new(Arc::clone(&other));
-        let queued = other_local.take(0);
-        assert_eq!((queued.capacity(), other.free_count()), (128, 0), "from the queue");
-        // ... or are new.
-        let new = other_local.take(0);
-        assert_eq!((new.capacity(), other.free_count()), (128, 0));
-        assert_eq!(Arc::strong_count(&other), 4, "the pool, the batch and two buffers");
-        assert_eq!(spare_len(), n - LOCAL_BATCH, "the first pool's spare untouched");
     }
 
     #[test]

@@ -25,7 +25,7 @@ impl TapNic {
     fn rx_buf(&mut self) -> PacketBuf {
         match self.spare.take() {
             Some(buf) => buf,
-            None => self.buffers.take(DEFAULT_HEADROOM),
+            None => self.pool.take(DEFAULT_HEADROOM),
         }
     }
 
@@ -188,7 +188,7 @@ impl Nic for TapNic {
     }
 
     fn alloc_tx(&mut self) -> Result<PacketBuf, NicError> {
-        Ok(self.buffers.take(DEFAULT_HEADROOM))
+        Ok(self.pool.take(DEFAULT_HEADROOM))
     }
 
     /// Writes frames in order until the device would block. If a write fails, the frames before

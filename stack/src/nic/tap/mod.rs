@@ -40,6 +40,7 @@ use std::io as stdio;
 use std::net::Ipv4Addr;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::os::unix::fs::OpenOptionsExt;
+use std::sync::Arc;
 use std::time::Duration;
 
 use libc::{c_int, c_short, c_ulong};
@@ -48,7 +49,7 @@ pub use ifreq::configure_host_side;
 use ifreq::{control_socket, ioctl_ifreq, ioctl_int_ptr, ioctl_value, set_address_via, set_up_via, IfReq};
 
 use crate::nic::buf::{DEFAULT_BUF_SIZE, DEFAULT_HEADROOM};
-use crate::nic::pool::{BufferPool, LocalBuffers};
+use crate::nic::pool::BufferPool;
 #[cfg(doc)]
 use crate::nic::Nic;
 use crate::nic::PacketBuf;
@@ -218,9 +219,8 @@ pub struct TapNic {
     /// A receive buffer left over from a read that found nothing, reused next time.
     spare: Option<PacketBuf>,
     /// Receive and transmit buffers: each comes back when its frame is dropped (after the stack
-    /// processed it, or after it was written), so a steady flow allocates nothing; taken from
-    /// the pool a batch at a time.
-    buffers: LocalBuffers,
+    /// processed it, or after it was written), so a steady flow allocates nothing.
+    pool: Arc<BufferPool>,
     /// Tokens of external payloads written (or failed): complete, not yet polled.
     completed: Vec<u64>,
     /// A frame flattened to fill its checksum in software (only without offload, see
@@ -277,7 +277,7 @@ impl TapNic {
             mtu: 0,
             offload: config.checksum_offload,
             spare: None,
-            buffers: LocalBuffers::new(BufferPool::new(1, DEFAULT_BUF_SIZE)),
+            pool: BufferPool::new(1, DEFAULT_BUF_SIZE),
             completed: Vec::new(),
             scratch: Vec::new(),
             stats: TapStats::default(),
@@ -288,10 +288,7 @@ impl TapNic {
         tap.mtu = usize::try_from(req.mtu()).unwrap_or(0);
         // Buffers that hold the largest frame the MTU allows (a received frame's virtio-net
         // header is read into the headroom).
-        tap.buffers = LocalBuffers::new(BufferPool::new(
-            POOL_KEEP,
-            DEFAULT_BUF_SIZE.max(DEFAULT_HEADROOM + tap.mtu + L2_OVERHEAD),
-        ));
+        tap.pool = BufferPool::new(POOL_KEEP, DEFAULT_BUF_SIZE.max(DEFAULT_HEADROOM + tap.mtu + L2_OVERHEAD));
         Ok(tap)
     }
 
