@@ -75,6 +75,7 @@ impl Connection {
     /// [`takes_continuation`](Self::takes_continuation) says so. False, with nothing done, when
     /// the segment needs `on_continuation`: the application closed, the reorder queue waits
     /// for this data, or the payload does not fit the window.
+    #[inline]
     pub fn take_continued_payload(&mut self, now: Instant, push: bool, payload: &mut PacketBuf) -> bool {
         debug_assert!(!payload.is_empty());
         if self.orphaned || !self.ooo.is_empty() || payload.len() > self.receive_window() {
