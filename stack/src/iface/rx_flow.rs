@@ -154,7 +154,7 @@ impl RxFlow {
     /// (which must hold a TCP header and a payload, within the frame), identification and
     /// checksum; its TCP header repeats the run's but for the sequence number, which is where
     /// the run's payload ended, the PSH flag and the checksum. The caller checks both checksums.
-    #[inline]
+    #[inline(always)]
     pub(super) fn continued_by(&self, frame: &[u8]) -> Option<Continuation> {
         let headers: &[u8; HEADERS_LEN] = frame.first_chunk()?;
         let total_len =
