@@ -20,7 +20,7 @@
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use crate::nic::pool::BufferPool;
+use crate::nic::pool::{BufferPool, PoolOwner};
 use crate::nic::PacketBuf;
 
 /// Size of the chunks small TCP payloads are copied into (see `tcp/recv_buffer.rs`).
@@ -41,7 +41,7 @@ struct Shared {
     peak: AtomicUsize,
     refused: AtomicU64,
     /// Free compact chunks (not charged: a chunk is charged by the queue that holds it).
-    chunks: Arc<BufferPool>,
+    chunks: PoolOwner,
 }
 
 /// One reading of an [`RxBudget`].

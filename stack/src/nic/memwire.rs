@@ -21,7 +21,7 @@ use crate::nic::burst_queue::BurstQueue;
 use crate::nic::fault::{Fate, FaultConfig, FaultError, FaultInjector, FaultStats, Rng};
 use crate::nic::offload;
 use crate::nic::pcap::{PcapError, PcapWriter};
-use crate::nic::pool::BufferPool;
+use crate::nic::pool::{BufferPool, PoolOwner};
 use crate::nic::{ExternalFrame, Nic, NicCapabilities, NicError, PacketBuf};
 use crate::time::Instant;
 
@@ -187,7 +187,7 @@ struct Shared {
     capacity: usize,
     capture: Option<Mutex<Capture>>,
     /// Both ends' transmit buffers: a frame's buffer comes back when the receiver drops it.
-    pool: Arc<BufferPool>,
+    pool: PoolOwner,
 }
 
 #[derive(Debug)]

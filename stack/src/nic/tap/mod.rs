@@ -40,7 +40,6 @@ use std::io as stdio;
 use std::net::Ipv4Addr;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::os::unix::fs::OpenOptionsExt;
-use std::sync::Arc;
 use std::time::Duration;
 
 use libc::{c_int, c_short, c_ulong};
@@ -49,7 +48,7 @@ pub use ifreq::configure_host_side;
 use ifreq::{control_socket, ioctl_ifreq, ioctl_int_ptr, ioctl_value, set_address_via, set_up_via, IfReq};
 
 use crate::nic::buf::{DEFAULT_BUF_SIZE, DEFAULT_HEADROOM};
-use crate::nic::pool::BufferPool;
+use crate::nic::pool::{BufferPool, PoolOwner};
 #[cfg(doc)]
 use crate::nic::Nic;
 use crate::nic::PacketBuf;
@@ -220,7 +219,7 @@ pub struct TapNic {
     spare: Option<PacketBuf>,
     /// Receive and transmit buffers: each comes back when its frame is dropped (after the stack
     /// processed it, or after it was written), so a steady flow allocates nothing.
-    pool: Arc<BufferPool>,
+    pool: PoolOwner,
     /// Tokens of external payloads written (or failed): complete, not yet polled.
     completed: Vec<u64>,
     /// A frame flattened to fill its checksum in software (only without offload, see
