@@ -36,13 +36,19 @@ impl<T> ReleaseList<T> {
             list.push(item);
         }
         drop(list);
-        self.queued.store(true, Ordering::Release);
+        // Raised only when down: the taker writes it once per take, and a flag left up needs no
+        // write per item (the line would go back and forth with every one). Ordered by the
+        // lock: a taker that lowered it before this item's push took the lock after lowering it,
+        // so this load sees it lowered.
+        if !self.queued.load(Ordering::Relaxed) {
+            self.queued.store(true, Ordering::Release);
+        }
     }
 
     /// Moves everything queued into `out` (which should be empty; its allocation is reused).
     pub fn take(&self, out: &mut Vec<T>) {
         // A push after the swap raises the flag again: taken by the next call at the latest.
-        if self.queued.swap(false, Ordering::Acquire) {
+        if self.queued.load(Ordering::Relaxed) && self.queued.swap(false, Ordering::Acquire) {
             std::mem::swap(&mut *self.lock(), out);
         }
     }
