@@ -174,8 +174,8 @@ fn spare_has_room(spare: &mut Vec<HeapBytes>, pool: &Arc<BufferPool>) -> bool {
 }
 
 /// Empties `spare` (of another pool than the buffer dropped now) when nothing but the spare
-/// holds its pool, and says whether it did. Its buffers then find the spare borrowed and take
-/// their own queue (the last one frees the pool).
+/// holds its pool, and says whether it did. Its buffers then find the spare borrowed and go to
+/// their pool, closed since its owner is gone: they are freed (the last one frees the pool).
 #[cold]
 #[inline(never)]
 fn release_orphaned_spare(spare: &mut Vec<HeapBytes>) -> bool {
@@ -201,7 +201,7 @@ fn release_orphaned_spare(spare: &mut Vec<HeapBytes>) -> bool {
 pub(crate) struct HeapBytes {
     /// Empty (an empty boxed slice allocates nothing) after being given back.
     bytes: ManuallyDrop<Box<[u8]>>,
-    /// The pool the bytes go back to; taken out only by `drop`.
+    /// The pool the bytes go back to; taken out only when the bytes are let go.
     pool: ManuallyDrop<Option<Arc<BufferPool>>>,
 }
 
