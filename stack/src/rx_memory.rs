@@ -20,7 +20,7 @@
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use crate::nic::pool::{BufferPool, PoolOwner};
+use crate::nic::pool::PoolOwner;
 use crate::nic::PacketBuf;
 
 /// Size of the chunks small TCP payloads are copied into (see `tcp/recv_buffer.rs`).
@@ -65,7 +65,7 @@ impl RxBudget {
             used: AtomicUsize::new(0),
             peak: AtomicUsize::new(0),
             refused: AtomicU64::new(0),
-            chunks: BufferPool::new(CHUNKS_KEPT, COMPACT_CHUNK),
+            chunks: PoolOwner::new(CHUNKS_KEPT, COMPACT_CHUNK),
         }))
     }
 

@@ -21,7 +21,7 @@ use crate::nic::burst_queue::BurstQueue;
 use crate::nic::fault::{Fate, FaultConfig, FaultError, FaultInjector, FaultStats, Rng};
 use crate::nic::offload;
 use crate::nic::pcap::{PcapError, PcapWriter};
-use crate::nic::pool::{BufferPool, PoolOwner};
+use crate::nic::pool::PoolOwner;
 use crate::nic::{ExternalFrame, Nic, NicCapabilities, NicError, PacketBuf};
 use crate::time::Instant;
 
@@ -147,7 +147,7 @@ pub fn link(config: LinkConfig) -> Result<(MemwireNic, MemwireNic), MemwireError
         alive: [AtomicBool::new(true), AtomicBool::new(true)],
         capacity: config.capacity,
         capture,
-        pool: BufferPool::new(
+        pool: PoolOwner::new(
             (config.capacity / POOL_KEEP_SHARE).clamp(POOL_KEEP, POOL_KEEP_MAX),
             DEFAULT_BUF_SIZE,
         ),

@@ -61,18 +61,6 @@ pub struct BufferPool {
 }
 
 impl BufferPool {
-    /// A pool keeping up to `keep` free buffers of `buf_size` bytes in its queue (and threads'
-    /// spares up to [`SPARE_BYTES`] each), owned by the caller.
-    pub fn new(keep: usize, buf_size: usize) -> PoolOwner {
-        let spare_max = SPARE_BYTES.checked_div(buf_size).unwrap_or(0);
-        PoolOwner(Arc::new(BufferPool {
-            free: ArrayQueue::new(keep.max(1)),
-            buf_size,
-            spare_max,
-            closed: AtomicBool::new(false),
-        }))
-    }
-
     /// An empty buffer from this thread's spare, the pool's queue, or a new one, whose data
     /// starts after `headroom` bytes.
     #[inline]
@@ -144,6 +132,20 @@ fn take_spare(pool: &Arc<BufferPool>) -> Option<HeapBytes> {
 /// alive as long as they live.
 #[derive(Debug)]
 pub struct PoolOwner(Arc<BufferPool>);
+
+impl PoolOwner {
+    /// A pool keeping up to `keep` free buffers of `buf_size` bytes in its queue (and threads'
+    /// spares up to [`SPARE_BYTES`] each), owned by the caller.
+    pub fn new(keep: usize, buf_size: usize) -> Self {
+        let spare_max = SPARE_BYTES.checked_div(buf_size).unwrap_or(0);
+        PoolOwner(Arc::new(BufferPool {
+            free: ArrayQueue::new(keep.max(1)),
+            buf_size,
+            spare_max,
+            closed: AtomicBool::new(false),
+        }))
+    }
+}
 
 impl Deref for PoolOwner {
     type Target = Arc<BufferPool>;
@@ -331,7 +333,7 @@ mod tests {
 
     #[test]
     fn a_dropped_buffer_comes_round_through_this_threads_spare() {
-        let pool = BufferPool::new(4, 256);
+        let pool = PoolOwner::new(4, 256);
         let mut b = pool.take(16);
         assert_eq!((b.capacity(), b.headroom(), b.len()), (256, 16, 0));
         b.append(3).expect("room").copy_from_slice(b"abc");
@@ -350,7 +352,7 @@ mod tests {
 
     #[test]
     fn a_buffer_of_no_pool_and_a_copy_of_a_pools_buffer_are_freed_on_their_own() {
-        let pool = BufferPool::new(4, 256);
+        let pool = PoolOwner::new(4, 256);
         let mut pooled = pool.take(8);
         pooled.append(2).expect("room").copy_from_slice(b"hi");
         let copy = pooled.clone();
@@ -367,7 +369,7 @@ mod tests {
     #[test]
     fn a_full_spare_queues_and_a_full_queue_frees() {
         let per_spare = SPARE_BYTES / 4096;
-        let pool = BufferPool::new(2, 4096);
+        let pool = PoolOwner::new(2, 4096);
         let bufs: Vec<PacketBuf> = (0..per_spare + 5).map(|_| pool.take(0)).collect();
         drop(bufs);
         assert_eq!(spare_len(), per_spare, "the spare holds up to SPARE_BYTES");
@@ -377,7 +379,7 @@ mod tests {
 
     #[test]
     fn a_thread_that_ends_queues_its_spare() {
-        let pool = BufferPool::new(8, 64);
+        let pool = PoolOwner::new(8, 64);
         let moved: Vec<PacketBuf> = (0..3).map(|_| pool.take(0)).collect();
         let t = std::thread::spawn(move || {
             drop(moved);
@@ -393,11 +395,11 @@ mod tests {
 
     #[test]
     fn buffers_cross_the_queue_with_their_references() {
-        let pool = BufferPool::new(8, 64);
+        let pool = PoolOwner::new(8, 64);
         let moved: Vec<PacketBuf> = (0..3).map(|_| pool.take(0)).collect();
         assert_eq!(Arc::strong_count(&pool), 4);
         // Dropped on another thread whose spare is full of another pool's: queued.
-        let other = BufferPool::new(1, SPARE_BYTES);
+        let other = PoolOwner::new(1, SPARE_BYTES);
         let t = std::thread::spawn(move || {
             drop(other.take(0));
             drop(moved);
@@ -413,7 +415,7 @@ mod tests {
 
     #[test]
     fn a_closed_pool_frees_its_queue_and_what_comes_back_then_itself() {
-        let pool = BufferPool::new(8, 64);
+        let pool = PoolOwner::new(8, 64);
         let weak = Arc::downgrade(&pool);
         let out: Vec<PacketBuf> = (0..4).map(|_| pool.take(0)).collect();
         // Two go to the queue from a thread whose spare cannot take them (it ends first).
@@ -432,7 +434,7 @@ mod tests {
 
     #[test]
     fn another_pools_buffer_takes_its_queue_while_the_spares_pool_lives() {
-        let (first, second) = (BufferPool::new(4, 64), BufferPool::new(4, 64));
+        let (first, second) = (PoolOwner::new(4, 64), PoolOwner::new(4, 64));
         drop(first.take(0));
         drop(second.take(0));
         assert_eq!((spare_len(), second.free_count()), (1, 1), "the spare stays the first's");

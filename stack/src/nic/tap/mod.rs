@@ -48,7 +48,7 @@ pub use ifreq::configure_host_side;
 use ifreq::{control_socket, ioctl_ifreq, ioctl_int_ptr, ioctl_value, set_address_via, set_up_via, IfReq};
 
 use crate::nic::buf::{DEFAULT_BUF_SIZE, DEFAULT_HEADROOM};
-use crate::nic::pool::{BufferPool, PoolOwner};
+use crate::nic::pool::PoolOwner;
 #[cfg(doc)]
 use crate::nic::Nic;
 use crate::nic::PacketBuf;
@@ -276,7 +276,7 @@ impl TapNic {
             mtu: 0,
             offload: config.checksum_offload,
             spare: None,
-            pool: BufferPool::new(1, DEFAULT_BUF_SIZE),
+            pool: PoolOwner::new(1, DEFAULT_BUF_SIZE),
             completed: Vec::new(),
             scratch: Vec::new(),
             stats: TapStats::default(),
@@ -287,7 +287,7 @@ impl TapNic {
         tap.mtu = usize::try_from(req.mtu()).unwrap_or(0);
         // Buffers that hold the largest frame the MTU allows (a received frame's virtio-net
         // header is read into the headroom).
-        tap.pool = BufferPool::new(POOL_KEEP, DEFAULT_BUF_SIZE.max(DEFAULT_HEADROOM + tap.mtu + L2_OVERHEAD));
+        tap.pool = PoolOwner::new(POOL_KEEP, DEFAULT_BUF_SIZE.max(DEFAULT_HEADROOM + tap.mtu + L2_OVERHEAD));
         Ok(tap)
     }
 
