@@ -71,6 +71,8 @@ impl HeaderTemplate {
 
     /// Writes a segment without TCP options into `buf` (empty, with headroom). With the TCP
     /// checksum in software the payload is summed as it is copied ([`checksum::copy_summed`]).
+    /// Inline in the emitter: the call's register saves and argument moves cost ~28
+    /// instructions per segment.
     #[inline(always)]
     pub fn write(
         &self,

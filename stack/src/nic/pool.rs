@@ -79,12 +79,12 @@ impl BufferPool {
 
     /// Queues `entry` (this pool's bytes with their reference), or frees it when the queue is
     /// full or the pool closed.
-    fn give(&self, entry: HeapBytes) {
+    fn give(&self, mut entry: HeapBytes) {
         if self.closed.load(Ordering::Relaxed) {
-            return entry.discard();
+            return entry.free();
         }
-        if let Err(entry) = self.free.push(entry) {
-            return entry.discard();
+        if let Err(mut entry) = self.free.push(entry) {
+            return entry.free();
         }
         // Against `close` running meanwhile: either it sees this entry in the queue, or this
         // sees it closed (each stores, then loads after a full fence).
@@ -94,10 +94,17 @@ impl BufferPool {
         }
     }
 
+    /// Takes nothing more and frees what the queue holds (the other half of `give`'s check).
+    fn close(&self) {
+        self.closed.store(true, Ordering::Relaxed);
+        fence(Ordering::SeqCst);
+        self.drain();
+    }
+
     /// Frees what the queue holds.
     fn drain(&self) {
-        while let Some(entry) = self.free.pop() {
-            entry.discard();
+        while let Some(mut entry) = self.free.pop() {
+            entry.free();
         }
     }
 
@@ -157,9 +164,7 @@ impl Deref for PoolOwner {
 
 impl Drop for PoolOwner {
     fn drop(&mut self) {
-        self.0.closed.store(true, Ordering::Relaxed);
-        fence(Ordering::SeqCst);
-        self.0.drain();
+        self.0.close();
     }
 }
 
@@ -241,8 +246,9 @@ impl HeapBytes {
         HeapBytes::new(std::mem::take(&mut *self.bytes), self.pool.take())
     }
 
-    /// Frees the bytes and drops the pool reference, recycling nothing.
-    fn discard(mut self) {
+    /// Frees the bytes and drops the pool reference, recycling nothing (nothing is left to
+    /// drop).
+    fn free(&mut self) {
         drop(std::mem::take(&mut *self.bytes));
         drop(self.pool.take());
     }
@@ -268,7 +274,7 @@ impl HeapBytes {
     #[inline(never)]
     fn let_go(&mut self) {
         if self.pool.is_none() {
-            drop(std::mem::take(&mut *self.bytes));
+            self.free();
         } else if !self.keep_in_spare() {
             self.queue();
         }
