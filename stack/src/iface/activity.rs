@@ -6,6 +6,7 @@
 
 use super::socket_set::Socket;
 use super::{Interface, SocketHandle};
+use crate::api::SocketError;
 use crate::nic::Nic;
 use crate::tcp::Events;
 
@@ -17,28 +18,42 @@ pub struct Activity {
     /// What happened: for connections, their events since last reported; for listeners and
     /// UDP sockets, `READABLE` (a connection to accept, a datagram to read).
     pub events: Events,
+    /// The owner's number for the socket ([`Interface::set_tag`]; 0 when not given).
+    pub tag: u32,
 }
 
 impl<N: Nic> Interface<N> {
+    /// Gives the socket of `h` a number of the caller's (the socket server: its id), reported
+    /// with the socket's activity ([`Activity::tag`]) until the socket is freed: the caller
+    /// finds its own record for the socket without a map from handles. A stale handle is
+    /// `BadHandle`.
+    pub fn set_tag(&mut self, h: SocketHandle, tag: u32) -> Result<(), SocketError> {
+        if self.sockets.set_tag(h, tag) {
+            Ok(())
+        } else {
+            Err(SocketError::BadHandle)
+        }
+    }
+
     /// Moves the sockets with news since the last call into `out` (each once), and keeps
     /// tracking from now on.
     pub fn take_activity(&mut self, out: &mut Vec<Activity>) {
         self.track_activity = true;
         for h in self.activity.drain(..) {
-            let events = match self.sockets.get_mut(h) {
-                Some(Socket::Tcp(t)) => {
+            let (events, tag) = match self.sockets.get_mut_tagged(h) {
+                Some((Socket::Tcp(t), tag)) => {
                     t.in_activity = false;
-                    t.conn.take_events()
+                    (t.conn.take_events(), tag)
                 }
-                Some(Socket::Listener(l)) => {
+                Some((Socket::Listener(l), tag)) => {
                     l.in_activity = false;
-                    Events::READABLE
+                    (Events::READABLE, tag)
                 }
-                Some(Socket::Udp(_)) => Events::READABLE,
+                Some((Socket::Udp(_), tag)) => (Events::READABLE, tag),
                 None => continue,
             };
             if !events.is_empty() {
-                out.push(Activity { handle: h, events });
+                out.push(Activity { handle: h, events, tag });
             }
         }
     }

@@ -133,6 +133,9 @@ pub enum Socket {
 #[derive(Debug)]
 struct Slot {
     generation: u32,
+    /// The owner's number for the socket ([`SocketSet::set_tag`]); in the padding beside
+    /// `generation`, so it costs no byte.
+    tag: u32,
     socket: Option<Socket>,
 }
 
@@ -160,11 +163,12 @@ impl SocketSet {
         self.len += 1;
         if let Some(index) = self.free.pop() {
             let slot = &mut self.slots[index as usize];
+            slot.tag = 0;
             slot.socket = Some(socket);
             return SocketHandle { index, generation: slot.generation };
         }
         let index = self.slots.len() as u32;
-        self.slots.push(Slot { generation: 0, socket: Some(socket) });
+        self.slots.push(Slot { generation: 0, tag: 0, socket: Some(socket) });
         SocketHandle { index, generation: 0 }
     }
 
@@ -185,6 +189,29 @@ impl SocketSet {
             return None;
         }
         slot.socket.as_mut()
+    }
+
+    /// Gives the socket of `h` the owner's number `tag` (0 until given), reported with its
+    /// activity so that an owner finds its own record without a map. False when `h` is stale.
+    pub fn set_tag(&mut self, h: SocketHandle, tag: u32) -> bool {
+        match self.slots.get_mut(h.index as usize) {
+            Some(slot) if slot.generation == h.generation && slot.socket.is_some() => {
+                slot.tag = tag;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// The socket of `h`, mutable, with its tag, if it still lives.
+    #[inline]
+    pub fn get_mut_tagged(&mut self, h: SocketHandle) -> Option<(&mut Socket, u32)> {
+        let slot = self.slots.get_mut(h.index as usize)?;
+        if slot.generation != h.generation {
+            return None;
+        }
+        let tag = slot.tag;
+        slot.socket.as_mut().map(|s| (s, tag))
     }
 
     /// The TCP connection socket of `h` (inline: a few loads and tests at every segment).
@@ -266,5 +293,20 @@ mod tests {
         assert!(set.get(b).is_some());
         assert!(set.remove(a).is_none());
         assert_eq!(set.len(), 1);
+    }
+
+    #[test]
+    fn a_tag_stays_with_its_socket_and_not_its_slot() {
+        let mut set = SocketSet::default();
+        let a = set.insert(Socket::Udp(Box::new(UdpSocket::new(1, 4))));
+        assert_eq!(set.get_mut_tagged(a).map(|(_, t)| t), Some(0), "untagged");
+        assert!(set.set_tag(a, 7));
+        assert_eq!(set.get_mut_tagged(a).map(|(_, t)| t), Some(7));
+        assert!(set.remove(a).is_some());
+        assert!(!set.set_tag(a, 8), "a stale handle tags nothing");
+        let b = set.insert(Socket::Udp(Box::new(UdpSocket::new(2, 4))));
+        assert_eq!(a.index(), b.index(), "slot reused");
+        assert_eq!(set.get_mut_tagged(b).map(|(_, t)| t), Some(0), "the new socket starts untagged");
+        assert!(set.get_mut_tagged(a).is_none());
     }
 }

@@ -21,10 +21,13 @@ impl<N: Nic, T: Transport> SocketServer<N, T> {
         }
     }
 
-    /// Turns one socket's news into events.
-    pub(super) fn on_activity(&mut self, id: u32, events: Events) {
+    /// Turns the news of stack socket `h`, tagged `id`, into events. A socket the server
+    /// let go of (its record gone, or holding another stack socket now) has none to give.
+    pub(super) fn on_activity(&mut self, id: u32, h: SocketHandle, events: Events) {
         let Some(s) = self.sockets.get(&id) else { return };
-        let Some(h) = s.handle else { return };
+        if s.handle != Some(h) {
+            return;
+        }
         match (s.proto, s.phase) {
             (Proto::Udp, _) => {
                 // A datagram to read, or a loaned one the NIC is done with.
@@ -60,7 +63,6 @@ impl<N: Nic, T: Transport> SocketServer<N, T> {
         let info = self.iface.tcp_info(h);
         if let Some(e) = info.as_ref().ok().and_then(|i| i.error) {
             // The socket may connect again; the stack's connection is gone.
-            self.by_handle.remove(&h);
             let _ = self.iface.tcp_close(h);
             if let Some(s) = self.sockets.get_mut(&id) {
                 let port = s.port.take();

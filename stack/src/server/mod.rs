@@ -174,8 +174,9 @@ pub struct SocketServer<N: Nic, T: Transport> {
     clock: Clock,
     limits: ServerLimits,
     bounds: OptionBounds,
+    /// By id; each socket's stack socket carries its id as its tag ([`Interface::set_tag`]), so
+    /// activity finds its record without a map from handles.
     sockets: IdMap<u32, ServerSocket<T>>,
-    by_handle: IdMap<SocketHandle, u32>,
     /// Sockets that are not zombies.
     visible: usize,
     /// TCP ports held by the server's sockets (bound, listening or connected from), with how
@@ -206,7 +207,6 @@ impl<N: Nic, T: Transport> SocketServer<N, T> {
             limits,
             bounds,
             sockets: IdMap::default(),
-            by_handle: IdMap::default(),
             visible: 0,
             tcp_ports: IdMap::default(),
             next_id: 1,
@@ -291,9 +291,7 @@ impl<N: Nic, T: Transport> SocketServer<N, T> {
         self.iface.take_activity(&mut activity);
         for a in activity.drain(..) {
             work = true;
-            if let Some(&id) = self.by_handle.get(&a.handle) {
-                self.on_activity(id, a.events);
-            }
+            self.on_activity(a.tag, a.handle, a.events);
         }
         self.activity = activity;
         self.retry_accepts();
@@ -365,7 +363,7 @@ impl<N: Nic, T: Transport> SocketServer<N, T> {
 
     fn insert(&mut self, id: u32, s: ServerSocket<T>) {
         if let Some(h) = s.handle {
-            self.by_handle.insert(h, id);
+            self.tag(h, id);
         }
         if let (Proto::Tcp, Some(port)) = (s.proto, s.port) {
             *self.tcp_ports.entry(port).or_insert(0) += 1;
@@ -376,9 +374,16 @@ impl<N: Nic, T: Transport> SocketServer<N, T> {
 
     /// Gives socket `id` its stack handle.
     fn attach(&mut self, id: u32, h: SocketHandle) {
-        self.by_handle.insert(h, id);
+        self.tag(h, id);
         if let Some(s) = self.sockets.get_mut(&id) {
             s.handle = Some(h);
+        }
+    }
+
+    /// Marks stack socket `h` as socket `id`'s (its activity names `id`).
+    fn tag(&mut self, h: SocketHandle, id: u32) {
+        if let Err(e) = self.iface.set_tag(h, id) {
+            log::warn!("socket {id}: its stack socket is gone already: {e}");
         }
     }
 
@@ -413,7 +418,6 @@ impl<N: Nic, T: Transport> SocketServer<N, T> {
         }
         self.drop_port(s.proto, s.port);
         let Some(h) = s.handle else { return };
-        self.by_handle.remove(&h);
         let r = match (s.proto, s.phase, abort) {
             (Proto::Tcp, Phase::Connected | Phase::Connecting { .. } | Phase::Zombie, true) => {
                 self.iface.tcp_abort(h)
