@@ -46,7 +46,7 @@ use crate::iface::{Activity, IfaceError, Interface, SocketHandle};
 use crate::nic::{Nic, PacketBuf};
 use crate::tcp::TxPayload;
 use crate::time::{Clock, Instant};
-use held::HeldSends;
+use held::{HeldSends, HeldSpares};
 use options::{OptionBounds, SocketOptions};
 use std::time::Duration;
 
@@ -192,6 +192,8 @@ pub struct SocketServer<N: Nic, T: Transport> {
     /// socket at every sweep, most of them holding nothing.
     sweep_list: Vec<u32>,
     events: VecDeque<ServerEvent<T>>,
+    /// Storage of the sockets' held sends while none holds any (`held.rs`).
+    held_spares: HeldSpares<T::Send>,
     activity: Vec<Activity>,
     completed: Vec<Box<dyn TxPayload>>,
 }
@@ -214,6 +216,7 @@ impl<N: Nic, T: Transport> SocketServer<N, T> {
             next_sweep: Instant::ZERO,
             sweep_list: Vec::new(),
             events: VecDeque::new(),
+            held_spares: HeldSpares::new(),
             activity: Vec::new(),
             completed: Vec::new(),
         }

@@ -146,7 +146,7 @@ impl<N: Nic, T: Transport> SocketServer<N, T> {
             return;
         }
         s.in_flight += send.len;
-        s.sends.insert(seq, send);
+        s.sends.insert(seq, send, &mut self.held_spares);
         if !s.on_sweep_list {
             s.on_sweep_list = true;
             self.sweep_list.push(id);
@@ -209,7 +209,7 @@ impl<N: Nic, T: Transport> SocketServer<N, T> {
         if send.loans_left > 0 {
             return;
         }
-        let Some(send) = s.sends.remove(loan.seq) else { return };
+        let Some(send) = s.sends.remove(loan.seq, &mut self.held_spares) else { return };
         s.in_flight = s.in_flight.saturating_sub(send.len);
         let lane = s.lane;
         self.emit(lane, id, Event::SendDone { send: send.token, result: Ok(send.len) });
