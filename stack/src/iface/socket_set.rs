@@ -172,6 +172,16 @@ impl SocketSet {
         SocketHandle { index, generation: 0 }
     }
 
+    /// The slot `h` names, unless the handle is stale (the one generation check).
+    #[inline]
+    fn slot_mut(&mut self, h: SocketHandle) -> Option<&mut Slot> {
+        let slot = self.slots.get_mut(h.index as usize)?;
+        if slot.generation != h.generation {
+            return None;
+        }
+        Some(slot)
+    }
+
     /// The socket of `h`, if it still lives.
     pub fn get(&self, h: SocketHandle) -> Option<&Socket> {
         let slot = self.slots.get(h.index as usize)?;
@@ -184,18 +194,14 @@ impl SocketSet {
     /// The socket of `h`, mutable, if it still lives.
     #[inline]
     pub fn get_mut(&mut self, h: SocketHandle) -> Option<&mut Socket> {
-        let slot = self.slots.get_mut(h.index as usize)?;
-        if slot.generation != h.generation {
-            return None;
-        }
-        slot.socket.as_mut()
+        self.slot_mut(h)?.socket.as_mut()
     }
 
     /// Gives the socket of `h` the owner's number `tag` (0 until given), reported with its
     /// activity so that an owner finds its own record without a map. False when `h` is stale.
     pub fn set_tag(&mut self, h: SocketHandle, tag: u32) -> bool {
-        match self.slots.get_mut(h.index as usize) {
-            Some(slot) if slot.generation == h.generation && slot.socket.is_some() => {
+        match self.slot_mut(h) {
+            Some(slot) if slot.socket.is_some() => {
                 slot.tag = tag;
                 true
             }
@@ -206,10 +212,7 @@ impl SocketSet {
     /// The socket of `h`, mutable, with its tag, if it still lives.
     #[inline]
     pub fn get_mut_tagged(&mut self, h: SocketHandle) -> Option<(&mut Socket, u32)> {
-        let slot = self.slots.get_mut(h.index as usize)?;
-        if slot.generation != h.generation {
-            return None;
-        }
+        let slot = self.slot_mut(h)?;
         let tag = slot.tag;
         slot.socket.as_mut().map(|s| (s, tag))
     }
@@ -241,10 +244,7 @@ impl SocketSet {
 
     /// Frees the socket of `h`; its handle (and every copy) becomes stale.
     pub fn remove(&mut self, h: SocketHandle) -> Option<Socket> {
-        let slot = self.slots.get_mut(h.index as usize)?;
-        if slot.generation != h.generation {
-            return None;
-        }
+        let slot = self.slot_mut(h)?;
         let socket = slot.socket.take()?;
         slot.generation = slot.generation.wrapping_add(1);
         self.free.push(h.index);
