@@ -155,11 +155,6 @@ impl SendBudget {
         self.used
     }
 
-    /// What a pass lets a socket send while others wait.
-    pub fn quantum(&self) -> usize {
-        self.quantum
-    }
-
     /// A new size for the same sockets (at least the least quantum), and the quantum that goes
     /// with it: what is in flight and who waits stay as they are.
     pub fn set_limit(&mut self, limit: usize) {
@@ -359,7 +354,7 @@ mod tests {
     #[test]
     fn a_lone_socket_sends_what_is_free_and_others_then_wait_their_turn_in_order() {
         let mut b = SendBudget::new(64 * 1024, 0);
-        let q = b.quantum();
+        let q = b.quantum;
         assert_eq!(q, 32 * 1024, "half the budget");
         let (mut a, mut c, mut d) = (BudgetMark::default(), BudgetMark::default(), BudgetMark::default());
         assert_eq!(b.room(a), 64 * 1024);
@@ -396,16 +391,16 @@ mod tests {
     #[test]
     fn a_quantum_is_half_the_budget_within_its_bounds_and_follows_a_new_limit() {
         let large = 64 * 1024;
-        assert_eq!(SendBudget::new(DEFAULT_SEND_BUDGET, large).quantum(), 128 * 1024);
-        assert_eq!(SendBudget::new(16 << 20, large).quantum(), MAX_QUANTUM, "at most");
-        assert_eq!(SendBudget::new(96 * 1024, large).quantum(), large, "a large send whole");
-        assert_eq!(SendBudget::new(16 << 20, 512 * 1024).quantum(), 512 * 1024);
+        assert_eq!(SendBudget::new(DEFAULT_SEND_BUDGET, large).quantum, 128 * 1024);
+        assert_eq!(SendBudget::new(16 << 20, large).quantum, MAX_QUANTUM, "at most");
+        assert_eq!(SendBudget::new(96 * 1024, large).quantum, large, "a large send whole");
+        assert_eq!(SendBudget::new(16 << 20, 512 * 1024).quantum, 512 * 1024);
         let mut b = SendBudget::new(8 * 1024, 0);
-        assert_eq!((b.limit(), b.quantum()), (WAKE_QUANTUM, WAKE_QUANTUM), "the least budget and quantum");
+        assert_eq!((b.limit(), b.quantum), (WAKE_QUANTUM, WAKE_QUANTUM), "the least budget and quantum");
         b.set_limit(80 * 1024);
-        assert_eq!((b.limit(), b.quantum()), (80 * 1024, 40 * 1024));
+        assert_eq!((b.limit(), b.quantum), (80 * 1024, 40 * 1024));
         b.set_limit(1);
-        assert_eq!((b.limit(), b.quantum()), (WAKE_QUANTUM, WAKE_QUANTUM));
+        assert_eq!((b.limit(), b.quantum), (WAKE_QUANTUM, WAKE_QUANTUM));
     }
 
     #[test]
