@@ -104,8 +104,6 @@ struct Waiting {
 #[derive(Debug)]
 pub struct SendBudget {
     limit: usize,
-    /// What a pass lets a socket send while others wait ([`quantum_for`] the limit).
-    quantum: usize,
     /// The least quantum: [`WAKE_QUANTUM`], or the largest buffer a send hands over whole (a
     /// zero-copy buffer), when larger.
     least_quantum: usize,
@@ -133,7 +131,6 @@ impl SendBudget {
         let limit = limit.max(least_quantum);
         SendBudget {
             limit,
-            quantum: quantum_for(limit, least_quantum),
             least_quantum,
             used: 0,
             waiting: VecDeque::new(),
@@ -155,11 +152,15 @@ impl SendBudget {
         self.used
     }
 
-    /// A new size for the same sockets (at least the least quantum), and the quantum that goes
-    /// with it: what is in flight and who waits stay as they are.
+    /// A new size for the same sockets (at least the least quantum; the quantum follows it):
+    /// what is in flight and who waits stay as they are.
     pub fn set_limit(&mut self, limit: usize) {
         self.limit = limit.max(self.least_quantum);
-        self.quantum = quantum_for(self.limit, self.least_quantum);
+    }
+
+    /// What a pass lets a socket send while others wait ([`quantum_for`] the limit).
+    fn quantum(&self) -> usize {
+        quantum_for(self.limit, self.least_quantum)
     }
 
     /// Bytes a socket with `mark` may hand to the link now, as far as the budget goes: what is
@@ -171,7 +172,7 @@ impl SendBudget {
         if self.waiting.is_empty() && self.passes == 0 {
             free
         } else if self.has_pass(mark) {
-            free.min(self.quantum)
+            free.min(self.quantum())
         } else {
             0
         }
@@ -250,7 +251,7 @@ impl SendBudget {
         if self.waiting.is_empty() {
             return 0;
         }
-        (self.limit.saturating_sub(self.used) / self.quantum).saturating_sub(self.passes)
+        (self.limit.saturating_sub(self.used) / self.quantum()).saturating_sub(self.passes)
     }
 
     /// The socket at the head of the queue, taken out of it (the caller finds it and gives it
@@ -354,7 +355,7 @@ mod tests {
     #[test]
     fn a_lone_socket_sends_what_is_free_and_others_then_wait_their_turn_in_order() {
         let mut b = SendBudget::new(64 * 1024, 0);
-        let q = b.quantum;
+        let q = b.quantum();
         assert_eq!(q, 32 * 1024, "half the budget");
         let (mut a, mut c, mut d) = (BudgetMark::default(), BudgetMark::default(), BudgetMark::default());
         assert_eq!(b.room(a), 64 * 1024);
@@ -391,16 +392,16 @@ mod tests {
     #[test]
     fn a_quantum_is_half_the_budget_within_its_bounds_and_follows_a_new_limit() {
         let large = 64 * 1024;
-        assert_eq!(SendBudget::new(DEFAULT_SEND_BUDGET, large).quantum, 128 * 1024);
-        assert_eq!(SendBudget::new(16 << 20, large).quantum, MAX_QUANTUM, "at most");
-        assert_eq!(SendBudget::new(96 * 1024, large).quantum, large, "a large send whole");
-        assert_eq!(SendBudget::new(16 << 20, 512 * 1024).quantum, 512 * 1024);
+        assert_eq!(SendBudget::new(DEFAULT_SEND_BUDGET, large).quantum(), 128 * 1024);
+        assert_eq!(SendBudget::new(16 << 20, large).quantum(), MAX_QUANTUM, "at most");
+        assert_eq!(SendBudget::new(96 * 1024, large).quantum(), large, "a large send whole");
+        assert_eq!(SendBudget::new(16 << 20, 512 * 1024).quantum(), 512 * 1024);
         let mut b = SendBudget::new(8 * 1024, 0);
-        assert_eq!((b.limit(), b.quantum), (WAKE_QUANTUM, WAKE_QUANTUM), "the least budget and quantum");
+        assert_eq!((b.limit(), b.quantum()), (WAKE_QUANTUM, WAKE_QUANTUM), "the least budget and quantum");
         b.set_limit(80 * 1024);
-        assert_eq!((b.limit(), b.quantum), (80 * 1024, 40 * 1024));
+        assert_eq!((b.limit(), b.quantum()), (80 * 1024, 40 * 1024));
         b.set_limit(1);
-        assert_eq!((b.limit(), b.quantum), (WAKE_QUANTUM, WAKE_QUANTUM));
+        assert_eq!((b.limit(), b.quantum()), (WAKE_QUANTUM, WAKE_QUANTUM));
     }
 
     #[test]
