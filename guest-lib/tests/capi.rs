@@ -211,7 +211,7 @@ fn a_connection_echoes_through_copy_zero_copy_and_epoll() {
         // The context's send budget: read, set, refused when negative, raised to its least.
         let (mut used, mut limit) = (-1i64, -1i64);
         assert_eq!(slim_send_budget(ctx, &mut used, &mut limit), 0);
-        assert_eq!(limit, 256 * 1024, "the default");
+        assert_eq!(limit, 512 * 1024, "the default");
         assert!((0..=limit).contains(&used), "{used} of {limit}");
         assert_eq!(slim_set_send_budget(ctx, 1 << 20), 0);
         assert_eq!(slim_send_budget(ctx, &mut used, &mut limit), 0);

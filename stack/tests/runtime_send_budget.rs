@@ -66,6 +66,19 @@ fn read_all(server: &mut HostSockets, l: Fd, conns: usize) -> Vec<u64> {
 }
 
 fn sockets_share_the_budget_in_turns(mode: Mode) {
+    share_in_turns(mode, usize::MAX);
+}
+
+/// Sends of 8 KiB take turns as long as whole ones: a pass is a quantum of bytes, however the
+/// application slices its writes.
+fn small_sends_take_whole_turns(mode: Mode) {
+    share_in_turns(mode, 8 * 1024);
+}
+
+/// 16 sockets send 512 KiB each in sends of at most `piece` bytes, each whenever epoll
+/// (level-triggered) reports it writable; checks the bytes in flight, the turns' fairness and
+/// their length.
+fn share_in_turns(mode: Mode, piece: usize) {
     const CONNS: usize = 16;
     const PER_CONN: usize = 512 * 1024;
     let mut p = pair(mode, PairConfig::for_data());
@@ -90,14 +103,25 @@ fn sockets_share_the_budget_in_turns(mode: Mode) {
         let mut finished = 0;
         let mut events = [EpollEvent::default(); 64];
         let mut widest = 0;
+        // A socket's run: what it sent in consecutive rounds of reports (a turn, once sockets
+        // wait: its pass keeps it writable until its quantum is sent).
+        let (mut round, mut last_round, mut run, mut longest) = (0u64, [0u64; CONNS], [0usize; CONNS], 0);
         let deadline = Instant::now() + Duration::from_secs(30);
         while finished < CONNS {
             assert!(Instant::now() < deadline, "{finished} of {CONNS} sockets finished sending");
             let n = client.epoll_wait(ep, &mut events, 100).expect("epoll_wait");
+            round += 1;
             for ev in &events[..n] {
-                let (c, data, sent) = &mut state[ev.data as usize];
-                match client.send(*c, &data[*sent..]) {
-                    Ok(n) => *sent += n,
+                let i = ev.data as usize;
+                let (c, data, sent) = &mut state[i];
+                let end = data.len().min(sent.saturating_add(piece));
+                match client.send(*c, &data[*sent..end]) {
+                    Ok(n) => {
+                        *sent += n;
+                        run[i] = if last_round[i] + 1 == round { run[i] + n } else { n };
+                        last_round[i] = round;
+                        longest = longest.max(run[i]);
+                    }
                     Err(SocketError::WouldBlock) => continue,
                     Err(e) => panic!("send: {e}"),
                 }
@@ -119,6 +143,7 @@ fn sockets_share_the_budget_in_turns(mode: Mode) {
             }
         }
         assert!(widest <= BUDGET + 2 * QUANTUM, "a socket got {widest} bytes ahead of another still sending");
+        assert!(longest >= QUANTUM, "the longest turn was {longest} bytes, less than a quantum");
         let read = reader.join().expect("reader");
         assert!(read.iter().all(|&n| n == PER_CONN as u64), "every stream arrives whole: {read:?}");
     });
@@ -270,6 +295,7 @@ fn peers_that_read_slowly_do_not_hold_the_others_back(mode: Mode) {
 
 both_modes! {
     sockets_share_the_budget_in_turns => sockets_share_the_budget_in_turns;
+    small_sends_take_whole_turns => small_sends_take_whole_turns;
     a_peer_that_stops_reading_does_not_stop_the_others => a_peer_that_stops_reading_does_not_stop_the_others;
     peers_that_read_slowly_do_not_hold_the_others_back => peers_that_read_slowly_do_not_hold_the_others_back;
 }

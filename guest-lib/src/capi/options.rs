@@ -118,7 +118,7 @@ pub unsafe extern "C" fn slim_getsockopt(ctx: *mut SlimCtx, fd: c_int, opt: c_in
 
 /// Bounds the bytes in flight (handed to the device, not yet acknowledged) over all of the
 /// context's stream sockets together: the send budget (docs/architecture.md, "The send
-/// budget"; by default 256 KiB, or the device's largest send buffer when larger). A socket the
+/// budget"; by default 512 KiB, or the device's largest send buffer when larger). A socket the
 /// budget keeps from sending is not writable until its turn comes. A budget below 64 KiB is
 /// taken as 64 KiB. Returns 0, or -EINVAL for a negative size.
 ///

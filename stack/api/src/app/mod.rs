@@ -233,6 +233,9 @@ impl<L: Link> AppSockets<L> {
         let s = self.sockets.get_mut(&fd).ok_or(SocketError::BadHandle)?;
         self.budget.charge(fd, &mut s.budget, s.in_flight, n);
         s.in_flight += n;
+        if s.send_room() == 0 {
+            self.budget.own_buffer_full(&mut s.budget);
+        }
         if self.budget.prune_due(self.sockets.len()) {
             for fd in self.budget.take_counting() {
                 if let Some(s) = self.sockets.get_mut(&fd) {

@@ -7,16 +7,21 @@
 //! over all of them together (Linux's `tcp_mem` does so for memory). A socket that finds the
 //! budget spent joins a queue and is not writable; as acknowledgements give budget back, the
 //! sockets at the queue's head are woken in turn, one per quantum free, each with a pass to send
-//! up to a quantum ahead of the queue once: every waiting socket gets its turn, none is woken
-//! only to find nothing left, and a socket woken that does not send holds nothing back.
+//! a quantum ahead of the queue, in as many sends as the application makes of it (one of 1 MiB
+//! or sixteen of 16 KiB: a turn is as long either way), or until its own send buffer is full
+//! (then the rest is free for the next): every waiting socket gets its turn,
+//! none is woken only to find nothing left, and a socket woken that does not send holds nothing
+//! back for long (see [`STALL`]).
 //!
 //! A quantum is half the budget (two sockets take turns: one sends while the other's bytes come
 //! back acknowledged), at most [`MAX_QUANTUM`], and at least [`WAKE_QUANTUM`] and the largest
 //! buffer a send hands over whole. Each turn of a socket brings its connection's state back
 //! into the cache, in the application and in the stack at both ends, a fixed cost per turn:
 //! the larger the turn, the fewer bytes pay it (at 4,096 connections 128 KiB turns moved 7%
-//! more than 64 KiB ones; the whole budget as one turn left the link idle while its last
-//! bytes came back, 8% less than 64 KiB ones).
+//! more than 64 KiB ones, and turns of a whole default send buffer, 256 KiB, 5-8% more than
+//! 128 KiB ones; the whole budget as one turn left the link idle while its last bytes came
+//! back, 8% less than 64 KiB ones). The default budget is therefore two default send buffers:
+//! two sockets take turns, each filling its whole buffer while the other's bytes come back.
 //!
 //! Peers that read slowly or not at all must not hold up the others. While sockets wait, every
 //! [`STALL`] the counted bytes of each socket whose counted bytes were never all acknowledged
@@ -34,8 +39,9 @@ use std::time::{Duration, Instant};
 
 use crate::Fd;
 
-/// The least default budget: the stack's default send buffer of one socket.
-pub const DEFAULT_SEND_BUDGET: usize = 256 * 1024;
+/// The least default budget: two of the stack's default send buffers (256 KiB each), one turn
+/// of a whole buffer each (see the module documentation).
+pub const DEFAULT_SEND_BUDGET: usize = 512 * 1024;
 
 /// The default budget over sockets whose send buffer starts at `sndbuf`: at least one whole
 /// buffer, so that a lone connection sends as it would without a budget.
@@ -47,10 +53,10 @@ pub fn default_for(sndbuf: usize) -> usize {
 /// segments, and keep more sockets' state in use at once.
 pub const WAKE_QUANTUM: usize = 16 * 1024;
 
-/// The most a quantum grows to with the budget (beyond it a turn's fixed cost is paid by so many
-/// bytes that larger turns would only make the others wait longer for theirs), unless a send
-/// hands over more whole.
-pub const MAX_QUANTUM: usize = 128 * 1024;
+/// The most a quantum grows to with the budget: the stack's default send buffer, whole (beyond
+/// it a turn's fixed cost is paid by so many bytes that larger turns would only make the others
+/// wait longer for theirs), unless a send hands over more whole.
+pub const MAX_QUANTUM: usize = 256 * 1024;
 
 /// The quantum of a budget of `limit` bytes whose turns take at least `least` (see the module
 /// documentation).
@@ -71,9 +77,9 @@ const CLOCK_EVERY: u32 = 64;
 pub struct BudgetMark {
     /// In the queue of sockets waiting for budget.
     pub(super) queued: bool,
-    /// Woken from the queue: its next send may take a quantum although others wait (while
-    /// `pass_round` is the budget's).
-    pass: bool,
+    /// Woken from the queue: it may send this many bytes although others wait (while
+    /// `pass_round` is the budget's; none left: no pass).
+    pass_left: usize,
     pass_round: u32,
     /// Of its bytes in flight, this many do not count (they were never all acknowledged in a
     /// whole period while sockets waited).
@@ -109,8 +115,9 @@ pub struct SendBudget {
     least_quantum: usize,
     used: usize,
     waiting: VecDeque<Fd>,
-    /// Passes given and not used yet: while any is out, sockets without one wait their turn.
-    passes: usize,
+    /// The bytes of passes given and not sent yet: while any is out, sockets without a pass wait
+    /// their turn, and no socket is woken for them.
+    reserved: usize,
     /// Passes are good in this round only; a new one starts whenever nothing is in flight and
     /// nobody waits (so that passes never used are forgotten).
     round: u32,
@@ -134,7 +141,7 @@ impl SendBudget {
             least_quantum,
             used: 0,
             waiting: VecDeque::new(),
-            passes: 0,
+            reserved: 0,
             round: 0,
             period: 0,
             waited: None,
@@ -164,45 +171,53 @@ impl SendBudget {
     }
 
     /// Bytes a socket with `mark` may hand to the link now, as far as the budget goes: what is
-    /// free while nobody waits; while others wait, nothing without a pass, and a quantum at
-    /// most with one (the sockets woken together each find theirs, and a pass never used
-    /// reserves nothing).
+    /// free while nobody waits; while others wait, nothing without a pass, and what is left of
+    /// its pass with one (the sockets woken together each find theirs, and a pass never used
+    /// reserves nothing once a period ends).
     pub fn room(&self, mark: BudgetMark) -> usize {
         let free = self.limit.saturating_sub(self.used);
-        if self.waiting.is_empty() && self.passes == 0 {
+        if self.waiting.is_empty() && self.reserved == 0 {
             free
-        } else if self.has_pass(mark) {
-            free.min(self.quantum())
+        } else {
+            free.min(self.pass_left(mark))
+        }
+    }
+
+    /// What is left of the pass `mark` holds (none unless given in this round).
+    fn pass_left(&self, mark: BudgetMark) -> usize {
+        if mark.pass_round == self.round {
+            mark.pass_left
         } else {
             0
         }
     }
 
-    /// True when `mark` holds a pass of this round.
-    fn has_pass(&self, mark: BudgetMark) -> bool {
-        mark.pass && mark.pass_round == self.round
+    /// `n` bytes of a socket's pass were sent (all of it when `n` is larger).
+    fn use_pass(&mut self, mark: &mut BudgetMark, n: usize) {
+        let used = n.min(self.pass_left(*mark));
+        self.reserved -= used;
+        mark.pass_left -= used;
     }
 
-    /// A socket's pass is used (or it is gone).
+    /// A socket gives up what is left of its pass (or it is gone).
     fn drop_pass(&mut self, mark: &mut BudgetMark) {
-        if self.has_pass(*mark) {
-            self.passes -= 1;
-        }
-        mark.pass = false;
+        self.use_pass(mark, usize::MAX);
+        mark.pass_left = 0;
     }
 
-    /// Gives the socket just taken from the queue ([`pop_waiter`](Self::pop_waiter)) its pass.
+    /// Gives the socket just taken from the queue ([`pop_waiter`](Self::pop_waiter)) its pass:
+    /// a quantum.
     pub fn give_pass(&mut self, mark: &mut BudgetMark) {
         mark.queued = false;
-        if !self.has_pass(*mark) {
-            self.passes += 1;
-        }
-        mark.pass = true;
+        self.drop_pass(mark);
+        let quantum = self.quantum();
+        self.reserved += quantum;
+        mark.pass_left = quantum;
         mark.pass_round = self.round;
     }
 
-    /// `n` bytes were handed to the link by socket `fd`, which had `in_flight` before; a pass
-    /// is used by the send that took it.
+    /// `n` bytes were handed to the link by socket `fd`, which had `in_flight` before; they use
+    /// its pass as far as it goes.
     pub fn charge(&mut self, fd: Fd, mark: &mut BudgetMark, in_flight: usize, n: usize) {
         if in_flight <= mark.uncounted {
             mark.counting_since = self.period;
@@ -212,6 +227,13 @@ impl SendBudget {
             self.counting.push(fd);
         }
         self.used += n;
+        self.use_pass(mark, n);
+    }
+
+    /// A socket's own send buffer is full: its turn ends there, and what is left of its pass
+    /// goes to the next in the queue (a socket with a 16 KiB buffer would otherwise hold most
+    /// of a quantum it cannot send, and the budget's bytes would stay idle).
+    pub fn own_buffer_full(&mut self, mark: &mut BudgetMark) {
         self.drop_pass(mark);
     }
 
@@ -224,7 +246,7 @@ impl SendBudget {
         if self.used == 0 && self.waiting.is_empty() {
             // Nothing in flight, nobody waiting: passes never used are forgotten.
             self.round = self.round.wrapping_add(1);
-            self.passes = 0;
+            self.reserved = 0;
         }
     }
 
@@ -245,13 +267,13 @@ impl SendBudget {
         }
     }
 
-    /// How many waiting sockets to wake now: one for each quantum free that no pass given
-    /// already stands for.
+    /// How many waiting sockets to wake now: one for each quantum free beyond what the passes
+    /// given and not sent yet stand for.
     pub fn wakes_due(&self) -> usize {
         if self.waiting.is_empty() {
             return 0;
         }
-        (self.limit.saturating_sub(self.used) / self.quantum()).saturating_sub(self.passes)
+        self.limit.saturating_sub(self.used).saturating_sub(self.reserved) / self.quantum()
     }
 
     /// The socket at the head of the queue, taken out of it (the caller finds it and gives it
@@ -291,7 +313,7 @@ impl SendBudget {
         // Passes given and never used (their sockets woken and not sending) stand for nothing
         // from now on.
         self.round = self.round.wrapping_add(1);
-        self.passes = 0;
+        self.reserved = 0;
         true
     }
 
@@ -381,7 +403,7 @@ mod tests {
         assert_eq!(b.room(d), q);
         assert_eq!(b.room(BudgetMark::default()), 0);
         b.charge(Fd(2), &mut c, 0, q);
-        assert_eq!(b.room(c), 0, "a pass is good for one send");
+        assert_eq!(b.room(c), 0, "the pass is spent");
         b.charge(Fd(3), &mut d, 0, q);
         assert_eq!(b.used(), 64 * 1024);
         assert_eq!(b.room(BudgetMark::default()), 0, "spent");
@@ -390,9 +412,51 @@ mod tests {
     }
 
     #[test]
+    fn a_pass_is_a_quantum_of_bytes_in_as_many_sends_as_the_application_makes() {
+        let mut b = SendBudget::new(256 * 1024, 0);
+        let q = b.quantum();
+        let (mut a, mut c, mut d) = (BudgetMark::default(), BudgetMark::default(), BudgetMark::default());
+        b.charge(Fd(1), &mut a, 0, 256 * 1024);
+        b.wait(Fd(2), &mut c);
+        b.wait(Fd(3), &mut d);
+        b.release(&mut a, 256 * 1024, q);
+        assert_eq!(b.wakes_due(), 1);
+        assert_eq!(wake(&mut b, Fd(2), &mut c), Some(Fd(2)));
+        assert_eq!(b.wakes_due(), 0, "the pass stands for its quantum");
+        let piece = q / 4;
+        for k in 0..4 {
+            assert_eq!(b.room(c), q - k * piece, "what is left of the pass after {k} sends");
+            b.charge(Fd(2), &mut c, k * piece, piece);
+            assert_eq!(b.wakes_due(), 0, "sent or reserved, the quantum is taken");
+        }
+        assert_eq!(b.room(c), 0, "the pass is spent: a turn is a quantum however it was sent");
+        assert_eq!(b.room(d), 0, "still queued");
+        // Half a pass sent, the rest given up (the socket waits again): that rest is free.
+        b.release(&mut a, 256 * 1024 - q, q);
+        assert_eq!(wake(&mut b, Fd(3), &mut d), Some(Fd(3)));
+        b.charge(Fd(3), &mut d, 0, q / 2);
+        b.wait(Fd(3), &mut d);
+        assert_eq!(b.room(d), 0, "queued again: no pass");
+        b.release(&mut c, q, q);
+        assert_eq!(b.wakes_due(), 1, "the rest of the pass given up stands for nothing");
+        // A socket whose own buffer fills before its pass is spent: its turn ends there.
+        let mut e = BudgetMark::default();
+        b.wait(Fd(4), &mut e);
+        assert_eq!(wake(&mut b, Fd(4), &mut e), Some(Fd(4)));
+        assert_eq!(b.wakes_due(), 0);
+        b.charge(Fd(4), &mut e, 0, 16 * 1024);
+        b.wait(Fd(5), &mut BudgetMark::default());
+        assert_eq!((b.room(e), b.wakes_due()), (q - 16 * 1024, 0), "its pass goes on");
+        b.own_buffer_full(&mut e);
+        assert_eq!(b.room(e), 0, "its turn is over");
+        assert_eq!(b.wakes_due(), 1, "the rest of its pass is free for the next");
+    }
+
+    #[test]
     fn a_quantum_is_half_the_budget_within_its_bounds_and_follows_a_new_limit() {
         let large = 64 * 1024;
-        assert_eq!(SendBudget::new(DEFAULT_SEND_BUDGET, large).quantum(), 128 * 1024);
+        assert_eq!(SendBudget::new(DEFAULT_SEND_BUDGET, large).quantum(), 256 * 1024);
+        assert_eq!(SendBudget::new(256 * 1024, large).quantum(), 128 * 1024, "half the budget");
         assert_eq!(SendBudget::new(16 << 20, large).quantum(), MAX_QUANTUM, "at most");
         assert_eq!(SendBudget::new(96 * 1024, large).quantum(), large, "a large send whole");
         assert_eq!(SendBudget::new(16 << 20, 512 * 1024).quantum(), 512 * 1024);
