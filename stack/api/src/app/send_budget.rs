@@ -9,9 +9,9 @@
 //! sockets at the queue's head are woken in turn, one per quantum free, each with a pass to send
 //! a quantum ahead of the queue, in as many sends as the application makes of it (one of 1 MiB
 //! or sixteen of 16 KiB: a turn is as long either way), or until its own send buffer is full
-//! (then the rest is free for the next): every waiting socket gets its turn,
-//! none is woken only to find nothing left, and a socket woken that does not send holds nothing
-//! back for long (see [`STALL`]).
+//! (then the rest is free for the next): every waiting socket gets its turn, none is woken only
+//! to find nothing left, and a socket woken that does not send holds nothing back for long (see
+//! [`STALL`]).
 //!
 //! A quantum is half the budget (two sockets take turns: one sends while the other's bytes come
 //! back acknowledged), at most [`MAX_QUANTUM`], and at least [`WAKE_QUANTUM`] and the largest
