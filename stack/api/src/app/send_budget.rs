@@ -194,9 +194,9 @@ impl SendBudget {
 
     /// `n` bytes of a socket's pass were sent (all of it when `n` is larger).
     fn use_pass(&mut self, mark: &mut BudgetMark, n: usize) {
-        let used = n.min(self.pass_left(*mark));
-        self.reserved -= used;
-        mark.pass_left -= used;
+        let spent = n.min(self.pass_left(*mark));
+        self.reserved -= spent;
+        mark.pass_left -= spent;
     }
 
     /// A socket gives up what is left of its pass (or it is gone).
